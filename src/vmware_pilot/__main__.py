@@ -1,0 +1,3 @@
+from vmware_pilot.cli.main import main
+
+main()

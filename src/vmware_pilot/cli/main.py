@@ -1,0 +1,33 @@
+"""The `vmware-pilot` command: one typer app; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from vmware_pilot import __version__
+from vmware_pilot.cli import audit
+
+__all__ = ["app", "main", "mcp_main"]
+
+app = typer.Typer(
+    name="vmware-pilot",
+    help="Plan, review, approve, run and roll back multi-step VMware operations.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(audit.app, name="audit")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"vmware-pilot {__version__}")
+
+
+def main() -> None:
+    app()
+
+
+def mcp_main() -> None:
+    """`vmware-pilot-mcp`: the MCP server on stdio with default options."""
+    app(["mcp"])

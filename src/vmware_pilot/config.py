@@ -1,0 +1,56 @@
+"""Settings: the only reader of the environment. Built once at start-up, never at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ENV_PREFIX", "Settings"]
+
+ENV_PREFIX = "VMWARE_PILOT_"
+
+
+class Settings(BaseSettings):
+    """Every field is read from ``VMWARE_PILOT_<FIELD>`` (upper case) and documented in the README."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    home: Path = Field(
+        default_factory=lambda: Path("~/.vmware"),
+        description="Pilot home folder: database, catalog cache, custom templates (mode 0700).",
+    )
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy database URL; empty means the SQLite file pilot.db in the home.",
+    )
+    templates_dir: Path | None = Field(
+        default=None,
+        description="Folder of custom YAML templates; empty means workflows/ in the home.",
+    )
+    log_level: str = Field(default="INFO", description="Log level of the stderr log.")
+
+    @property
+    def home_path(self) -> Path:
+        return self.home.expanduser()
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home_path / 'pilot.db'}"
+
+    @property
+    def resolved_templates_dir(self) -> Path:
+        return (self.templates_dir or self.home_path / "workflows").expanduser()
+
+    @property
+    def catalog_cache_path(self) -> Path:
+        """Where `vmware-pilot catalog refresh` stores discovered skill tools."""
+        return self.home_path / "catalog.json"
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """Setting name → environment variable, for documentation checks."""
+        return {name: f"{ENV_PREFIX}{name.upper()}" for name in cls.model_fields}

@@ -1,0 +1,199 @@
+"""The exception tree every layer raises.
+
+::
+
+    PilotError                       message + hint + structured fields for the client
+    ├── WorkflowNotFound             no workflow with that id
+    ├── InvalidTransition            (state, event) pair not in the transition table
+    ├── StateRefused                 a tool or engine guard refused the workflow's current state
+    ├── InvalidInput                 bad arguments: names the field and what to do
+    │   ├── StepValidationError      a step dict is malformed (names step index and field)
+    │   └── TemplateParamError       a template parameter is missing, unknown or mistyped
+    ├── TemplateError                unknown template, unloadable YAML, name clash
+    ├── ApprovalGateRefused          the approval-gate rule refused a plan (carries violations + fix)
+    ├── ReviewBlocked                run refused on blocking review findings
+    ├── StepReferenceError           a ``__from_step_N__`` reference cannot be resolved
+    ├── SecretUnavailable            a secret did not survive persistence / env var missing
+    ├── StoreError
+    │   ├── ConcurrencyConflict      stale expected version: reload and retry (retryable)
+    │   ├── CorruptRecord            a stored row cannot be decoded
+    │   └── SchemaTooNew             database written by a newer vmware-pilot
+    ├── AuditChainBroken             audit verification found a bad event
+    └── DispatchError                calling a skill's tool failed before or while sending
+        ├── DispatchRefused          nothing was sent (cannot start, handshake failed, preflight)
+        └── EffectUnknown            sent, but the outcome is unknown (timeout, lost connection)
+
+``server/errors.py`` is the one place that turns these into tool payloads: ``error`` (what
+happened), ``hint`` (what to do next) and the ``fields`` a client keys on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ApprovalGateRefused",
+    "AuditChainBroken",
+    "ConcurrencyConflict",
+    "CorruptRecord",
+    "DispatchError",
+    "DispatchRefused",
+    "EffectUnknown",
+    "InvalidInput",
+    "InvalidTransition",
+    "PilotError",
+    "ReviewBlocked",
+    "SchemaTooNew",
+    "SecretUnavailable",
+    "StateRefused",
+    "StepReferenceError",
+    "StepValidationError",
+    "StoreError",
+    "TemplateError",
+    "TemplateParamError",
+    "WorkflowNotFound",
+]
+
+
+class PilotError(Exception):
+    """Base of every error vmware-pilot raises on purpose.
+
+    ``fields`` are structured keys merged into the client payload next to ``error`` and
+    ``hint``; their order is kept.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, hint: str = "", **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.fields: dict[str, Any] = fields
+
+    def payload(self) -> dict[str, Any]:
+        """The refusal payload: ``error`` first, then the structured fields, then ``hint``."""
+        out: dict[str, Any] = {"error": self.message}
+        out.update(self.fields)
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+class WorkflowNotFound(PilotError):
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' not found",
+            hint="Use list_workflows() to see active workflow IDs.",
+        )
+        self.workflow_id = workflow_id
+
+    def payload(self) -> dict[str, Any]:
+        # The reference answers exactly {"error": ...} for an unknown id.
+        return {"error": self.message}
+
+
+class InvalidTransition(PilotError):
+    def __init__(self, workflow_id: str, state: str, event: str) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' cannot {event.replace('_', ' ')} from state '{state}'",
+            hint="get_workflow_status shows the current state and what it allows.",
+            workflow_id=workflow_id,
+            state=state,
+        )
+        self.state = state
+        self.event = event
+
+
+class StateRefused(PilotError):
+    """A guard refused because of the workflow's state (payload shape is the caller's choice)."""
+
+
+class InvalidInput(PilotError):
+    def __init__(self, message: str, *, field: str = "", hint: str = "", **fields: Any) -> None:
+        super().__init__(message, hint=hint, **fields)
+        self.field = field
+
+
+class StepValidationError(InvalidInput):
+    def __init__(self, message: str, *, step_index: int, field: str, hint: str = "") -> None:
+        super().__init__(message, field=field, hint=hint, step_index=step_index, field_name=field)
+        self.step_index = step_index
+
+
+class TemplateParamError(InvalidInput):
+    pass
+
+
+class TemplateError(PilotError):
+    pass
+
+
+class ApprovalGateRefused(PilotError):
+    """Carries ``approval_gate_violations`` and ``fix`` (and, from run, ``blocking_findings``)."""
+
+
+class ReviewBlocked(PilotError):
+    pass
+
+
+class StepReferenceError(PilotError):
+    pass
+
+
+class SecretUnavailable(PilotError):
+    pass
+
+
+class StoreError(PilotError):
+    pass
+
+
+class ConcurrencyConflict(StoreError):
+    retryable = True
+
+    def __init__(self, workflow_id: str, expected: int, actual: int | None) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' was changed by someone else (expected version {expected}, "
+            f"found {actual})",
+            hint="Reload the workflow and try again.",
+            workflow_id=workflow_id,
+        )
+        self.workflow_id = workflow_id
+        self.expected = expected
+        self.actual = actual
+
+
+class CorruptRecord(StoreError):
+    def __init__(self, workflow_id: str, reason: str) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' could not be read ({reason}); nothing changed",
+            hint="The stored record is damaged. `vmware-pilot audit verify --workflow "
+            f"{workflow_id}` shows its history; create a new workflow for the same goal.",
+            workflow_id=workflow_id,
+        )
+        self.workflow_id = workflow_id
+        self.reason = reason
+
+
+class SchemaTooNew(StoreError):
+    pass
+
+
+class AuditChainBroken(PilotError):
+    pass
+
+
+class DispatchError(PilotError):
+    pass
+
+
+class DispatchRefused(DispatchError):
+    """Nothing was sent to the skill: safe to retry."""
+
+
+class EffectUnknown(DispatchError):
+    """The call was sent but its outcome is unknown; ``payload`` is whatever came back."""
+
+    def __init__(self, message: str, *, payload: Any = None, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.result_payload = payload

@@ -1,0 +1,115 @@
+"""Building Step objects from dicts: the one door every step goes through (renames applied)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vmware_pilot.catalog.renames import rename_tool
+from vmware_pilot.domain.enums import GATE_ACTION
+from vmware_pilot.domain.model import Step
+from vmware_pilot.errors import StepValidationError
+
+__all__ = ["STEP_KEYS", "gate_step", "make_step", "step_from_dict", "steps_from_dicts"]
+
+STEP_KEYS = ("action", "skill", "tool", "params", "rollback_tool", "rollback_params", "group_id")
+_STRING_KEYS = ("action", "skill", "tool", "rollback_tool", "group_id")
+_FIX = "Each step is {action, skill, tool, params, rollback_tool?, rollback_params?, group_id?}; "
+
+
+def make_step(
+    index: int,
+    action: str,
+    skill: str,
+    tool: str,
+    params: Mapping[str, Any] | None = None,
+    rollback_tool: str = "",
+    rollback_params: Mapping[str, Any] | None = None,
+    group_id: str = "",
+) -> Step:
+    """A new pending step with the tool names renamed to their current names (reference §8)."""
+    return Step(
+        index=index,
+        action=action,
+        skill=skill,
+        tool=rename_tool(skill, tool),
+        params=dict(params or {}),
+        rollback_tool=rename_tool(skill, rollback_tool) if rollback_tool else "",
+        rollback_params=dict(rollback_params or {}),
+        group_id=group_id,
+    )
+
+
+def gate_step(index: int, message: str, **extra: Any) -> Step:
+    """A require_approval gate (skill ``pilot``, tool ``approve``)."""
+    return make_step(index, GATE_ACTION, "pilot", "approve", {"message": message, **extra})
+
+
+def step_from_dict(raw: Any, index: int) -> Step:
+    """Validate one caller-supplied step dict; raise StepValidationError naming step and field."""
+    if not isinstance(raw, Mapping):
+        raise StepValidationError(
+            f"Step {index} must be an object, got {type(raw).__name__}",
+            step_index=index,
+            field="",
+            hint=_FIX + "check get_skill_catalog for skill and tool names.",
+        )
+    unknown = sorted(str(k) for k in raw if k not in STEP_KEYS)
+    if unknown:
+        raise StepValidationError(
+            f"Step {index} has unknown key(s) {', '.join(repr(k) for k in unknown)}",
+            step_index=index,
+            field=unknown[0],
+            hint=_FIX + f"allowed keys: {', '.join(STEP_KEYS)}.",
+        )
+    for key in _STRING_KEYS:
+        if key in raw and raw[key] is not None and not isinstance(raw[key], str):
+            raise StepValidationError(
+                f"Step {index}: '{key}' must be a string, got {type(raw[key]).__name__}",
+                step_index=index,
+                field=key,
+                hint=_FIX + "names are strings.",
+            )
+    action = str(raw.get("action") or f"step_{index}")
+    is_gate = action == GATE_ACTION
+    skill = str(raw.get("skill") or ("pilot" if is_gate else ""))
+    tool = str(raw.get("tool") or ("approve" if is_gate else ""))
+    for key, value in (("skill", skill), ("tool", tool)):
+        if not value.strip():
+            raise StepValidationError(
+                f"Step {index} has no '{key}'",
+                step_index=index,
+                field=key,
+                hint=_FIX + "get_skill_catalog lists the skills and their tools.",
+            )
+    for key in ("params", "rollback_params"):
+        given = raw.get(key)
+        if given is not None and not isinstance(given, Mapping):
+            raise StepValidationError(
+                f"Step {index}: '{key}' must be an object, got {type(given).__name__}",
+                step_index=index,
+                field=key,
+                hint=_FIX + f"pass {key} as a JSON object ({{}} for none).",
+            )
+    if raw.get("rollback_params") and not raw.get("rollback_tool"):
+        raise StepValidationError(
+            f"Step {index} has rollback_params but no rollback_tool",
+            step_index=index,
+            field="rollback_tool",
+            hint="Name the undo tool in rollback_tool, or drop rollback_params.",
+        )
+    return make_step(
+        index,
+        action,
+        skill.strip(),
+        tool.strip(),
+        raw.get("params") or {},
+        str(raw.get("rollback_tool") or "").strip(),
+        raw.get("rollback_params") or {},
+        str(raw.get("group_id") or ""),
+    )
+
+
+def steps_from_dicts(raw_steps: Sequence[Any]) -> list[Step]:
+    """Validate every step dict before building any: nothing half-built on error."""
+    return [step_from_dict(raw, i) for i, raw in enumerate(raw_steps)]
