@@ -1,0 +1,180 @@
+"""Masking secrets before anything is persisted or logged: by key tokens, and in free text.
+
+A key is secret when one of its lower-case tokens (camelCase and non-alphanumerics split; two
+adjacent tokens also tried joined, so ``api_key`` reads as ``apikey``) names a secret, unless its
+last token says the value only describes the secret (``password_count``, ``token_ttl``,
+``auth_mode``). A secret reference such as ``{"$env": "VC_PASSWORD"}`` holds no secret and is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from itertools import pairwise
+from typing import Any
+
+__all__ = [
+    "MASK",
+    "SECRET_REF_KEYS",
+    "is_secret_key",
+    "is_secret_ref",
+    "key_tokens",
+    "redact",
+    "redact_text",
+]
+
+MASK = "***"
+
+# Keys of a one-entry dict that points at a secret instead of holding it.
+SECRET_REF_KEYS = frozenset({"$env"})
+
+_SECRET_WORDS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "token",
+        "tokens",
+        "apikey",
+        "apikeys",
+        "auth",
+        "credential",
+        "credentials",
+        "bearer",
+        "authorization",
+        "kubeconfig",
+        "privatekey",
+        "accesskey",
+        "authkey",
+        "sshkey",
+        "signingkey",
+        "encryptionkey",
+        "cookie",
+    }
+)
+
+# A last token that makes the value a description of the secret, not the secret itself.
+_DESCRIPTIVE_LAST = frozenset(
+    {
+        "count",
+        "type",
+        "mode",
+        "url",
+        "uri",
+        "endpoint",
+        "name",
+        "names",
+        "id",
+        "ids",
+        "expiry",
+        "expires",
+        "expiration",
+        "ttl",
+        "age",
+        "path",
+        "file",
+        "dir",
+        "hint",
+        "required",
+        "enabled",
+        "policy",
+        "length",
+        "len",
+        "format",
+        "kind",
+        "version",
+        "provider",
+        "source",
+        "method",
+        "scheme",
+        "at",
+        "user",
+        "username",
+    }
+)
+
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def key_tokens(key: str) -> list[str]:
+    """Lower-case tokens of a key: ``x-auth-token`` → x, auth, token; ``APIKey`` → api, key."""
+    return [t.lower() for t in _TOKEN.findall(key)]
+
+
+def is_secret_key(key: str) -> bool:
+    """True when the value under ``key`` must be masked at rest."""
+    tokens = key_tokens(key)
+    if not tokens:
+        return False
+    if len(tokens) > 1 and tokens[-1] in _DESCRIPTIVE_LAST:
+        return False
+    if any(t in _SECRET_WORDS for t in tokens):
+        return True
+    return any(a + b in _SECRET_WORDS for a, b in pairwise(tokens))
+
+
+def is_secret_ref(value: object) -> bool:
+    """True for ``{"$env": "NAME"}``: a pointer resolved at dispatch time, never the secret."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return False
+    ((key, name),) = value.items()
+    return key in SECRET_REF_KEYS and isinstance(name, str)
+
+
+def _mask(value: Any) -> Any:
+    # Nothing to hide in an empty value, a flag or a reference; masking them would only lose data.
+    if value is None or value == "" or isinstance(value, bool) or is_secret_ref(value):
+        return value
+    return MASK
+
+
+def redact(value: Any, *, scrub_text: bool = False) -> Any:
+    """A deep copy of ``value`` with every value under a secret key replaced by ``***``.
+
+    With ``scrub_text`` every string is also passed through ``redact_text`` (results and error
+    texts); parameters are masked by key only, so a command line sent to a tool is not rewritten.
+    """
+    if isinstance(value, Mapping):
+        return {
+            k: _mask(v) if is_secret_key(str(k)) else redact(v, scrub_text=scrub_text)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v, scrub_text=scrub_text) for v in value]
+    if scrub_text and isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+# A free-standing credential after an HTTP auth scheme (the Basic one must look like base64).
+_AUTH_SCHEME = re.compile(r"\b((?i:bearer)|Basic(?=\s+[A-Za-z0-9+/]*[0-9+/=]))(\s+)[A-Za-z0-9\-._~+/=]{8,}")
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
+_KEY_VALUE = re.compile(
+    r"""(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]*)(?P=q)(?P<sep>\s*[:=]\s*)"""
+    r"""(?P<scheme>(?:Bearer|Basic|Token)\s+)?"""
+    r"""(?P<val>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;&'"{}\[\]()<>]+)""",
+    re.IGNORECASE,
+)
+
+
+def _key_value(match: re.Match[str]) -> str:
+    if not is_secret_key(match["key"]):
+        return match[0]
+    val = match["val"]
+    quote = val[0] if val[0] in "\"'" else ""
+    if val in (MASK, f'"{MASK}"', f"'{MASK}'"):
+        return match[0]
+    head = match[0][: match.start("val") - match.start(0)]
+    return f"{head}{quote}{MASK}{quote}"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with secrets in ``key=value``, ``"key": "value"``, ``Bearer x`` and URL shapes masked."""
+    if not text:
+        return text
+    out = _AUTH_SCHEME.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
+    out = _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}{m[3]}", out)
+    return _KEY_VALUE.sub(_key_value, out)

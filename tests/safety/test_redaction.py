@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import pytest
+
+from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, key_tokens, redact, redact_text
+
+MASKED_KEYS = [
+    "db_password",
+    "apiToken",
+    "privateKey",
+    "x-auth-token",
+    "vc_secret",
+    "password",
+    "token",
+    "passwd",
+    "pwd",
+    "api_key",
+    "APIKey",
+    "apikey",
+    "access_key",
+    "ssh_key",
+    "clientSecret",
+    "Authorization",
+    "bearer",
+    "kubeconfig",
+    "credentials",
+    "OAuthToken",
+    "password2",
+    "X-Api-Key",
+]
+
+KEPT_KEYS = [
+    "password_count",
+    "token_ttl",
+    "auth_mode",
+    "passwordCount",
+    "secret_name",
+    "api_key_id",
+    "kubeconfig_path",
+    "token_url",
+    "author",
+    "authors",
+    "key",
+    "monkey",
+    "tokenizer",
+    "vm_name",
+    "passthrough",
+    "",
+]
+
+
+@pytest.mark.parametrize("key", MASKED_KEYS)
+def test_secret_keys_are_recognised_by_token(key: str) -> None:
+    assert is_secret_key(key)
+    assert redact({key: "s3cr3t-value"}) == {key: MASK}
+
+
+@pytest.mark.parametrize("key", KEPT_KEYS)
+def test_descriptive_and_unrelated_keys_are_kept(key: str) -> None:
+    assert not is_secret_key(key)
+    assert redact({key: "visible-value"}) == {key: "visible-value"}
+
+
+def test_key_tokens_split_camel_case_acronyms_and_separators() -> None:
+    assert key_tokens("x-auth-token") == ["x", "auth", "token"]
+    assert key_tokens("APIKey") == ["api", "key"]
+    assert key_tokens("dbPassword_2") == ["db", "password", "2"]
+
+
+def test_redact_walks_nested_dicts_and_lists_and_masks_whole_structured_values() -> None:
+    original = {
+        "vm": "web-01",
+        "connection": {"host": "vc", "password": "hunter2", "nested": [{"apiToken": "abc"}]},
+        "credentials": {"user": "root", "pass": "x"},
+        "count": 3,
+    }
+    out = redact(original)
+    assert out == {
+        "vm": "web-01",
+        "connection": {"host": "vc", "password": MASK, "nested": [{"apiToken": MASK}]},
+        "credentials": MASK,
+        "count": 3,
+    }
+    # A deep copy: the live object keeps its secrets for dispatch.
+    assert original["connection"]["password"] == "hunter2"  # type: ignore[index]
+
+
+def test_secret_reference_empty_value_and_flags_are_kept() -> None:
+    value = {"password": {"$env": "VC_PASSWORD"}, "token": "", "secret": None, "auth": True}
+    assert redact(value) == value
+    assert is_secret_ref({"$env": "X"})
+    assert not is_secret_ref({"$env": "X", "other": 1})
+    assert not is_secret_ref({"$env": 3})
+
+
+def test_redact_scrub_text_also_masks_secrets_inside_strings() -> None:
+    value = {"error": "login failed for password=hunter2", "items": ["token: abc123"]}
+    assert redact(value) == value
+    assert redact(value, scrub_text=True) == {
+        "error": f"login failed for password={MASK}",
+        "items": [f"token: {MASK}"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("password=hunter2 user=bob", f"password={MASK} user=bob"),
+        ('{"db_password": "s3cr3t", "name": "x"}', f'{{"db_password": "{MASK}", "name": "x"}}'),
+        ("{'apiToken': 'abc123', 'n': 1}", f"{{'apiToken': '{MASK}', 'n': 1}}"),
+        ("Authorization: Bearer eyJhbGciOi.xyz", f"Authorization: Bearer {MASK}"),
+        ("sent Bearer abcdef123456 to vc", f"sent Bearer {MASK} to vc"),
+        ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {MASK}"),
+        ('curl -H "x-auth-token: abcd1234" https://a', f'curl -H "x-auth-token: {MASK}" https://a'),
+        ("GET https://admin:pa55@vc.local/sdk failed", f"GET https://admin:{MASK}@vc.local/sdk failed"),
+        ("?token_ttl=3600&token=abc&x=1", f"?token_ttl=3600&token={MASK}&x=1"),
+    ],
+)
+def test_redact_text_masks_secret_shapes(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Step 3: create_vm → success",
+        "Basic configuration failed",
+        "the bearer of news",
+        "password_count=3 auth_mode=sso token_ttl=60",
+        "Approved by alice",
+        f"password={MASK}",
+        "",
+    ],
+)
+def test_redact_text_keeps_ordinary_text(text: str) -> None:
+    assert redact_text(text) == text
