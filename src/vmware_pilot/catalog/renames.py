@@ -211,12 +211,19 @@ RENAMES: dict[str, dict[str, str]] = {
 
 _PREFIX = re.compile(r"^vmware-")
 
+# Package names that differ from the skill they serve (vmware-nsx-mgmt runs vmware-nsx-mcp).
+_ALIASES: dict[str, str] = {"nsx-mgmt": "nsx"}
+
 
 def skill_key(skill: object) -> str:
-    """Bare family skill name: trimmed, lower-case, ``_`` as ``-``, without ``vmware-``."""
+    """Bare family skill name: trimmed, lower-case, ``_`` as ``-``, without ``vmware-``.
+
+    A package name that differs from its skill maps to the skill (``nsx-mgmt`` → ``nsx``).
+    """
     if not isinstance(skill, str):
         return ""
-    return _PREFIX.sub("", skill.strip().lower().replace("_", "-"))
+    bare = _PREFIX.sub("", skill.strip().lower().replace("_", "-"))
+    return _ALIASES.get(bare, bare)
 
 
 def rename_tool(skill: str, tool: str) -> str:
