@@ -1,0 +1,123 @@
+"""The per-workflow audit hash chain: computing event hashes and verifying a stored chain.
+
+Each event's hash is sha256 over the canonical JSON of (prev_hash, workflow_id, ts, actor, action,
+detail); the first event of a workflow links to ``GENESIS``. The workflow row keeps the head hash
+and the event count, so a deleted last event is detected too. Pure: the store feeds records in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vmware_pilot.store.protocol import AuditRecord
+
+__all__ = ["GENESIS", "ChainHead", "ChainProblem", "check_chain", "event_hash"]
+
+GENESIS = "0" * 64
+
+
+def event_hash(prev_hash: str, workflow_id: str, ts: str, actor: str, action: str, detail: str) -> str:
+    """The hash that commits an event to its content and to the event before it."""
+    canonical = json.dumps(
+        [prev_hash, workflow_id, ts, actor, action, detail], ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """What the workflow row says its chain ends with (None: no workflow row at all)."""
+
+    head: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChainProblem:
+    record: AuditRecord | None
+    description: str
+
+
+def _name(rec: AuditRecord, position: int) -> str:
+    return f"event seq {rec.seq} (#{position + 1} of workflow {rec.workflow_id}, '{rec.action}' at {rec.ts})"
+
+
+def check_chain(
+    workflow_id: str, events: Sequence[AuditRecord], head: ChainHead | None
+) -> ChainProblem | None:
+    """The first problem in one workflow's events (ordered by seq), or None when intact."""
+    if head is None:
+        if not events:
+            return None
+        return ChainProblem(
+            events[0], f"{_name(events[0], 0)} belongs to no stored workflow: it was inserted"
+        )
+    position_of = {rec.hash: i for i, rec in enumerate(events)}
+    linked_from: dict[str, list[int]] = {}
+    for i, rec in enumerate(events):
+        linked_from.setdefault(rec.prev_hash, []).append(i)
+    expected = GENESIS
+    for i, rec in enumerate(events):
+        # Does a later event continue the chain from the previous one, skipping this one?
+        skipped = any(k > i for k in linked_from.get(expected, ()))
+        if rec.prev_hash != expected:
+            j = position_of.get(rec.prev_hash)
+            if j is not None and j > i:
+                return ChainProblem(
+                    rec, f"{_name(rec, i)} is out of order: it belongs after seq {events[j].seq} (reordered)"
+                )
+            if j is not None and j < i - 1:
+                extra = events[j + 1]
+                return ChainProblem(
+                    extra,
+                    f"{_name(extra, j + 1)} is not part of the chain, which goes from seq "
+                    f"{events[j].seq} to seq {rec.seq} (inserted)",
+                )
+            if skipped:
+                return ChainProblem(rec, f"{_name(rec, i)} is not part of the chain (inserted)")
+            return ChainProblem(
+                rec, f"{_name(rec, i)} links to an event that is missing (an event before it was deleted)"
+            )
+        actual = event_hash(rec.prev_hash, rec.workflow_id, rec.ts, rec.actor, rec.action, rec.detail)
+        if actual != rec.hash:
+            what = (
+                "is not part of the chain (inserted)"
+                if skipped
+                else "was altered: its content does not match its hash"
+            )
+            return ChainProblem(rec, f"{_name(rec, i)} {what}")
+        expected = rec.hash
+    return _check_head(workflow_id, events, head, expected)
+
+
+def _check_head(
+    workflow_id: str, events: Sequence[AuditRecord], head: ChainHead, last_hash: str
+) -> ChainProblem | None:
+    """Compare the end of an intact chain with the head and count kept on the workflow row."""
+    if len(events) == head.count and last_hash == (head.head or GENESIS):
+        return None
+    last = events[-1] if events else None
+    stored = f"{len(events)} are stored"
+    if len(events) < head.count:
+        where = f"after seq {last.seq}" if last else "(none is left)"
+        return ChainProblem(
+            None,
+            f"workflow {workflow_id} records {head.count} events but {stored}: the last "
+            f"{head.count - len(events)} event(s) {where} were deleted",
+        )
+    if len(events) > head.count:
+        assert last is not None
+        return ChainProblem(
+            events[head.count],
+            f"{_name(events[head.count], head.count)} was appended outside vmware-pilot: the workflow "
+            f"records {head.count} events but {stored} (inserted)",
+        )
+    assert last is not None
+    return ChainProblem(
+        last,
+        f"{_name(last, len(events) - 1)} does not match the head hash kept on the workflow row: the last "
+        "event was rewritten (altered)",
+    )

@@ -1,0 +1,208 @@
+"""Workflow ↔ stored JSON document, with secrets masked before anything is written.
+
+The document holds the record of reference §1.1 without ``audit_log`` (kept as rows in
+``audit_events``) plus ``extra``. Parameters are masked by key; results, rollback results and free
+texts are also scrubbed of ``key=value`` shapes. Decoding is strict about what it finds (unknown
+keys, states, statuses → CorruptRecord) and fills the optional fields reference §1.9 lets go missing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.enums import StepStatus, WorkflowState
+from vmware_pilot.domain.model import AuditEntry, Step, Workflow
+from vmware_pilot.errors import CorruptRecord
+from vmware_pilot.safety.redaction import redact, redact_text
+from vmware_pilot.templates.steps import make_step
+
+__all__ = ["decode", "encode", "encode_document", "redact_detail"]
+
+_STEP_KEYS = frozenset(
+    {
+        "index",
+        "action",
+        "skill",
+        "tool",
+        "params",
+        "status",
+        "result",
+        "started_at",
+        "completed_at",
+        "rollback_tool",
+        "rollback_params",
+        "group_id",
+    }
+)
+_DOC_KEYS = frozenset(
+    {
+        "id",
+        "workflow_type",
+        "state",
+        "steps",
+        "params",
+        "created_at",
+        "updated_at",
+        "approved_by",
+        "diff_report",
+        "blocked_reason",
+        "rollback_results",
+        "created_by",
+        "authors",
+        "extra",
+    }
+)
+T = TypeVar("T")
+
+
+def redact_detail(detail: str) -> str:
+    """An audit detail as it is stored and hashed: secrets in it masked."""
+    return redact_text(detail)
+
+
+def _encode_step(step: Step) -> dict[str, Any]:
+    out = step.to_dict()
+    out["params"] = redact(step.params)
+    out["rollback_params"] = redact(step.rollback_params)
+    out["result"] = redact(step.result, scrub_text=True)
+    return out
+
+
+def encode_document(wf: Workflow) -> dict[str, Any]:
+    """The redacted document for ``wf`` (a new structure; ``wf`` keeps its live values)."""
+    return {
+        "id": wf.id,
+        "workflow_type": wf.workflow_type,
+        "state": wf.state.value,
+        "steps": [_encode_step(s) for s in wf.steps],
+        "params": redact(wf.params),
+        "created_at": iso(wf.created_at),
+        "updated_at": iso(wf.updated_at),
+        "approved_by": wf.approved_by,
+        "diff_report": redact(wf.diff_report, scrub_text=True),
+        "blocked_reason": redact_text(wf.blocked_reason),
+        "rollback_results": redact(wf.rollback_results, scrub_text=True),
+        "created_by": wf.created_by,
+        "authors": list(wf.authors),
+        "extra": redact(wf.extra),
+    }
+
+
+def _json_default(value: object) -> object:
+    # Values the tools return that JSON has no type for are kept as text, never dropped.
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def encode(wf: Workflow) -> str:
+    """The JSON text stored in ``workflows.document``."""
+    return json.dumps(encode_document(wf), ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+class _Bad(Exception):
+    """A reason the document cannot be decoded (turned into CorruptRecord)."""
+
+
+def _get(doc: Mapping[str, Any], key: str, kind: type[T], default: Callable[[], T] | None = None) -> T:
+    if key not in doc:
+        if default is None:
+            raise _Bad(f"missing '{key}'")
+        return default()
+    value = doc[key]
+    if not isinstance(value, kind):
+        raise _Bad(f"'{key}' is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def _time(doc: Mapping[str, Any], key: str, *, required: bool) -> datetime | None:
+    text = _get(doc, key, str, None if required else str)
+    try:
+        value = from_iso(text)
+    except ValueError as exc:
+        raise _Bad(f"'{key}' is not an ISO timestamp: {text!r}") from exc
+    if value is None and required:
+        raise _Bad(f"'{key}' is empty")
+    return value
+
+
+def _decode_step(raw: object, index: int) -> Step:
+    if not isinstance(raw, Mapping):
+        raise _Bad(f"step {index} is not an object")
+    unknown = sorted(str(k) for k in raw if k not in _STEP_KEYS)
+    if unknown:
+        raise _Bad(f"step {index} has unknown key(s) {', '.join(unknown)}")
+    status_text = _get(raw, "status", str, lambda: StepStatus.PENDING.value)
+    try:
+        status = StepStatus(status_text)
+    except ValueError as exc:
+        raise _Bad(f"step {index} has unknown status '{status_text}'") from exc
+    step = make_step(
+        index,
+        _get(raw, "action", str, lambda: f"step_{index}"),
+        _get(raw, "skill", str, lambda: "unknown"),
+        _get(raw, "tool", str, lambda: "unknown"),
+        _get(raw, "params", dict, dict),
+        _get(raw, "rollback_tool", str, str),
+        _get(raw, "rollback_params", dict, dict),
+        _get(raw, "group_id", str, str),
+    )
+    step.status = status
+    step.result = raw.get("result")
+    step.started_at = _time(raw, "started_at", required=False)
+    step.completed_at = _time(raw, "completed_at", required=False)
+    return step
+
+
+def _decode(doc: object, workflow_id: str, version: int, audit_log: list[AuditEntry]) -> Workflow:
+    if not isinstance(doc, Mapping):
+        raise _Bad("the document is not a JSON object")
+    unknown = sorted(str(k) for k in doc if k not in _DOC_KEYS)
+    if unknown:
+        raise _Bad(f"unknown key(s) {', '.join(unknown)}")
+    if _get(doc, "id", str) != workflow_id:
+        raise _Bad(f"the document is for '{doc['id']}'")
+    state_text = _get(doc, "state", str)
+    try:
+        state = WorkflowState(state_text)
+    except ValueError as exc:
+        raise _Bad(f"unknown state '{state_text}'") from exc
+    authors = _get(doc, "authors", list, list)
+    created_at = _time(doc, "created_at", required=True)
+    updated_at = _time(doc, "updated_at", required=True)
+    assert created_at is not None and updated_at is not None
+    return Workflow(
+        id=workflow_id,
+        workflow_type=_get(doc, "workflow_type", str),
+        _state=state,
+        steps=[_decode_step(raw, i) for i, raw in enumerate(_get(doc, "steps", list, list))],
+        params=_get(doc, "params", dict, dict),
+        created_at=created_at,
+        updated_at=updated_at,
+        approved_by=_get(doc, "approved_by", str, str),
+        diff_report=_get(doc, "diff_report", dict, dict),
+        audit_log=audit_log,
+        blocked_reason=_get(doc, "blocked_reason", str, str),
+        rollback_results=_get(doc, "rollback_results", list, list),
+        created_by=_get(doc, "created_by", str, str),
+        authors=[str(a) for a in authors],
+        extra=_get(doc, "extra", dict, dict),
+        version=version,
+    )
+
+
+def decode(workflow_id: str, text: str, *, version: int, audit_log: list[AuditEntry]) -> Workflow:
+    """The workflow stored as ``text``; CorruptRecord when it cannot be read faithfully."""
+    try:
+        doc = json.loads(text)
+        return _decode(doc, workflow_id, version, audit_log)
+    except json.JSONDecodeError as exc:
+        raise CorruptRecord(workflow_id, f"invalid JSON at position {exc.pos}") from exc
+    except _Bad as exc:
+        raise CorruptRecord(workflow_id, str(exc)) from exc

@@ -1,0 +1,130 @@
+"""Schema versions: ordered migrations applied when a store opens, recorded in ``schema_meta``.
+
+Each migration is a function of a connection inside the open transaction and defines the tables it
+creates itself, so it keeps meaning what it meant when written. A database whose schema is newer
+than the newest migration here is refused with SchemaTooNew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from vmware_pilot.errors import SchemaTooNew, StoreError
+from vmware_pilot.store.tables import schema_meta
+
+__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate"]
+
+Migration = Callable[[Connection], None]
+_KEY = "schema_version"
+
+
+def _v1_tables(conn: Connection) -> None:
+    """workflows (one versioned JSON document per row) and the append-only audit_events."""
+    md = MetaData()
+    wf = Table(
+        "workflows",
+        md,
+        Column("id", String(64), primary_key=True),
+        Column("type", String(255), nullable=False),
+        Column("state", String(32), nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        Column("created_by", String(255), nullable=False),
+        Column("document", Text, nullable=False),
+        Column("audit_head", String(64), nullable=False),
+        Column("audit_count", Integer, nullable=False),
+    )
+    ev = Table(
+        "audit_events",
+        md,
+        Column("seq", Integer, primary_key=True, autoincrement=True),
+        Column("workflow_id", String(64), ForeignKey("workflows.id"), nullable=False),
+        Column("ts", String(40), nullable=False),
+        Column("actor", String(255), nullable=False),
+        Column("action", String(64), nullable=False),
+        Column("detail", Text, nullable=False),
+        Column("prev_hash", String(64), nullable=False),
+        Column("hash", String(64), nullable=False),
+        sqlite_autoincrement=True,
+    )
+    Index("ix_workflows_created", wf.c.created_at, wf.c.id)
+    Index("ix_workflows_state_created", wf.c.state, wf.c.created_at)
+    Index("ix_audit_events_workflow_seq", ev.c.workflow_id, ev.c.seq)
+    md.create_all(conn)
+
+
+def _v2_active_flag(conn: Connection) -> None:
+    """An is_active flag (backfilled from state) and its index, so list_active reads 50 index rows."""
+    conn.execute(text("ALTER TABLE workflows ADD COLUMN is_active BOOLEAN NOT NULL DEFAULT FALSE"))
+    conn.execute(text("UPDATE workflows SET is_active = (state NOT IN ('completed', 'failed', 'cancelled'))"))
+    conn.execute(text("CREATE INDEX ix_workflows_active_created ON workflows (is_active, created_at, id)"))
+
+
+def _v3_append_only(conn: Connection) -> None:
+    """On SQLite, triggers refuse UPDATE and DELETE of audit events."""
+    if conn.dialect.name != "sqlite":
+        return
+    for verb in ("UPDATE", "DELETE"):
+        conn.execute(
+            text(
+                f"CREATE TRIGGER audit_events_no_{verb.lower()} BEFORE {verb} ON audit_events "
+                "BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END"
+            )
+        )
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_tables, _v2_active_flag, _v3_append_only)
+LATEST = len(MIGRATIONS)
+
+
+def current_version(conn: Connection) -> int:
+    """The schema version recorded in the database (0: nothing created yet)."""
+    if not inspect(conn).has_table("schema_meta"):
+        if inspect(conn).has_table("workflows"):
+            raise StoreError(
+                "The database has a 'workflows' table but no vmware-pilot schema version",
+                hint="It was not created by vmware-pilot 3 (a 2.4.0 workflows.db?). Point "
+                "VMWARE_PILOT_DATABASE_URL at a new database file.",
+            )
+        return 0
+    value = conn.execute(select(schema_meta.c.value).where(schema_meta.c.key == _KEY)).scalar()
+    return int(value) if value is not None else 0
+
+
+def migrate(conn: Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply the migrations the database lacks, in order, inside the caller's transaction."""
+    version = current_version(conn)
+    if version > len(migrations):
+        raise SchemaTooNew(
+            f"The database schema is version {version}; this vmware-pilot understands up to "
+            f"version {len(migrations)}",
+            hint="Upgrade vmware-pilot (pip install -U vmware-pilot), or point "
+            "VMWARE_PILOT_DATABASE_URL at another database.",
+            schema_version=version,
+            supported=len(migrations),
+        )
+    if version == len(migrations):
+        return version
+    if version == 0:
+        schema_meta.create(conn, checkfirst=True)
+        conn.execute(schema_meta.insert().values(key=_KEY, value="0"))
+    for number, step in enumerate(migrations[version:], start=version + 1):
+        step(conn)
+        conn.execute(schema_meta.update().where(schema_meta.c.key == _KEY).values(value=str(number)))
+    return len(migrations)

@@ -1,0 +1,86 @@
+"""The Store protocol the engine persists workflows through, and the shapes it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, TypedDict
+
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.model import Workflow
+
+__all__ = ["AuditRecord", "AuditReport", "Store", "WorkflowSummary"]
+
+
+class WorkflowSummary(TypedDict):
+    """One row of ``list_active``/``list_all`` (reference §1.9); timestamps are UTC ISO-8601."""
+
+    id: str
+    type: str
+    state: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One stored audit event. ``hash`` commits to ``prev_hash`` and the event's content."""
+
+    seq: int
+    workflow_id: str
+    ts: str
+    actor: str
+    action: str
+    detail: str
+    prev_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """Outcome of ``verify_audit``. When not ``ok``, ``description`` names the first bad event
+    and what is wrong with it; ``first_bad`` is that event (None when it is missing, e.g. the
+    deleted last event). ``broken`` lists every workflow whose chain failed."""
+
+    ok: bool
+    checked: int
+    workflows: int
+    first_bad: AuditRecord | None = None
+    description: str = ""
+    broken: tuple[str, ...] = ()
+
+
+class Store(Protocol):
+    """Durable workflows. No process-local cache: every ``load`` reads the database.
+
+    ``create`` and ``save`` commit the workflow row and ``wf.new_events`` in one transaction, then
+    fill each event's ``seq``/``hash``, clear ``new_events`` and bump ``wf.version``. ``save``
+    raises ConcurrencyConflict (retryable: reload and reapply) when the stored version is not
+    ``wf.version``; nothing is written then.
+    """
+
+    def create(self, wf: Workflow) -> None: ...
+
+    def save(self, wf: Workflow) -> None: ...
+
+    def load(self, workflow_id: str) -> Workflow: ...
+
+    def list_active(self, limit: int | None = None, offset: int = 0) -> list[WorkflowSummary]: ...
+
+    def count_active(self) -> int: ...
+
+    def list_all(
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        states: Sequence[WorkflowState] | None = None,
+    ) -> list[WorkflowSummary]: ...
+
+    def audit_events(self, workflow_id: str | None = None) -> Iterator[AuditRecord]: ...
+
+    def verify_audit(self, workflow_id: str | None = None) -> AuditReport: ...
+
+    def close(self) -> None: ...

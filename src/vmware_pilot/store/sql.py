@@ -1,0 +1,394 @@
+"""SqlStore: the Store on SQLAlchemy Core (SQLite by default), with optimistic concurrency.
+
+Every write is one transaction: the workflow row, guarded by its expected version, and the new
+audit events chained to the head kept on that row. Every read goes to the database; nothing is
+cached in the process, so another process's writes are seen at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.enums import TERMINAL_STATES, WorkflowState
+from vmware_pilot.domain.model import AuditEntry, Workflow
+from vmware_pilot.errors import (
+    ConcurrencyConflict,
+    CorruptRecord,
+    InvalidInput,
+    PilotError,
+    StoreError,
+    WorkflowNotFound,
+)
+from vmware_pilot.store import codec
+from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash
+from vmware_pilot.store.engine import (
+    WRITE_OPTION,
+    make_engine,
+    private_umask,
+    secure_sqlite_files,
+    sqlite_path,
+)
+from vmware_pilot.store.migrations import migrate
+from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
+from vmware_pilot.store.tables import audit_events, workflows
+
+__all__ = ["SqlStore", "open_store"]
+
+_log = logging.getLogger(__name__)
+_BATCH = 1000
+_SUMMARY = (
+    workflows.c.id,
+    workflows.c.type,
+    workflows.c.state,
+    workflows.c.created_at,
+    workflows.c.updated_at,
+)
+_NEWEST_FIRST = (workflows.c.created_at.desc(), workflows.c.id.desc())
+
+
+def _utc(dt: datetime) -> str:
+    return iso(dt.astimezone(UTC))
+
+
+def _summary(row: Row[*tuple[Any, ...]]) -> WorkflowSummary:
+    return {
+        "id": row.id,
+        "type": row.type,
+        "state": row.state,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+def _record(row: Row[*tuple[Any, ...]]) -> AuditRecord:
+    return AuditRecord(
+        seq=row.seq,
+        workflow_id=row.workflow_id,
+        ts=row.ts,
+        actor=row.actor,
+        action=row.action,
+        detail=row.detail,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+def _page(limit: int | None, offset: int) -> None:
+    if limit is not None and limit < 0:
+        raise InvalidInput(f"limit must be 0 or more, got {limit}", field="limit", hint="Omit limit for all.")
+    if offset < 0:
+        raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset", hint="Start at 0.")
+
+
+class SqlStore:
+    """The workflow store over one SQLAlchemy engine (see ``open_store``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    # --- transactions -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _tx(self, *, write: bool) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn:
+                if write:
+                    conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    yield conn
+        except (PilotError, IntegrityError):
+            raise
+        except OperationalError as exc:
+            raise StoreError(
+                f"The workflow database is unavailable: {exc.orig}",
+                hint="Another process may hold it locked for long; retry. If it persists, check the "
+                "database file and VMWARE_PILOT_DATABASE_URL.",
+            ) from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"The workflow database could not be used: {exc}",
+                hint="Check the database file and VMWARE_PILOT_DATABASE_URL.",
+            ) from exc
+
+    # --- writes -----------------------------------------------------------------------------
+    def _chain(self, wf: Workflow, head: str) -> list[dict[str, Any]]:
+        rows = []
+        for entry in wf.new_events:
+            ts = iso(entry.ts)
+            detail = codec.redact_detail(entry.detail)
+            digest = event_hash(head, wf.id, ts, entry.actor, entry.action, detail)
+            rows.append(
+                {
+                    "workflow_id": wf.id,
+                    "ts": ts,
+                    "actor": entry.actor,
+                    "action": entry.action,
+                    "detail": detail,
+                    "prev_hash": head,
+                    "hash": digest,
+                }
+            )
+            head = digest
+        return rows
+
+    def _row(self, wf: Workflow, rows: list[dict[str, Any]], head: str, count: int) -> dict[str, Any]:
+        return {
+            "type": wf.workflow_type,
+            "state": wf.state.value,
+            "is_active": wf.state not in TERMINAL_STATES,
+            "created_at": _utc(wf.created_at),
+            "updated_at": _utc(wf.updated_at),
+            "created_by": wf.created_by,
+            "document": codec.encode(wf),
+            "audit_head": rows[-1]["hash"] if rows else head,
+            "audit_count": count + len(rows),
+        }
+
+    @staticmethod
+    def _append(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+        seqs = []
+        for r in rows:
+            key = conn.execute(audit_events.insert().values(**r)).inserted_primary_key
+            assert key is not None
+            seqs.append(int(key[0]))
+        return seqs
+
+    @staticmethod
+    def _committed(wf: Workflow, rows: list[dict[str, Any]], seqs: list[int]) -> None:
+        for entry, row, seq in zip(wf.new_events, rows, seqs, strict=True):
+            entry.seq, entry.hash, entry.detail = seq, row["hash"], row["detail"]
+        wf.new_events.clear()
+        wf.version += 1
+
+    def create(self, wf: Workflow) -> None:
+        """Insert a new workflow (version 0 → 1) with its pending audit events."""
+        if wf.version != 0:
+            raise StoreError(
+                f"Workflow '{wf.id}' is already stored (version {wf.version})",
+                hint="Use save() to update a stored workflow.",
+                workflow_id=wf.id,
+            )
+        rows = self._chain(wf, GENESIS)
+        values = {"id": wf.id, "version": 1, **self._row(wf, rows, GENESIS, 0)}
+        try:
+            with self._tx(write=True) as conn:
+                conn.execute(workflows.insert().values(**values))
+                seqs = self._append(conn, rows)
+        except IntegrityError as exc:
+            raise StoreError(
+                f"Workflow id '{wf.id}' already exists",
+                hint="Create the workflow again: it gets a new id.",
+                workflow_id=wf.id,
+            ) from exc
+        self._committed(wf, rows, seqs)
+
+    def save(self, wf: Workflow) -> None:
+        """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict."""
+        with self._tx(write=True) as conn:
+            current = conn.execute(
+                select(workflows.c.version, workflows.c.audit_head, workflows.c.audit_count).where(
+                    workflows.c.id == wf.id
+                )
+            ).first()
+            if current is None:
+                raise WorkflowNotFound(wf.id)
+            if current.version != wf.version:
+                raise ConcurrencyConflict(wf.id, wf.version, current.version)
+            rows = self._chain(wf, current.audit_head)
+            values = {
+                "version": wf.version + 1,
+                **self._row(wf, rows, current.audit_head, current.audit_count),
+            }
+            # The version guard also holds where the SELECT above took no lock.
+            updated = conn.execute(
+                workflows.update()
+                .where(workflows.c.id == wf.id, workflows.c.version == wf.version)
+                .values(**values)
+            )
+            if updated.rowcount != 1:
+                raise ConcurrencyConflict(wf.id, wf.version, None)
+            seqs = self._append(conn, rows)
+        self._committed(wf, rows, seqs)
+
+    # --- reads ------------------------------------------------------------------------------
+    def load(self, workflow_id: str) -> Workflow:
+        """The stored workflow with its audit log (oldest first); tool names renamed to current."""
+        with self._tx(write=False) as conn:
+            row = conn.execute(
+                select(workflows.c.document, workflows.c.version).where(workflows.c.id == workflow_id)
+            ).first()
+            if row is None:
+                raise WorkflowNotFound(workflow_id)
+            events = conn.execute(
+                select(
+                    audit_events.c.seq,
+                    audit_events.c.ts,
+                    audit_events.c.actor,
+                    audit_events.c.action,
+                    audit_events.c.detail,
+                    audit_events.c.hash,
+                )
+                .where(audit_events.c.workflow_id == workflow_id)
+                .order_by(audit_events.c.seq)
+            ).all()
+        log = []
+        for ev in events:
+            try:
+                ts = from_iso(ev.ts)
+            except ValueError as exc:
+                raise CorruptRecord(workflow_id, f"audit event {ev.seq} has a bad timestamp") from exc
+            if ts is None:
+                raise CorruptRecord(workflow_id, f"audit event {ev.seq} has no timestamp")
+            log.append(
+                AuditEntry(
+                    ts=ts, action=ev.action, detail=ev.detail, actor=ev.actor, seq=ev.seq, hash=ev.hash
+                )
+            )
+        return codec.decode(workflow_id, row.document, version=row.version, audit_log=log)
+
+    def list_active(self, limit: int | None = None, offset: int = 0) -> list[WorkflowSummary]:
+        """Workflows not completed/failed/cancelled (drafts included), newest created first."""
+        _page(limit, offset)
+        query = select(*_SUMMARY).where(workflows.c.is_active.is_(True)).order_by(*_NEWEST_FIRST)
+        with self._tx(write=False) as conn:
+            return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset or None))]
+
+    def count_active(self) -> int:
+        query = select(func.count()).select_from(workflows).where(workflows.c.is_active.is_(True))
+        with self._tx(write=False) as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def list_all(
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        states: Sequence[WorkflowState] | None = None,
+    ) -> list[WorkflowSummary]:
+        """Every workflow (or those in ``states``), newest created first."""
+        _page(limit, offset)
+        query = select(*_SUMMARY).order_by(*_NEWEST_FIRST)
+        if states is not None:
+            query = query.where(workflows.c.state.in_([WorkflowState(s).value for s in states]))
+        with self._tx(write=False) as conn:
+            return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset or None))]
+
+    # --- audit ------------------------------------------------------------------------------
+    def _require(self, conn: Connection, workflow_id: str) -> None:
+        exists = conn.execute(select(workflows.c.id).where(workflows.c.id == workflow_id)).first()
+        orphan = conn.execute(
+            select(audit_events.c.seq).where(audit_events.c.workflow_id == workflow_id).limit(1)
+        ).first()
+        if exists is None and orphan is None:
+            raise WorkflowNotFound(workflow_id)
+
+    def audit_events(self, workflow_id: str | None = None) -> Iterator[AuditRecord]:
+        """Stored audit events in commit order (seq), read in batches; one workflow's when named."""
+        last = 0
+        while True:
+            query = select(audit_events).where(audit_events.c.seq > last).order_by(audit_events.c.seq)
+            if workflow_id is not None:
+                query = query.where(audit_events.c.workflow_id == workflow_id)
+            with self._tx(write=False) as conn:
+                if workflow_id is not None and last == 0:
+                    self._require(conn, workflow_id)
+                batch = [_record(r) for r in conn.execute(query.limit(_BATCH))]
+            yield from batch
+            if len(batch) < _BATCH:
+                return
+            last = batch[-1].seq
+
+    def _events_of(self, conn: Connection, ids: Sequence[str]) -> dict[str, list[AuditRecord]]:
+        grouped: dict[str, list[AuditRecord]] = {i: [] for i in ids}
+        query = (
+            select(audit_events)
+            .where(audit_events.c.workflow_id.in_(ids))
+            .order_by(audit_events.c.workflow_id, audit_events.c.seq)
+        )
+        for r in conn.execute(query):
+            grouped[r.workflow_id].append(_record(r))
+        return grouped
+
+    def verify_audit(self, workflow_id: str | None = None) -> AuditReport:
+        """Check every workflow's hash chain (or one's); the report names the first bad event."""
+        with self._tx(write=False) as conn:
+            if workflow_id is not None:
+                self._require(conn, workflow_id)
+            heads_query = select(workflows.c.id, workflows.c.audit_head, workflows.c.audit_count)
+            orphans_query = select(audit_events.c.workflow_id).distinct()
+            if workflow_id is not None:
+                heads_query = heads_query.where(workflows.c.id == workflow_id)
+                orphans_query = orphans_query.where(audit_events.c.workflow_id == workflow_id)
+            heads: dict[str, ChainHead | None] = {
+                r.id: ChainHead(r.audit_head, r.audit_count) for r in conn.execute(heads_query)
+            }
+            orphans = orphans_query.where(audit_events.c.workflow_id.not_in(select(workflows.c.id)))
+            heads.update({r.workflow_id: None for r in conn.execute(orphans)})
+            ids = sorted(heads)
+            checked, first, broken = 0, None, []
+            for start in range(0, len(ids), _BATCH):
+                chunk = ids[start : start + _BATCH]
+                for wid, events in self._events_of(conn, chunk).items():
+                    checked += len(events)
+                    problem = check_chain(wid, events, heads[wid])
+                    if problem is not None:
+                        broken.append(wid)
+                        first = first or problem
+        if first is None:
+            return AuditReport(ok=True, checked=checked, workflows=len(ids))
+        return AuditReport(
+            ok=False,
+            checked=checked,
+            workflows=len(ids),
+            first_bad=first.record,
+            description=first.description,
+            broken=tuple(broken),
+        )
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def open_store(settings: Settings) -> SqlStore:
+    """Open (creating and migrating as needed) the store at ``settings.resolved_database_url``.
+
+    The pilot home is created 0700; a SQLite database and its WAL files are kept 0600.
+    """
+    home = settings.home_path
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        home.chmod(0o700)
+    except OSError as exc:
+        _log.warning("cannot make %s private (mode 0700): %s", home, exc)
+    url = settings.resolved_database_url
+    path = sqlite_path(url)
+    if path is not None:
+        secure_sqlite_files(path)
+    engine = make_engine(url)
+    store = SqlStore(engine)
+    try:
+        with private_umask(), store._tx(write=True) as conn:
+            migrate(conn)
+    except PilotError:
+        engine.dispose()
+        raise
+    if path is not None:
+        secure_sqlite_files(path)
+    return store

@@ -1,0 +1,47 @@
+"""The current table definitions the store queries (created only by ``migrations``, never here)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, ForeignKey, Integer, MetaData, String, Table, Text
+
+__all__ = ["audit_events", "metadata", "schema_meta", "workflows"]
+
+metadata = MetaData()
+
+schema_meta = Table(
+    "schema_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(255), nullable=False),
+)
+
+# Timestamps are UTC ISO-8601 text with microseconds, so text order is time order.
+workflows = Table(
+    "workflows",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("type", String(255), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("document", Text, nullable=False),
+    Column("audit_head", String(64), nullable=False),
+    Column("audit_count", Integer, nullable=False),
+    Column("is_active", Boolean, nullable=False),
+)
+
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", String(64), ForeignKey("workflows.id"), nullable=False),
+    Column("ts", String(40), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    sqlite_autoincrement=True,
+)
