@@ -1,0 +1,87 @@
+"""What a built-in template is: a name, a parameter model, a build function and example params."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from vmware_pilot.domain.model import Step
+from vmware_pilot.templates.params import TemplateParams, bind, param_error
+from vmware_pilot.templates.steps import gate_step, make_step
+from vmware_pilot.templates.toolfacts import ToolFacts
+
+__all__ = ["BuiltinTemplate", "ParamProblem", "Plan", "StepList"]
+
+P = TypeVar("P", bound=TemplateParams)
+
+
+class ParamProblem(Exception):
+    """Raised by a build function for a check across fields; becomes a TemplateParamError."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field_name = field_name
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The steps a template built and the workflow ``params`` it records."""
+
+    steps: list[Step]
+    params: dict[str, Any]
+
+
+@dataclass(slots=True)
+class StepList:
+    """Appends steps with consecutive indices (always through ``make_step``/``gate_step``)."""
+
+    steps: list[Step] = field(default_factory=list)
+
+    def add(
+        self,
+        action: str,
+        skill: str,
+        tool: str,
+        params: Mapping[str, Any],
+        rollback_tool: str = "",
+        rollback_params: Mapping[str, Any] | None = None,
+        group_id: str = "",
+    ) -> int:
+        """Append a step; return its index (for ``__from_step_N__`` references)."""
+        index = len(self.steps)
+        self.steps.append(
+            make_step(index, action, skill, tool, params, rollback_tool, rollback_params, group_id)
+        )
+        return index
+
+    def gate(self, message: str) -> int:
+        index = len(self.steps)
+        self.steps.append(gate_step(index, message))
+        return index
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinTemplate(Generic[P]):
+    """A vetted template. ``examples`` are representative params (docs and the companion test)."""
+
+    name: str
+    description: str
+    params_model: type[P]
+    build: Callable[[P, ToolFacts], Plan]
+    examples: tuple[dict[str, Any], ...] = ()
+
+    def plan(self, params: Mapping[str, Any] | None, facts: ToolFacts) -> Plan:
+        """Bind ``params`` (TemplateParamError naming the field) and build the steps."""
+        bound = bind(self.name, self.params_model, params)
+        try:
+            return self.build(bound, facts)
+        except ParamProblem as exc:
+            raise param_error(self.name, self.params_model, exc.field_name, exc.problem) from None
+
+    def default_step_count(self, facts: ToolFacts) -> int | None:
+        """Steps built from defaults alone; None when the template needs params to know."""
+        if any(f.is_required() for f in self.params_model.model_fields.values()):
+            return None
+        return len(self.plan({}, facts).steps)

@@ -1,0 +1,421 @@
+"""Built-ins that change virtual machines through vmware-aiops (reference §9.2).
+
+Parameters each tool receives fit that tool's input schema in the companion snapshot;
+``confirm: true`` goes only to tools that declare it, and only after an approval gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
+from vmware_pilot.templates.params import NonBlank, SecretText, TemplateParams
+from vmware_pilot.templates.toolfacts import ToolFacts
+
+__all__ = [
+    "CAPACITY_EXPANSION",
+    "CLONE_AND_TEST",
+    "DISASTER_RECOVERY",
+    "PATCH_DEPLOYMENT",
+    "PLAN_AND_APPROVE",
+    "ROLLING_RESTART",
+]
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+def _unique(names: Sequence[str], field: str) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ParamProblem(f"{field}[{i}]", f"'{name}' is listed twice in {field}")
+        seen.add(name)
+
+
+# --- clone_and_test ------------------------------------------------------------------------
+
+_RESIZE_KEYS = ("cpu", "memory_mb", "memory_gb")
+_GUEST_KEYS = ("command", "username", "arguments", "password", "working_directory")
+
+
+class CloneAndTestParams(TemplateParams):
+    target_vm: NonBlank
+    change_spec: dict[str, Any]
+    monitor_minutes: Annotated[int, Field(ge=0)] = 5
+    target: str = ""
+    snapshot_name: NonBlank
+
+
+def _positive_int(spec: Mapping[str, Any], key: str) -> int:
+    value = spec[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParamProblem(
+            f"change_spec.{key}", f"change_spec.{key} must be a positive integer, got {value!r}"
+        )
+    return value
+
+
+def _resize(spec: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    extra = sorted(set(spec) - set(_RESIZE_KEYS))
+    if extra:
+        raise ParamProblem(
+            f"change_spec.{extra[0]}",
+            f"a resize change_spec takes only {', '.join(_RESIZE_KEYS)}; remove {', '.join(extra)}",
+        )
+    if "memory_gb" in spec and "memory_mb" in spec:
+        raise ParamProblem("change_spec.memory_gb", "give memory_gb or memory_mb, not both")
+    change: dict[str, Any] = {}
+    if "cpu" in spec:
+        change["cpu"] = _positive_int(spec, "cpu")
+    if "memory_mb" in spec:
+        change["memory_mb"] = _positive_int(spec, "memory_mb")
+    if "memory_gb" in spec:
+        gb = spec["memory_gb"]
+        mb = gb * 1024 if isinstance(gb, int | float) and not isinstance(gb, bool) else None
+        if mb is None or mb <= 0 or mb != int(mb):
+            raise ParamProblem(
+                "change_spec.memory_gb", f"memory_gb must be a positive number of whole MiB, got {gb!r}"
+            )
+        change["memory_mb"] = int(mb)
+    parts = [f"{change['cpu']} vCPU"] if "cpu" in change else []
+    parts += [f"{change['memory_mb']} MB memory"] if "memory_mb" in change else []
+    return change, "resize to " + " / ".join(parts)
+
+
+def _guest(spec: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    extra = sorted(set(spec) - set(_GUEST_KEYS))
+    if extra:
+        raise ParamProblem(
+            f"change_spec.{extra[0]}",
+            f"change_spec is a resize ({', '.join(_RESIZE_KEYS)}) or a guest command "
+            f"({', '.join(_GUEST_KEYS)}); '{extra[0]}' is neither",
+        )
+    for key in ("command", "username"):
+        value = spec.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise ParamProblem(
+                f"change_spec.{key}", f"a guest-command change_spec needs a non-blank string '{key}'"
+            )
+    for key in ("arguments", "working_directory"):
+        if key in spec and not isinstance(spec[key], str):
+            raise ParamProblem(f"change_spec.{key}", f"change_spec.{key} must be a string")
+    password = spec.get("password", "")
+    if not (isinstance(password, str) or (isinstance(password, dict) and list(password) == ["$env"])):
+        raise ParamProblem("change_spec.password", 'password is a string or {"$env": "VARIABLE_NAME"}')
+    return {k: spec[k] for k in _GUEST_KEYS if k in spec}, f"guest command '{spec['command']}'"
+
+
+def clone_and_test(p: CloneAndTestParams, facts: ToolFacts) -> Plan:
+    spec = p.change_spec
+    if not spec:
+        raise ParamProblem("change_spec", "change_spec is empty: say what to change")
+    resize = any(k in spec for k in _RESIZE_KEYS)
+    change, what = _resize(spec) if resize else _guest(spec)
+    staging, t = f"{p.target_vm}-staging", p.target
+    s = StepList()
+    s.add(
+        "clone",
+        "aiops",
+        "deploy_linked_clone",
+        {
+            "source_vm_name": p.target_vm,
+            "snapshot_name": p.snapshot_name,
+            "new_name": staging,
+            "power_on": False,
+            "target": t,
+        },
+    )
+    if resize:
+        s.add("apply_changes", "aiops", "reconfigure_vm", {"vm_name": staging, **change, "target": t})
+    power_off = {"vm_name": staging, "force": True, "target": t, "confirm": True}
+    s.add(
+        "power_on_staging",
+        "aiops",
+        "power_on_vm",
+        {"vm_name": staging, "target": t},
+        "power_off_vm",
+        power_off,
+    )
+    if not resize:
+        shown = " ".join(x for x in (str(change["command"]), str(change.get("arguments", ""))) if x)
+        s.gate(
+            f"Run '{shown}' as guest user '{change['username']}' inside the staging VM '{staging}'. Proceed?"
+        )
+        s.add(
+            "apply_changes",
+            "aiops",
+            "run_vm_guest_command",
+            {"vm_name": staging, **change, "target": t, "confirm": True},
+        )
+    s.add("monitor", "monitor", "investigate_vm", {"vm_name": staging, "target": t})
+    caveat = (
+        "On production the resize needs CPU/memory hot-add if the VM is running, and it is not rolled back."
+        if resize
+        else "On production the command runs inside the running VM."
+    )
+    s.gate(
+        f"Staging VM '{staging}' is a linked clone of '{p.target_vm}' at snapshot '{p.snapshot_name}' "
+        f"with the change applied ({what}), powered on and checked once. Without a dispatcher Pilot "
+        f"ran none of this itself, and it does not wait {p.monitor_minutes} minute(s) of monitoring: "
+        f"check the staging VM first. {caveat} Apply to production?"
+    )
+    prod = {"vm_name": p.target_vm, **change, "target": t}
+    if resize:
+        s.add("apply_to_production", "aiops", "reconfigure_vm", prod)
+    else:
+        s.add("apply_to_production", "aiops", "run_vm_guest_command", {**prod, "confirm": True})
+    s.add("cleanup", "aiops", "power_off_vm", power_off)
+    params = {
+        "target_vm": p.target_vm,
+        "change_spec": dict(spec),
+        "staging_vm": staging,
+        "snapshot_name": p.snapshot_name,
+        "monitor_minutes": p.monitor_minutes,
+        "target": t,
+    }
+    return Plan(s.steps, params)
+
+
+CLONE_AND_TEST = BuiltinTemplate(
+    "clone_and_test",
+    "Try a VM change on a linked clone from a snapshot, then apply it to the VM after approval.",
+    CloneAndTestParams,
+    clone_and_test,
+    (
+        {"target_vm": "web-01", "snapshot_name": "pre-change", "change_spec": {"cpu": 4, "memory_gb": 8}},
+        {
+            "target_vm": "web-01",
+            "snapshot_name": "pre-change",
+            "change_spec": {
+                "command": "/usr/bin/systemctl",
+                "arguments": "restart nginx",
+                "username": "root",
+            },
+            "target": "vc-lab",
+        },
+    ),
+)
+
+
+# --- plan_and_approve -----------------------------------------------------------------------
+
+
+class PlanAndApproveParams(TemplateParams):
+    operations: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    target: str = ""
+    description: str = ""
+
+
+def plan_and_approve(p: PlanAndApproveParams, facts: ToolFacts) -> Plan:
+    for i, op in enumerate(p.operations):
+        if not isinstance(op.get("action"), str) or not op["action"].strip():
+            raise ParamProblem(
+                f"operations[{i}].action", "every operation needs an 'action' (e.g. power_off)"
+            )
+    vm_names = list(dict.fromkeys(str(op["vm_name"]) for op in p.operations if op.get("vm_name")))
+    desc = p.description or f"Batch operation on {', '.join(vm_names)} ({len(p.operations)} steps)"
+    s = StepList()
+    plan = s.add(
+        "create_plan", "aiops", "create_vm_plan", {"operations": list(p.operations), "target": p.target}
+    )
+    s.gate(f"Plan ready: {desc}. Review the plan's preview and approve to apply it?")
+    ref = {"plan_id": f"__from_step_{plan}__:plan_id", "target": p.target, "confirm": True}
+    s.add("apply_plan", "aiops", "apply_vm_plan", ref, "rollback_vm_plan", ref)
+    return Plan(
+        s.steps,
+        {"operations": list(p.operations), "description": desc, "vm_names": vm_names, "target": p.target},
+    )
+
+
+PLAN_AND_APPROVE = BuiltinTemplate(
+    "plan_and_approve",
+    "Create a vmware-aiops plan, have a human approve it, then apply it (undo: roll the plan back).",
+    PlanAndApproveParams,
+    plan_and_approve,
+    (
+        {
+            "operations": [
+                {"action": "power_off", "vm_name": "app-01"},
+                {"action": "create_snapshot", "vm_name": "app-01", "snapshot_name": "pre-upgrade"},
+            ],
+            "target": "vc-lab",
+        },
+    ),
+)
+
+
+# --- rolling_restart ------------------------------------------------------------------------
+
+
+class RollingRestartParams(TemplateParams):
+    vm_names: Annotated[list[NonBlank], Field(min_length=1)]
+    target: str = ""
+
+
+def rolling_restart(p: RollingRestartParams, facts: ToolFacts) -> Plan:
+    _unique(p.vm_names, "vm_names")
+    t = p.target
+    s = StepList()
+    s.add("pre_check", "monitor", "get_alarms", {"target": t})
+    s.gate(f"Restart {len(p.vm_names)} VM(s) one at a time: {', '.join(p.vm_names)}. Proceed?")
+    for vm in p.vm_names:
+        on = {"vm_name": vm, "target": t}
+        s.add(
+            f"power_off_{vm}",
+            "aiops",
+            "power_off_vm",
+            {"vm_name": vm, "force": False, "target": t, "confirm": True},
+            "power_on_vm",
+            on,
+        )
+        s.add(f"power_on_{vm}", "aiops", "power_on_vm", on)
+        s.add(f"health_check_{vm}", "monitor", "get_alarms", {"target": t})
+    return Plan(s.steps, {"vm_names": list(p.vm_names), "target": t})
+
+
+ROLLING_RESTART = BuiltinTemplate(
+    "rolling_restart",
+    "Restart VMs one by one (graceful power off, power on, alarm check) after one approval.",
+    RollingRestartParams,
+    rolling_restart,
+    ({"vm_names": ["app-01", "app-02"], "target": "vc-lab"},),
+)
+
+
+# --- capacity_expansion ---------------------------------------------------------------------
+
+
+class CapacityExpansionParams(TemplateParams):
+    vm_name: NonBlank
+    cpu: PositiveInt | None = None
+    memory_mb: PositiveInt | None = None
+    target: str = ""
+
+
+def capacity_expansion(p: CapacityExpansionParams, facts: ToolFacts) -> Plan:
+    if p.cpu is None and p.memory_mb is None:
+        raise ParamProblem("cpu", "nothing to expand: give cpu, memory_mb or both")
+    t = p.target
+    operation: dict[str, Any] = {"action": "reconfigure", "vm_name": p.vm_name}
+    changes = []
+    if p.cpu is not None:
+        operation["cpu"] = p.cpu
+        changes.append(f"CPU→{p.cpu}")
+    if p.memory_mb is not None:
+        operation["memory_mb"] = p.memory_mb
+        changes.append(f"Memory→{p.memory_mb}MB")
+    s = StepList()
+    s.add("check_capacity", "aria", "get_remaining_capacity", {"resource_id": p.vm_name, "target": t})
+    s.add(
+        "check_rightsizing",
+        "aria",
+        "list_rightsizing_recommendations",
+        {"resource_id": p.vm_name, "target": t},
+    )
+    plan = s.add("create_plan", "aiops", "create_vm_plan", {"operations": [operation], "target": t})
+    s.gate(f"Expand '{p.vm_name}': {', '.join(changes)}. The plan is created; approve to apply it?")
+    ref = {"plan_id": f"__from_step_{plan}__:plan_id", "target": t, "confirm": True}
+    s.add("apply_change", "aiops", "apply_vm_plan", ref, "rollback_vm_plan", ref)
+    s.add("verify_health", "monitor", "get_alarms", {"target": t})
+    return Plan(s.steps, {"vm_name": p.vm_name, "cpu": p.cpu, "memory_mb": p.memory_mb, "target": t})
+
+
+CAPACITY_EXPANSION = BuiltinTemplate(
+    "capacity_expansion",
+    "Check a VM's headroom, then resize its CPU and/or memory through an approved aiops plan.",
+    CapacityExpansionParams,
+    capacity_expansion,
+    ({"vm_name": "db-01", "cpu": 8, "memory_mb": 32768, "target": "vc-lab"}, {"vm_name": "db-01", "cpu": 4}),
+)
+
+
+# --- disaster_recovery ----------------------------------------------------------------------
+
+
+class DisasterRecoveryParams(TemplateParams):
+    vm_name: NonBlank
+    snapshot_name: NonBlank = "baseline"
+    target: str = ""
+
+
+def disaster_recovery(p: DisasterRecoveryParams, facts: ToolFacts) -> Plan:
+    t = p.target
+    s = StepList()
+    s.gate(f"Revert '{p.vm_name}' to snapshot '{p.snapshot_name}' (changes since then are lost). Confirm?")
+    s.add(
+        "revert_snapshot",
+        "aiops",
+        "restore_vm_clean_slate",
+        {"vm_name": p.vm_name, "snapshot_name": p.snapshot_name, "target": t, "confirm": True},
+    )
+    s.add("verify_vm", "monitor", "get_vm_info", {"vm_name": p.vm_name, "target": t})
+    s.add("verify_network", "nsx", "list_segments", {"target": t})
+    s.add("verify_health", "monitor", "get_alarms", {"target": t})
+    return Plan(s.steps, {"vm_name": p.vm_name, "snapshot_name": p.snapshot_name, "target": t})
+
+
+DISASTER_RECOVERY = BuiltinTemplate(
+    "disaster_recovery",
+    "Revert a VM to a known-good snapshot after approval, then check the VM, network and alarms.",
+    DisasterRecoveryParams,
+    disaster_recovery,
+    ({"vm_name": "app-01", "snapshot_name": "golden", "target": "vc-lab"},),
+)
+
+
+# --- patch_deployment -----------------------------------------------------------------------
+
+
+class PatchDeploymentParams(TemplateParams):
+    vm_names: Annotated[list[NonBlank], Field(min_length=1)]
+    patch_local_path: NonBlank
+    patch_guest_path: NonBlank
+    install_command: NonBlank
+    username: NonBlank
+    password: SecretText = ""
+    target: str = ""
+
+
+def patch_deployment(p: PatchDeploymentParams, facts: ToolFacts) -> Plan:
+    _unique(p.vm_names, "vm_names")
+    t = p.target
+    login = {"username": p.username, "password": p.password, "target": t, "confirm": True}
+    s = StepList()
+    s.gate(f"Patch {len(p.vm_names)} VM(s) one at a time: {', '.join(p.vm_names)}. Proceed?")
+    for vm in p.vm_names:
+        s.add(
+            f"upload_{vm}",
+            "aiops",
+            "upload_vm_guest_file",
+            {"vm_name": vm, "local_path": p.patch_local_path, "guest_path": p.patch_guest_path, **login},
+        )
+        s.add(
+            f"install_{vm}",
+            "aiops",
+            "run_vm_guest_command_with_output",
+            {"vm_name": vm, "command": p.install_command, **login},
+        )
+        s.add(f"verify_{vm}", "monitor", "get_alarms", {"target": t})
+    return Plan(s.steps, {"vm_names": list(p.vm_names), "patch": p.patch_local_path, "target": t})
+
+
+PATCH_DEPLOYMENT = BuiltinTemplate(
+    "patch_deployment",
+    "Upload a patch into each VM's guest and install it, one VM at a time, after one approval.",
+    PatchDeploymentParams,
+    patch_deployment,
+    (
+        {
+            "vm_names": ["app-01", "app-02"],
+            "patch_local_path": "/srv/patches/fix.sh",
+            "patch_guest_path": "/opt/patches/fix.sh",
+            "install_command": "/bin/sh /opt/patches/fix.sh",
+            "username": "root",
+            "password": {"$env": "GUEST_PASSWORD"},
+            "target": "vc-lab",
+        },
+    ),
+)

@@ -1,0 +1,343 @@
+"""Custom YAML templates (reference §9.3, done properly): load, check, bind parameters, render steps.
+
+A file is ``*.yaml`` or ``*.yml`` in the templates folder, re-read on every call. Format::
+
+    name: restart_web            # required; not a built-in name
+    description: Restart the web tier
+    authors: [alice]             # optional; added to each workflow's authors
+    parameters:                  # optional; when present, only these may be passed
+      vm_name: {type: string, required: true, description: VM to restart}
+      force: {type: boolean, default: false}
+    steps:                       # required, non-empty; step keys as for create_workflow
+      - {action: stop, skill: aiops, tool: power_off_vm, params: {vm_name: "{{vm_name}}", force: "{{force}}"}}
+
+``{{name}}`` placeholders in ``params``/``rollback_params`` are replaced; one that is the whole
+string keeps the parameter's type, one inside a longer string is written as text. A placeholder
+without a value is an error, never left in place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vmware_pilot.domain.model import Step
+from vmware_pilot.errors import StepValidationError, TemplateError, TemplateParamError
+from vmware_pilot.templates.steps import steps_from_dicts
+
+__all__ = [
+    "PARAM_TYPES",
+    "BrokenFile",
+    "CustomTemplate",
+    "ParamSpec",
+    "load_file",
+    "load_folder",
+    "name_problem",
+    "template_files",
+]
+
+MAX_FILE_BYTES = 1 << 20
+TOP_KEYS = ("name", "description", "authors", "parameters", "steps")
+SPEC_KEYS = ("type", "default", "required", "description")
+PARAM_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+_PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+_PARAM_NAME = re.compile(r"[A-Za-z]\w*")
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a template file (None when it can)."""
+    if not isinstance(name, str) or not name.strip():
+        return "the name is empty"
+    if name != name.strip():
+        return "the name has leading or trailing spaces"
+    if "/" in name or "\\" in name:
+        return "the name contains '/' or '\\'"
+    if name.startswith("."):
+        return "the name starts with '.'"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "the name contains a control character"
+    if len(name) > 100:
+        return "the name is longer than 100 characters"
+    return None
+
+
+def _is_type(value: object, kind: str) -> bool:
+    if isinstance(value, bool) and kind in ("integer", "number"):
+        return False
+    return isinstance(value, PARAM_TYPES[kind])
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    name: str
+    type: str
+    required: bool
+    default: Any
+    has_default: bool
+    description: str
+
+    def text(self) -> str:
+        if self.required:
+            return f"{self.name} ({self.type}, required)"
+        return (
+            f"{self.name} ({self.type}, default {self.default!r})"
+            if self.has_default
+            else (f"{self.name} ({self.type}, optional)")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenFile:
+    """A file in the templates folder that cannot be used, and why."""
+
+    path: Path
+    name: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class CustomTemplate:
+    name: str
+    description: str
+    path: Path
+    raw_steps: tuple[dict[str, Any], ...]
+    parameters: dict[str, ParamSpec] | None
+    authors: tuple[str, ...]
+
+    def signature(self) -> str:
+        if self.parameters is None:
+            used = sorted({n for s in self.raw_steps for n in _placeholders(s)})
+            return f"{self.name} has no parameters block; its steps use " + (
+                ", ".join(used) if used else "no parameters"
+            )
+        specs = [p.text() for p in self.parameters.values()]
+        return f"{self.name} takes " + (", ".join(specs) if specs else "no parameters")
+
+    def bind(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check ``given`` against the parameters block; the values with defaults applied."""
+        if given is not None and not isinstance(given, Mapping):
+            raise self._param_error("params", f"params must be an object, got {type(given).__name__}")
+        values = dict(given or {})
+        if self.parameters is None:
+            return values
+        for key in values:
+            if key not in self.parameters:
+                raise self._param_error(key, f"unknown parameter '{key}'")
+        for spec in self.parameters.values():
+            if spec.name in values:
+                if not _is_type(values[spec.name], spec.type):
+                    got = type(values[spec.name]).__name__
+                    raise self._param_error(
+                        spec.name, f"parameter '{spec.name}' must be {spec.type}, got {got}"
+                    )
+            elif spec.has_default:
+                values[spec.name] = spec.default
+            elif spec.required:
+                raise self._param_error(spec.name, f"missing required parameter '{spec.name}'")
+        return values
+
+    def render(self, values: Mapping[str, Any]) -> list[Step]:
+        """The steps with every placeholder replaced (TemplateParamError when one has no value)."""
+        out = []
+        for i, raw in enumerate(self.raw_steps):
+            step = dict(raw)
+            for key in ("params", "rollback_params"):
+                if isinstance(step.get(key), Mapping):
+                    step[key] = self._fill(step[key], values, f"step {i} {key}")
+            out.append(step)
+        return steps_from_dicts(out)
+
+    def _fill(self, value: Any, values: Mapping[str, Any], where: str) -> Any:
+        if isinstance(value, Mapping):
+            return {k: self._fill(v, values, where) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._fill(v, values, where) for v in value]
+        if not isinstance(value, str):
+            return value
+        for name in _PLACEHOLDER.findall(value):
+            if name not in values:
+                raise self._param_error(
+                    name, f"{where} uses {{{{{name}}}}} but no value for '{name}' was given"
+                )
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole:
+            return values[whole.group(1)]
+        return _PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]), value)
+
+    def _param_error(self, field: str, problem: str) -> TemplateParamError:
+        return TemplateParamError(
+            f"create_workflow_from_template('{self.name}'): {problem}",
+            field=field,
+            hint=f"{self.signature()} (defined in {self.path.name}). Fix '{field}' and call "
+            "create_workflow_from_template again.",
+            parameter=field,
+        )
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | dict | list) or value is None:
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _placeholders(value: Any) -> set[str]:
+    if isinstance(value, Mapping):
+        return set().union(*(_placeholders(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_placeholders(v) for v in value)) if value else set()
+    return set(_PLACEHOLDER.findall(value)) if isinstance(value, str) else set()
+
+
+def _parameters(raw: Any) -> dict[str, ParamSpec]:
+    if not isinstance(raw, Mapping):
+        raise ValueError("'parameters' must be a mapping of parameter name to its spec")
+    out: dict[str, ParamSpec] = {}
+    for name, given in raw.items():
+        if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
+            raise ValueError(f"parameter name {name!r} must be a word starting with a letter")
+        spec = {} if given is None else given
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"parameter '{name}': its spec must be a mapping ({', '.join(SPEC_KEYS)})")
+        unknown = sorted(str(k) for k in spec if k not in SPEC_KEYS)
+        if unknown:
+            raise ValueError(
+                f"parameter '{name}': unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SPEC_KEYS)}"
+            )
+        kind = spec.get("type", "string")
+        if kind not in PARAM_TYPES:
+            raise ValueError(f"parameter '{name}': type {kind!r} is not one of {', '.join(PARAM_TYPES)}")
+        has_default = "default" in spec
+        if has_default and not _is_type(spec["default"], kind):
+            raise ValueError(f"parameter '{name}': default {spec['default']!r} is not a {kind}")
+        required = spec.get("required", not has_default)
+        if not isinstance(required, bool):
+            raise ValueError(f"parameter '{name}': required must be true or false")
+        if required and has_default:
+            raise ValueError(f"parameter '{name}': has a default, so it cannot be required")
+        description = spec.get("description", "")
+        if not isinstance(description, str):
+            raise ValueError(f"parameter '{name}': description must be text")
+        out[name] = ParamSpec(name, kind, required, spec.get("default"), has_default, description)
+    return out
+
+
+def load_file(path: Path, builtin_names: Collection[str]) -> CustomTemplate:
+    """Parse and check one file; TemplateError whose message says what is wrong where."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"the file is larger than {MAX_FILE_BYTES} bytes")
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return _template(doc, path, builtin_names)
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
+    except (OSError, UnicodeDecodeError, ValueError, StepValidationError) as exc:
+        message = exc.message if isinstance(exc, StepValidationError) else str(exc)
+        raise TemplateError(f"{path.name}: {message}") from None
+
+
+def _template(doc: Any, path: Path, builtin_names: Collection[str]) -> CustomTemplate:
+    if not isinstance(doc, Mapping):
+        raise ValueError("the file must be a mapping with at least 'name' and 'steps'")
+    unknown = sorted(str(k) for k in doc if k not in TOP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_KEYS)}")
+    name = doc.get("name")
+    problem = name_problem(name)
+    if problem or not isinstance(name, str):
+        raise ValueError(f"'name' is not usable: {problem}")
+    if name in builtin_names:
+        raise ValueError(
+            f"the name '{name}' is a built-in template name and cannot be reused; rename the template "
+            f"(for example to '{name}_custom')"
+        )
+    description = doc.get("description") or ""
+    if not isinstance(description, str):
+        raise ValueError("'description' must be text")
+    authors = doc.get("authors") or []
+    if not isinstance(authors, list) or any(isinstance(a, dict | list) for a in authors):
+        raise ValueError("'authors' must be a list of names")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise ValueError("'steps' must be a non-empty list of steps")
+    steps_from_dicts(steps)  # the structure is checked now, placeholders are filled on use
+    parameters = _parameters(doc["parameters"]) if doc.get("parameters") is not None else None
+    if parameters is not None:
+        undeclared = sorted({n for s in steps for n in _placeholders(s)} - set(parameters))
+        if undeclared:
+            raise ValueError(
+                f"steps use {', '.join('{{' + n + '}}' for n in undeclared)} but 'parameters' does not "
+                "declare them"
+            )
+    return CustomTemplate(
+        name=name,
+        description=description,
+        path=path,
+        raw_steps=tuple(dict(s) for s in steps),
+        parameters=parameters,
+        authors=tuple(str(a) for a in authors if a is not None and str(a)),
+    )
+
+
+def template_files(folder: Path) -> list[Path]:
+    """``*.yaml`` and ``*.yml`` files of ``folder`` sorted by name (none when it does not exist)."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        (p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith(".")),
+        key=lambda p: p.name,
+    )
+
+
+def load_folder(
+    folder: Path, builtin_names: Collection[str]
+) -> tuple[list[CustomTemplate], list[BrokenFile]]:
+    """Every usable template (first file wins a name) and every file that cannot be used."""
+    good: list[CustomTemplate] = []
+    broken: list[BrokenFile] = []
+    seen: dict[str, Path] = {}
+    for path in template_files(folder):
+        try:
+            tpl = load_file(path, builtin_names)
+        except TemplateError as exc:
+            broken.append(BrokenFile(path, _name_hint(path), exc.message))
+            continue
+        if tpl.name in seen:
+            broken.append(
+                BrokenFile(
+                    path,
+                    tpl.name,
+                    f"{path.name}: the name '{tpl.name}' is already defined in {seen[tpl.name].name}; "
+                    "rename one of them",
+                )
+            )
+            continue
+        seen[tpl.name] = path
+        good.append(tpl)
+    return good, broken
+
+
+def _name_hint(path: Path) -> str:
+    """The ``name`` a broken file declares if it can still be read, else the file stem."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return path.stem
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return path.stem
+    name = doc.get("name") if isinstance(doc, Mapping) else None
+    return name if isinstance(name, str) and name.strip() else path.stem

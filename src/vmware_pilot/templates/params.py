@@ -1,0 +1,136 @@
+"""Typed template parameters: the base model, binding with precise errors, and the signature text.
+
+Every built-in template declares a pydantic model (unknown keys refused, strict types). ``bind``
+turns a caller's ``params`` object into that model or raises ``TemplateParamError`` naming the
+field, with the template's whole parameter list in the hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, ValidationError, WithJsonSchema
+
+from vmware_pilot.errors import TemplateParamError
+
+__all__ = [
+    "NonBlank",
+    "SecretText",
+    "TemplateParams",
+    "bind",
+    "param_error",
+    "signature",
+]
+
+P = TypeVar("P", bound="TemplateParams")
+
+
+class TemplateParams(BaseModel):
+    """Base of every built-in's parameter model: no unknown keys, no type coercion, immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value.strip()
+
+
+_ENV_REF_TEXT = 'a string, or a secret reference {"$env": "VARIABLE_NAME"}'
+
+
+def _secret(value: object) -> str | dict[str, str]:
+    if isinstance(value, str):
+        return value
+    if (
+        isinstance(value, dict)
+        and list(value) == ["$env"]
+        and isinstance(value["$env"], str)
+        and value["$env"].strip()
+    ):
+        return {"$env": value["$env"].strip()}
+    raise ValueError(f"must be {_ENV_REF_TEXT}")
+
+
+NonBlank = Annotated[str, AfterValidator(_non_blank)]
+"""A string that is not empty or whitespace (stored trimmed)."""
+
+SecretText = Annotated[
+    str | dict[str, str],
+    PlainValidator(_secret),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "properties": {"$env": {"type": "string"}}, "required": ["$env"]},
+            ]
+        }
+    ),
+]
+"""A secret given literally (redacted at rest) or as a ``{"$env": NAME}`` reference resolved at dispatch."""
+
+
+def _type_text(schema: Mapping[str, Any]) -> str:
+    if "anyOf" in schema:
+        return " or ".join(_type_text(s) for s in schema["anyOf"])
+    kind = str(schema.get("type", "any"))
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"array of {_type_text(schema['items'])}"
+    return kind
+
+
+def signature(name: str, model: type[TemplateParams]) -> str:
+    """``<name> takes a (string, required), b (integer, default 5), …`` for hints and docs."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    parts = []
+    for field, spec in schema.get("properties", {}).items():
+        if field in required:
+            parts.append(f"{field} ({_type_text(spec)}, required)")
+        else:
+            parts.append(f"{field} ({_type_text(spec)}, default {spec.get('default')!r})")
+    return f"{name} takes " + (", ".join(parts) if parts else "no parameters")
+
+
+def _loc_text(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = _loc_text(tuple(error["loc"]))
+    kind = error["type"]
+    if kind == "missing":
+        return f"missing required parameter '{where}'"
+    if kind == "extra_forbidden":
+        return f"unknown parameter '{where}'"
+    got = type(error.get("input")).__name__
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"parameter '{where}': {message} (got {got})"
+
+
+def param_error(template: str, model: type[TemplateParams], field: str, problem: str) -> TemplateParamError:
+    """A TemplateParamError for ``field`` of ``template``, its hint listing every parameter."""
+    return TemplateParamError(
+        f"create_workflow_from_template('{template}'): {problem}",
+        field=field,
+        hint=f"{signature(template, model)}. Fix '{field}' and call create_workflow_from_template again.",
+        parameter=field,
+    )
+
+
+def bind(template: str, model: type[P], params: Mapping[str, Any] | None) -> P:
+    """Validate ``params`` against ``model``; every problem is named, the first one is ``field``."""
+    if params is not None and not isinstance(params, Mapping):
+        raise param_error(template, model, "params", f"params must be an object, got {type(params).__name__}")
+    try:
+        return model.model_validate(dict(params or {}))
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = _loc_text(tuple(errors[0]["loc"])) if errors else "params"
+        problems = "; ".join(_describe(e) for e in errors)
+        raise param_error(template, model, first or "params", problems) from None

@@ -1,0 +1,178 @@
+"""One registry for built-in and custom YAML templates: list, create, validate names, save.
+
+Built-ins come first and cannot be shadowed: a YAML file reusing a built-in name is listed as
+broken with a message to rename it. Custom files are re-read on every call (hot reload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.errors import InvalidInput, TemplateError
+from vmware_pilot.safety.gate import enforce
+from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
+from vmware_pilot.templates.custom import CustomTemplate, load_folder, name_problem
+from vmware_pilot.templates.saving import template_document, write_template
+from vmware_pilot.templates.toolfacts import ToolFacts
+
+__all__ = ["TemplateRegistry"]
+
+
+class TemplateRegistry:
+    """Templates for ``list_workflows`` and ``create_workflow_from_template``.
+
+    ``catalog`` may be a Catalog or a function returning the current one (read on each call).
+    ``home`` renders file paths as ``~/…`` in gate refusals (default: the user's home).
+    """
+
+    def __init__(
+        self,
+        templates_dir: Path,
+        catalog: Catalog | Callable[[], Catalog],
+        home: Path | None = None,
+    ) -> None:
+        self.templates_dir = templates_dir
+        self._catalog = catalog
+        self.home = home if home is not None else Path.home()
+        self._builtins: dict[str, BuiltinTemplate[Any]] = {b.name: b for b in BUILTINS}
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _current_catalog(self) -> Catalog:
+        return self._catalog if isinstance(self._catalog, Catalog) else self._catalog()
+
+    def _facts(self, catalog: Catalog) -> ToolFacts:
+        def schema(skill: str, tool: str) -> Mapping[str, Any] | None:
+            info = catalog.tool(skill, tool)
+            return info.input_schema if info is not None else None
+
+        return ToolFacts(schema)
+
+    def _shown(self, path: Path) -> str:
+        """``~/<path relative to home>``, or the absolute path outside the home."""
+        try:
+            return "~/" + path.resolve().relative_to(self.home.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    # --- queries ----------------------------------------------------------------------------
+    def builtin_names(self) -> list[str]:
+        """Built-in names in registry order."""
+        return list(self._builtins)
+
+    def builtin(self, name: str) -> BuiltinTemplate[Any] | None:
+        return self._builtins.get(name)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Built-ins, then one entry per custom file sorted by file name (broken ones with ``error``)."""
+        facts = self._facts(self._current_catalog())
+        out: list[dict[str, Any]] = [
+            {
+                "name": b.name,
+                "type": "builtin",
+                "description": b.description,
+                "steps": b.default_step_count(facts),
+            }
+            for b in BUILTINS
+        ]
+        good, broken = load_folder(self.templates_dir, self._builtins)
+        entries: list[tuple[str, dict[str, Any]]] = [
+            (
+                t.path.name,
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "file": t.path.name,
+                    "steps": len(t.raw_steps),
+                    "type": "custom",
+                },
+            )
+            for t in good
+        ]
+        entries += [
+            (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
+            for b in broken
+        ]
+        out += [entry for _, entry in sorted(entries, key=lambda e: e[0])]
+        return out
+
+    # --- creation ---------------------------------------------------------------------------
+    def create(self, workflow_type: str, params: dict[str, Any], created_by: str) -> Workflow:
+        """A new pending workflow from a template (nothing is stored here)."""
+        catalog = self._current_catalog()
+        builtin = self._builtins.get(workflow_type)
+        if builtin is not None:
+            plan = builtin.plan(params, self._facts(catalog))
+            return Workflow.new(workflow_type, WorkflowState.PENDING, plan.steps, plan.params, created_by)
+        good, broken = load_folder(self.templates_dir, self._builtins)
+        custom = next((t for t in good if t.name == workflow_type), None)
+        if custom is not None:
+            return self._create_custom(custom, params, created_by, catalog)
+        bad = next((b for b in broken if b.name == workflow_type), None)
+        if bad is not None:
+            raise TemplateError(
+                f"Custom template '{workflow_type}' cannot be used: {bad.error}",
+                hint=f"Fix {self._shown(bad.path)} (list_workflows shows the error), then try again.",
+            )
+        available = [*self._builtins, *(t.name for t in good)]
+        raise TemplateError(
+            f"Unknown workflow type: {workflow_type}. Available: {available!r}",
+            hint="Call list_workflows() to see every template with its description, then use one of "
+            "those names as workflow_type.",
+        )
+
+    def _create_custom(
+        self, tpl: CustomTemplate, params: Mapping[str, Any] | None, created_by: str, catalog: Catalog
+    ) -> Workflow:
+        values = tpl.bind(params)
+        steps = tpl.render(values)
+        wf_params = {**values, "_source": tpl.path.name, "_description": tpl.description}
+        wf = Workflow.new(tpl.name, WorkflowState.PENDING, steps, wf_params, created_by)
+        for author in tpl.authors:
+            wf.with_author(author)
+        enforce(
+            wf,
+            catalog,
+            verb="plan",
+            retry=f"call create_workflow_from_template('{tpl.name}', ...) again",
+            source=self._shown(tpl.path),
+        )
+        return wf
+
+    # --- saving -----------------------------------------------------------------------------
+    def validate_template_name(self, name: str) -> None:
+        """Refuse a name that cannot be saved as ``<name>.yaml`` or would clash with another template."""
+        problem = name_problem(name)
+        if problem:
+            raise InvalidInput(
+                f"Cannot save the template as {name!r}: {problem}",
+                field="name",
+                hint="Choose a simple name such as 'restart_web_tier' (no '/', '\\', leading '.', or "
+                "control characters; at most 100 characters).",
+            )
+        if name in self._builtins:
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': that is a built-in template name",
+                field="name",
+                hint=f"Choose another name, for example '{name}_custom'.",
+            )
+        own = {self.templates_dir / f"{name}.yaml"}
+        good, _ = load_folder(self.templates_dir, self._builtins)
+        other = next((t for t in good if t.name == name and t.path not in own), None)
+        if other is not None:
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': {other.path.name} already defines that name",
+                field="name",
+                hint=f"Choose another name, or remove or rename {self._shown(other.path)} first.",
+            )
+
+    def save_as_template(
+        self, name: str, description: str, steps: Sequence[Step], authors: list[str]
+    ) -> Path:
+        """Write ``<templates_dir>/<name>.yaml`` (0600, secrets masked) and return its path."""
+        self.validate_template_name(name)
+        return write_template(self.templates_dir, name, template_document(name, description, steps, authors))
