@@ -76,7 +76,7 @@ CURATED: Final[dict[str, SkillEntry]] = {
     "nsx": {
         "description": "NSX networking objects: segments, Tier-1 gateways, NAT, static routes",
         "tools": {
-            "list_segments": _t("low", "Show the network segments"),
+            "list_segments": _t("low", "Network segments and their subnets"),
             "create_segment": _t("medium", "Add a network segment"),
             "delete_segment": _t("high", "Remove a network segment"),
             "create_tier1_gateway": _t("medium", "Add a Tier-1 gateway"),
@@ -101,7 +101,7 @@ CURATED: Final[dict[str, SkillEntry]] = {
     "aria": {
         "description": "Aria Operations: alerts, metrics, capacity forecasts and anomalies",
         "tools": {
-            "list_alerts": _t("low", "Show alerts, with filters"),
+            "list_alerts": _t("low", "Open and past alerts, filterable"),
             "acknowledge_alert": _t("medium", "Mark an alert as acknowledged"),
             "get_capacity_overview": _t("low", "Capacity summary and recommendations"),
             "get_remaining_capacity": _t("low", "CPU, memory and disk still available"),
@@ -136,7 +136,7 @@ CURATED: Final[dict[str, SkillEntry]] = {
     "avi": {
         "description": "Avi load balancer: virtual services, pools and members, AKO in Kubernetes",
         "tools": {
-            "list_virtual_services": _t("low", "Virtual services with their VIP and health"),
+            "list_virtual_services": _t("low", "All virtual services: address and health"),
             "get_virtual_service_status": _t("low", "Health and state of one virtual service"),
             "get_virtual_service_analytics": _t(
                 "low", "Traffic metrics of a virtual service, e.g. to see a drain reach zero"
@@ -149,7 +149,7 @@ CURATED: Final[dict[str, SkillEntry]] = {
             "check_ssl_cert_expiry": _t("low", "Certificates that expire within a number of days"),
             "get_ako_status": _t("low", "State of the AKO pod in a Kubernetes context"),
             "upgrade_ako_config": _t("medium", "Upgrade AKO through Helm (a preview without confirm)"),
-            "restart_ako": _t("high", "Restart the AKO pod"),
+            "restart_ako": _t("high", "Restart the AKO controller pod"),
             "force_ako_sync": _t("high", "Make AKO push every Kubernetes object to the Controller again"),
         },
     },
@@ -159,24 +159,26 @@ CURATED: Final[dict[str, SkillEntry]] = {
             "build_incident_timeline": _t("low", "Turn collected events into spikes and ranked causes"),
             "list_symptom_categories": _t("low", "Kinds of symptom and what to check for each"),
             "get_case_readiness": _t("low", "How far each category can be proven with the skills at hand"),
-            "plan_case": _t("low", "Which skill and tool to query next for a case"),
-            "record_case_timeline": _t("medium", "Correlate a case's evidence and write its timeline file"),
+            "plan_case": _t("low", "Suggest the next skill call that would add evidence to a case"),
+            "record_case_timeline": _t(
+                "medium", "Order a case's evidence in time and save it as the case timeline"
+            ),
         },
     },
     "harden": {
         "description": "Compliance baselines: scans, violations, drift and suggested fixes",
         "tools": {
             "list_baselines": _t("low", "Compliance baselines that can be scanned against"),
-            "scan_target": _t("medium", "Sweep a vCenter target against a baseline"),
-            "list_violations": _t("low", "Violations of the last scan, node by node"),
+            "scan_target": _t("medium", "Check a whole vCenter against a compliance baseline"),
+            "list_violations": _t("low", "What the most recent scan found wrong, grouped by node"),
             "list_drift_events": _t("low", "Changes away from the baseline, with times"),
-            "get_remediation": _t("low", "The stored fix suggestion for one violation"),
+            "get_remediation": _t("low", "How to fix one violation, as recorded by the scanner"),
         },
     },
     "log-insight": {
         "description": "Log Insight: log search, aggregation and alert definitions",
         "tools": {
-            "search_logs": _t("low", "Find log events in a time window"),
+            "search_logs": _t("low", "Query log events between two times"),
             "aggregate_logs": _t("low", "Count log events over time and spot spikes"),
             "list_log_alerts": _t("low", "Alert definitions"),
             "get_log_alert_history": _t("low", "When one alert fired recently"),
@@ -187,7 +189,7 @@ CURATED: Final[dict[str, SkillEntry]] = {
         "tools": {
             "list_gpu_hosts": _t("low", "Hosts that have GPUs"),
             "get_gpu_utilization": _t("low", "GPU load of each vGPU-backed VM"),
-            "check_gpu_host_readiness": _t("low", "Whether each GPU host is ready to serve vGPU"),
+            "check_gpu_host_readiness": _t("low", "Which GPU hosts are set up to back vGPU VMs"),
             "validate_vgpu_profile": _t("low", "Check a vGPU profile change before making it"),
             "assign_vgpu": _t("high", "Give a powered-off VM a vGPU profile"),
         },
@@ -195,14 +197,16 @@ CURATED: Final[dict[str, SkillEntry]] = {
     "vdi": {
         "description": "Horizon desktops: pools, sessions, machines and images",
         "tools": {
-            "get_vdi_health_summary": _t("low", "Sessions, unhealthy machines and pool availability"),
-            "list_vdi_sessions": _t("low", "Sessions filtered by user, pool or state"),
+            "get_vdi_health_summary": _t(
+                "low", "Overall Horizon state: sessions, broken machines, pools that can serve"
+            ),
+            "list_vdi_sessions": _t("low", "Signed-in sessions, narrowed by user, pool or state"),
             "get_desktop_pool_utilization": _t("low", "How full each desktop pool is"),
-            "get_vdi_task_status": _t("low", "Progress of a pool's long-running task"),
+            "get_vdi_task_status": _t("low", "How far a desktop pool's background job has got"),
             "send_vdi_session_message": _t("medium", "Warn signed-in users, e.g. before maintenance"),
             "set_vdi_machine_maintenance": _t("medium", "Put machines into or out of maintenance mode"),
             "logoff_vdi_session": _t("high", "Sign users out of their sessions by force"),
-            "reset_vdi_machine": _t("high", "Hard-reset desktop machines"),
+            "reset_vdi_machine": _t("high", "Power-cycle desktop machines without a clean guest shutdown"),
             "push_desktop_pool_image": _t("high", "Roll a new image out, rebuilding every desktop of a pool"),
         },
     },

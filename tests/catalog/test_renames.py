@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.catalog.reference import rename_pairs
+from vmware_pilot.catalog.renames import rename_tool, skill_key
+from vmware_pilot.templates.steps import make_step, step_from_dict
+
+
+def test_every_reference_rename_maps_old_name_to_new_name() -> None:
+    table = rename_pairs()
+    assert len(table) == 11
+    assert sum(len(p) for p in table.values()) == 173
+    for server, pairs in table.items():
+        for old, new in pairs.items():
+            assert rename_tool(server, old) == new, (server, old)
+            assert rename_tool(server, new) == new, (server, new)
+
+
+@pytest.mark.parametrize(
+    ("skill", "old", "new"),
+    [
+        ("aiops", "vm_power_off", "power_off_vm"),
+        ("vmware-aiops", "vm_clone", "clone_vm"),
+        ("vmware_aiops", "vm_guest_exec", "run_vm_guest_command"),
+        ("AIops", "vm_rollback_plan", "rollback_vm_plan"),
+        ("vks", "get_tkc_kubeconfig", "issue_tkc_kubeconfig"),
+        ("vks", "list_vm_snapshots", "list_vm_service_snapshots"),
+        ("monitor", "vm_info", "get_vm_info"),
+        ("vmware-monitor", "snapshot_aging", "find_aging_snapshots"),
+    ],
+)
+def test_step_built_with_an_old_name_carries_the_new_name(skill: str, old: str, new: str) -> None:
+    step = make_step(0, "x", skill, old, {}, rollback_tool=old)
+    assert step.tool == new
+    assert step.rollback_tool == new
+    assert step.skill == skill  # the skill string is kept as written
+
+
+def test_renames_apply_to_step_dicts_too() -> None:
+    step = step_from_dict({"skill": "aiops", "tool": "vm_power_on", "rollback_tool": "vm_power_off"}, 3)
+    assert (step.tool, step.rollback_tool) == ("power_on_vm", "power_off_vm")
+
+
+@pytest.mark.parametrize(
+    ("skill", "tool"),
+    [
+        ("aiops", "list_vm_snapshots"),  # current in aiops, old only in vks
+        ("monitor", "list_vm_snapshots"),
+        ("aiops", "no_such_tool"),
+        ("nsx", "list_segments"),
+        ("nsx-security", "create_dfw_rule"),
+        ("unknown-skill", "vm_power_off"),
+        ("aiops", ""),
+    ],
+)
+def test_current_or_unknown_names_are_unchanged(skill: str, tool: str) -> None:
+    assert rename_tool(skill, tool) == tool
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("aiops", "aiops"),
+        (" vmware-aiops ", "aiops"),
+        ("vmware_aiops", "aiops"),
+        ("AIops", "aiops"),
+        ("log_insight", "log-insight"),
+        ("vmware-nsx-security", "nsx-security"),
+        ("vmware-nsx-mgmt", "nsx"),
+        ("nsx_mgmt", "nsx"),
+        (None, ""),
+    ],
+)
+def test_skill_key_normalizes_spellings(raw: object, key: str) -> None:
+    assert skill_key(raw) == key
