@@ -202,7 +202,11 @@ def review(wf: Workflow, catalog: Catalog) -> dict[str, Any]:
                     )
         elif _removes(step):
             for key, value in step.params.items():
-                if isinstance(value, str) and value and any(p in key.lower() for p in _IDENTITY_KEY_PARTS):
+                if (
+                    isinstance(value, str)
+                    and value
+                    and any(p in str(key).lower() for p in _IDENTITY_KEY_PARTS)
+                ):
                     removed.append((step, value))
         findings.extend(_schema_findings(step, catalog))
 
