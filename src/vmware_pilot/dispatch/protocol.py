@@ -1,0 +1,44 @@
+"""The dispatcher seam: how the runner asks a skill's server to run one tool."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from vmware_pilot.domain.model import Step
+
+__all__ = ["Dispatcher", "OutcomeKind", "StepOutcome"]
+
+
+class OutcomeKind(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    PREVIEW_ONLY = "preview_only"  # the tool only previewed: counts as failed
+    EFFECT_UNKNOWN = "effect_unknown"  # sent, but whether it took effect is unknown
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    kind: OutcomeKind
+    payload: Any = None
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is OutcomeKind.SUCCEEDED
+
+
+class Dispatcher(Protocol):
+    """Runs tools in the skills' own MCP servers. Absent (None) means hand-back mode."""
+
+    async def preflight(self, steps: Sequence[Step]) -> list[str]:
+        """Problems that would stop any of ``steps`` from starting; empty when all can start."""
+        ...
+
+    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        """Call ``tool`` on ``skill``; raises DispatchRefused when nothing was sent."""
+        ...
+
+    async def aclose(self) -> None: ...

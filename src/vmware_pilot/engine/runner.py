@@ -1,0 +1,525 @@
+"""The async runner: walks a workflow's steps between store, dispatcher and the state machine.
+
+Every change goes through ``commit``: apply a change function, recompute ``diff_report`` and save
+with the expected version; on a conflict reload and apply it again, so a concurrent writer is
+never overwritten. Without a dispatcher (hand-back mode) executable steps are recorded
+``not_executed`` and handed to the caller in ``pending_dispatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.clock import utcnow
+from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
+from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.refs import resolve_refs
+from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine.diff import build_diff_report
+from vmware_pilot.engine.progress import ProgressFn, report
+from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets
+from vmware_pilot.errors import (
+    ConcurrencyConflict,
+    DispatchRefused,
+    EffectUnknown,
+    PilotError,
+    SecretUnavailable,
+    StateRefused,
+)
+from vmware_pilot.safety.blast import leaves_behind
+from vmware_pilot.safety.classify import is_catalog_read
+from vmware_pilot.store.protocol import Store
+
+__all__ = ["NOT_EXECUTED_REASON", "Runner"]
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
+S = StepStatus
+
+NOT_EXECUTED_REASON = (
+    "Pilot runs without --dispatch: it did not run this step. The calling agent must perform it "
+    "(see pending_dispatch)."
+)
+_HANDBACK_MESSAGE = (
+    "Workflow NOT completed: Pilot executed nothing. Perform each step in pending_dispatch yourself, "
+    "in order, with the skill's own tool. A Pilot started with --dispatch will not run steps "
+    "handed out here."
+)
+_NO_DISPATCH_UNDO = "No dispatch configured: Pilot cannot run this undo and is refusing to fake execution"
+_COMMIT_ATTEMPTS = 8
+
+
+def _append_result(w: Workflow, entry: dict[str, Any]) -> None:
+    w.rollback_results.append(entry)
+
+
+def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
+    fire(w, Event.REACH_GATE)
+    w.log("awaiting_approval", f"Step {index}: require_approval", actor.label)
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        catalog: Callable[[], Catalog],
+        dispatcher: Dispatcher | None,
+        vault: SecretVault,
+    ) -> None:
+        self.store = store
+        self._catalog = catalog
+        self.dispatcher = dispatcher
+        self.vault = vault
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog()
+
+    # --- persistence ------------------------------------------------------------------------
+    def commit(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]:
+        """Apply ``change`` and save; on a version conflict reload and apply it again."""
+        for _ in range(_COMMIT_ATTEMPTS):
+            result = change(wf)
+            wf.diff_report = build_diff_report(wf, self.catalog)
+            try:
+                self.store.save(wf)
+            except ConcurrencyConflict:
+                _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
+                wf = self.store.load(wf.id)
+                continue
+            return wf, result
+        raise ConcurrencyConflict(wf.id, wf.version, None)
+
+    def create(self, wf: Workflow) -> None:
+        self.vault.remember(wf)
+        wf.diff_report = build_diff_report(wf, self.catalog)
+        self.store.create(wf)
+
+    # --- results ----------------------------------------------------------------------------
+    def result(self, wf: Workflow, outcome: Outcome | None = None, **extra: Any) -> dict[str, Any]:
+        """WF + outcome (+ pending_dispatch and message whenever a step is not_executed)."""
+        out = wf.to_dict()
+        if outcome is not None:
+            out["outcome"] = outcome.value
+        handed = [s for s in wf.steps if s.status is S.NOT_EXECUTED]
+        if handed:
+            out["pending_dispatch"] = [self._handout(wf, s) for s in handed]
+            out["message"] = _HANDBACK_MESSAGE
+        out.update(extra)
+        return out
+
+    def _handout(self, wf: Workflow, step: Step) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "index": step.index,
+            "skill": step.skill,
+            "tool": step.tool,
+            "params": self.vault.restore(wf.id, step.index, "params", step.params),
+        }
+        if step.group_id:
+            entry["group_id"] = step.group_id
+        if step.rollback_tool:
+            entry["rollback_tool"] = step.rollback_tool
+        return entry
+
+    # --- runs -------------------------------------------------------------------------------
+    def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
+        """A step left 'running' by a dead process: mark it interrupted and fail the workflow."""
+        stuck = next((s for s in wf.steps if s.status is S.RUNNING), None)
+        if stuck is None:
+            return None
+        index = stuck.index
+
+        def change(w: Workflow) -> None:
+            step = w.steps[index]
+            step.status = S.INTERRUPTED
+            step.completed_at = utcnow()
+            fire(w, Event.DETECT_CRASH)
+            w.log(
+                "interrupted_step_detected",
+                f"Step {index}: {step.tool} was 'running' when a previous run died",
+                actor.label,
+            )
+
+        wf, _ = self.commit(wf, change)
+        error = (
+            f"Step {index} ({stuck.skill}.{stuck.tool}) was interrupted by a previous crash; whether it "
+            "took effect is unknown. Check the target system, then rollback with "
+            "acknowledge_unknown_effects=True, or create a new workflow."
+        )
+        return wf, self.result(wf, Outcome.FAILED, error=error)
+
+    async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> dict[str, Any] | None:
+        """With a dispatcher: refuse before changing anything (reference §5.3)."""
+        if self.dispatcher is None:
+            return None
+        handed = [s.ref() for s in wf.steps if s.status is S.NOT_EXECUTED and s.index not in exclude]
+        if handed:
+            return {
+                "error": (
+                    "Refusing to run: these steps were handed out earlier by a Pilot without --dispatch "
+                    "and may already have been performed. Cancel this workflow, check the target "
+                    "system, and create a new workflow."
+                ),
+                "workflow_id": wf.id,
+                "state": wf.state.value,
+                "handed_out": handed,
+            }
+        todo = [s for s in wf.steps if s.status is S.PENDING and not s.is_gate]
+        problems = await self.dispatcher.preflight(todo)
+        if problems:
+            return {
+                "error": "Nothing was run — these steps could not be started: " + " | ".join(problems),
+                "workflow_id": wf.id,
+                "state": wf.state.value,
+            }
+        return None
+
+    async def run_until_checkpoint(
+        self, wf: Workflow, actor: Actor, progress: ProgressFn | None = None
+    ) -> dict[str, Any]:
+        """Walk from the first pending step to the next gate, the end, or a failure."""
+
+        def start(w: Workflow) -> None:
+            fire(w, Event.START_RUN)
+            w.log("run_started", "", actor.label)
+
+        wf, _ = self.commit(wf, start)
+        total = sum(1 for s in wf.steps if not s.is_gate)
+        done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
+        handback: list[int] = []
+        i = 0
+        while i < len(wf.steps):
+            step = wf.steps[i]
+            if step.status not in (S.PENDING, S.NOT_EXECUTED):
+                i += 1
+                continue
+            if step.is_gate:
+                if handback:
+                    wf = self._record_handback(wf, handback, actor)
+                    handback = []
+                gate_index = i
+                wf, _ = self.commit(wf, functools.partial(_reach_gate, index=i, actor=actor))
+                await report(progress, done, total, f"step {gate_index}: waiting for approval")
+                return self.result(wf, Outcome.AWAITING_APPROVAL)
+            if self.dispatcher is None:
+                handback.append(i)
+                i += 1
+                continue
+            batch = self._batch(wf, i)
+            await report(progress, done, total, self._describe(wf, batch))
+            wf, failed = await self._run_batch(wf, batch, actor)
+            done += len(batch)
+            await report(progress, done, total, self._describe(wf, batch, finished=True))
+            if failed:
+                return self._finish_failed(wf, actor)
+            i = batch[-1] + 1
+        if handback:
+            wf = self._record_handback(wf, handback, actor)
+        if any(s.status is S.NOT_EXECUTED for s in wf.steps):
+            count = sum(1 for s in wf.steps if s.status is S.NOT_EXECUTED)
+
+            def hand_back(w: Workflow) -> None:
+                fire(w, Event.HAND_BACK)
+                w.log(
+                    "dispatch_required",
+                    f"{count} step(s) recorded but not executed (no dispatch configured)",
+                    actor.label,
+                )
+
+            wf, _ = self.commit(wf, hand_back)
+            return self.result(wf, Outcome.DISPATCH_REQUIRED)
+
+        def complete(w: Workflow) -> None:
+            fire(w, Event.COMPLETE)
+            w.log("workflow_completed", "", actor.label)
+
+        wf, _ = self.commit(wf, complete)
+        await report(progress, total, total, "workflow completed")
+        return self.result(wf, Outcome.COMPLETED)
+
+    def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
+        def change(w: Workflow) -> None:
+            for index in indices:
+                step = w.steps[index]
+                step.status = S.NOT_EXECUTED
+                step.result = {"reason": NOT_EXECUTED_REASON}
+                w.log("step_not_executed", f"Step {index}: {step.tool} — no dispatch configured", actor.label)
+
+        wf, _ = self.commit(wf, change)
+        return wf
+
+    @staticmethod
+    def _batch(wf: Workflow, start: int) -> list[int]:
+        """``start`` plus the following pending members of its parallel group."""
+        first = wf.steps[start]
+        batch = [start]
+        if not first.group_id:
+            return batch
+        for step in wf.steps[start + 1 :]:
+            if step.group_id != first.group_id or step.is_gate or step.status is not S.PENDING:
+                break
+            batch.append(step.index)
+        return batch
+
+    @staticmethod
+    def _describe(wf: Workflow, batch: list[int], finished: bool = False) -> str:
+        names = ", ".join(f"{wf.steps[i].skill}.{wf.steps[i].tool}" for i in batch)
+        label = f"steps {batch[0]}-{batch[-1]}" if len(batch) > 1 else f"step {batch[0]}"
+        if finished:
+            statuses = ", ".join(wf.steps[i].status.value for i in batch)
+            return f"{label}: {names} → {statuses}"
+        return f"{label}: running {names}"
+
+    async def _run_batch(self, wf: Workflow, batch: list[int], actor: Actor) -> tuple[Workflow, bool]:
+        """Run a step (or a parallel group of read steps) and record every member's outcome."""
+
+        def mark_running(w: Workflow) -> None:
+            now = utcnow()
+            for index in batch:
+                w.steps[index].status = S.RUNNING
+                w.steps[index].started_at = now
+
+        wf, _ = self.commit(wf, mark_running)
+        outcomes = await asyncio.gather(*(self._call(wf, index, bound=index) for index in batch))
+        failed = False
+        for index, outcome in zip(batch, outcomes, strict=True):
+            wf, ok = self.commit(
+                wf, functools.partial(self._record, index=index, outcome=outcome, actor=actor)
+            )
+            failed = failed or not ok
+        return wf, failed
+
+    async def _call(self, wf: Workflow, index: int, *, bound: int, undo: bool = False) -> StepOutcome:
+        """Resolve references and secrets, then dispatch; every exception becomes an outcome."""
+        step = wf.steps[index]
+        field = "rollback_params" if undo else "params"
+        tool = step.rollback_tool if undo else step.tool
+        if self.dispatcher is None:
+            return StepOutcome(OutcomeKind.FAILED, None, _NO_DISPATCH_UNDO)
+        try:
+            stored = step.rollback_params if undo else step.params
+            params = resolve_refs(self.vault.restore(wf.id, index, field, stored), wf.steps, bound)
+            masked = find_masked_secrets(params)
+            if masked:
+                raise SecretUnavailable(
+                    f"Step {index} needs secret(s) {', '.join(masked)}, but the store keeps secrets masked "
+                    "and the live value did not survive a restart of Pilot",
+                    hint="Cancel this workflow and create it again with the secret re-supplied "
+                    '(better: as a reference {"$env": "VAR"}).',
+                )
+            return await self.dispatcher.call(step.skill, tool, params)
+        except EffectUnknown as exc:
+            return StepOutcome(OutcomeKind.EFFECT_UNKNOWN, exc.result_payload, exc.message)
+        except (PilotError, DispatchRefused) as exc:
+            return StepOutcome(OutcomeKind.FAILED, None, exc.message)
+        except Exception as exc:  # a dispatcher bug must not leave the step 'running'
+            _log.exception("dispatch of step %s of %s raised", index, wf.id)
+            return StepOutcome(OutcomeKind.FAILED, None, f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _payload_with_error(outcome: StepOutcome) -> Any:
+        payload = outcome.payload
+        if isinstance(payload, dict):
+            return {**payload, "error": payload.get("error") or outcome.message}
+        return {"error": outcome.message}
+
+    def _record(self, w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> bool:
+        step = w.steps[index]
+        step.completed_at = utcnow()
+        if outcome.ok:
+            step.status = S.SUCCESS
+            step.result = outcome.payload
+            w.log("step_completed", f"Step {index}: {step.tool} → success", actor.label)
+            return True
+        step.result = self._payload_with_error(outcome)
+        if outcome.kind is OutcomeKind.EFFECT_UNKNOWN:
+            step.status = S.INTERRUPTED
+            w.log("step_effect_unknown", f"Step {index}: {step.tool} → {outcome.message}", actor.label)
+        else:
+            step.status = S.FAILED
+            w.log("step_failed", f"Step {index}: {step.tool} → {outcome.message}", actor.label)
+        return False
+
+    def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
+        def change(w: Workflow) -> None:
+            for step in w.steps:
+                if step.status is S.PENDING:
+                    step.status = S.SKIPPED
+            fire(w, Event.FAIL)
+
+        wf, _ = self.commit(wf, change)
+        bad = [s for s in wf.steps if s.status in (S.FAILED, S.INTERRUPTED)]
+        error = "; ".join(
+            f"step {s.index} ({s.skill}.{s.tool}) {s.status.value}: "
+            f"{(s.result or {}).get('error', '') if isinstance(s.result, dict) else ''}"
+            for s in bad
+        )
+        return self.result(wf, Outcome.FAILED, error=error)
+
+    # --- approval ---------------------------------------------------------------------------
+    async def approve(
+        self,
+        wf: Workflow,
+        actor: Actor,
+        approver: str,
+        acknowledge_not_executed: bool,
+        progress: ProgressFn | None = None,
+    ) -> dict[str, Any]:
+        """Release the pending gate (after the caller's checks) and continue the run."""
+        if wf.state is not WorkflowState.AWAITING_APPROVAL:
+            raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
+        who = approver.strip()
+        if not who:
+            raise StateRefused(
+                "approver is required for the audit trail. Pass the name of the person who approved.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        gate = next((s for s in wf.steps if s.is_gate and s.status is S.PENDING), None)
+        if gate is None:
+            raise StateRefused(
+                f"Workflow {wf.id} is awaiting approval but has no pending gate",
+                hint="get_workflow_status shows its steps; cancel it and create a new workflow.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+        if unrun and not acknowledge_not_executed:
+            labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
+            raise StateRefused(
+                f"Refusing to approve: {labels} before this gate were handed out and Pilot has no record "
+                "that they ran. Call approve again with acknowledge_not_executed=True only if you "
+                "performed them and showed the user their results; otherwise cancel_workflow.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+                not_executed_before_gate=[s.ref() for s in unrun],
+            )
+        refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+        if refusal is not None:
+            return refusal
+        gate_index = gate.index
+        unrun_indices = [s.index for s in unrun]
+
+        def change(w: Workflow) -> None:
+            w.approved_by = who
+            w.log("approved", f"Approved by {who}", actor.label)
+            for index in unrun_indices:
+                w.steps[index].status = S.REPORTED_DONE
+                w.steps[index].result = {
+                    "reason": f"{who} stated this step was performed outside Pilot; Pilot has no result"
+                }
+            if unrun_indices:
+                w.log(
+                    "approved_over_unexecuted_steps",
+                    f"{who} acknowledged steps {unrun_indices} as performed outside Pilot",
+                    actor.label,
+                )
+            gate_step = w.steps[gate_index]
+            gate_step.status = S.SUCCESS
+            gate_step.result = {"approved_by": who}
+            if unrun_indices:
+                gate_step.result["acknowledged_not_executed"] = unrun_indices
+            gate_step.completed_at = utcnow()
+            fire(w, Event.APPROVE)
+
+        wf, _ = self.commit(wf, change)
+        return await self.run_until_checkpoint(wf, actor, progress)
+
+    # --- rollback and cancel ----------------------------------------------------------------
+    async def rollback(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
+        """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest."""
+
+        def start(w: Workflow) -> None:
+            fire(w, Event.START_ROLLBACK)
+            w.log("rollback_started", "", actor.label)
+            w.rollback_results = []
+            for step in w.steps:
+                if step.status is S.PARTIALLY_ROLLED_BACK:
+                    w.rollback_results.append(
+                        {
+                            "step": step.index,
+                            "tool": step.rollback_tool,
+                            "status": "partial",
+                            "reason": "rolled back by an earlier rollback call; not run again",
+                            "left_behind": leaves_behind(step),
+                        }
+                    )
+
+        wf, _ = self.commit(wf, start)
+        for index in [s.index for s in reversed(wf.steps) if s.status is S.SUCCESS]:
+            step = wf.steps[index]
+            if not step.rollback_tool:
+                if step.is_gate or is_catalog_read(step, self.catalog):
+                    continue
+                entry = {
+                    "step": index,
+                    "tool": step.tool,
+                    "status": "not_reversible",
+                    "reason": "no rollback defined: the change stays applied; reverse it by hand",
+                }
+                wf, _ = self.commit(wf, functools.partial(_append_result, entry=entry))
+                continue
+            outcome = await self._call(wf, index, bound=index + 1, undo=True)
+            wf, _ = self.commit(
+                wf, functools.partial(self._record_undo, index=index, outcome=outcome, actor=actor)
+            )
+        bad = [r for r in wf.rollback_results if r["status"] in ("failed", "unknown")]
+
+        def finish(w: Workflow) -> None:
+            fire(w, Event.FINISH_ROLLBACK)
+            if bad:
+                w.blocked_reason = "rollback_failed"
+            w.log("rollback_completed", "", actor.label)
+
+        wf, _ = self.commit(wf, finish)
+        out = self.result(wf)
+        if bad:
+            listed = "; ".join(f"step {r['step']} {r['tool']} {r['status']}" for r in bad)
+            out["outcome"] = Outcome.FAILED.value
+            out["error"] = (
+                f"{len(bad)} undo(s) did not complete: {listed}. Check those in the target system; "
+                "get_workflow_status shows each step."
+            )
+        return out
+
+    def _record_undo(self, w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> None:
+        step = w.steps[index]
+        entry: dict[str, Any] = {"step": index, "tool": step.rollback_tool}
+        if outcome.ok:
+            left = leaves_behind(step)
+            step.status = S.PARTIALLY_ROLLED_BACK if left else S.ROLLED_BACK
+            entry.update(status="partial" if left else "success", result=outcome.payload)
+            if left:
+                entry["left_behind"] = left
+            w.log("rollback_step", f"Step {index}: {step.rollback_tool} → {entry['status']}", actor.label)
+        elif outcome.kind is OutcomeKind.EFFECT_UNKNOWN:
+            step.status = S.INTERRUPTED
+            entry.update(status="unknown", error=outcome.message)
+            w.log("rollback_unknown", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
+        else:
+            entry.update(status="failed", error=outcome.message)
+            w.log("rollback_failed", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
+        w.rollback_results.append(entry)
+
+    def cancel(self, wf: Workflow, actor: Actor, reason: str) -> dict[str, Any]:
+        """Move to the terminal 'cancelled' state; pending steps become skipped."""
+        why = reason.strip()
+
+        def change(w: Workflow) -> None:
+            fire(w, Event.CANCEL)
+            w.blocked_reason = why or "cancelled"
+            w.log("cancelled", why or "no reason given", actor.label)
+            for step in w.steps:
+                if step.status is S.PENDING:
+                    step.status = S.SKIPPED
+
+        wf, _ = self.commit(wf, change)
+        self.vault.forget(wf.id)
+        return self.result(wf, Outcome.CANCELLED)

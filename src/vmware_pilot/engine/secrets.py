@@ -1,0 +1,61 @@
+"""Literal secrets kept in process memory only, so hand-back and dispatch can use them.
+
+The store masks secrets at rest. A step whose params held a literal secret when its workflow was
+created in this process gets it back here; after a restart the value is gone and the step sees
+``***`` (the redacted-secret guard then refuses it). This holds only immutable creation-time
+values, never workflow state, so it cannot serve anything stale.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.safety.redaction import is_secret_key, redact
+
+__all__ = ["MASK", "SecretVault", "find_masked_secrets"]
+
+MASK = "***"
+
+_Key = tuple[str, int, str]
+
+
+class SecretVault:
+    def __init__(self) -> None:
+        self._values: dict[_Key, dict[str, Any]] = {}
+
+    def remember(self, wf: Workflow) -> None:
+        """Keep the clear params of every step of ``wf`` that holds a secret (before saving)."""
+        for step in wf.steps:
+            for field in ("params", "rollback_params"):
+                value: dict[str, Any] = getattr(step, field)
+                if redact(value) != value:
+                    self._values[(wf.id, step.index, field)] = copy.deepcopy(value)
+
+    def restore(self, workflow_id: str, index: int, field: str, stored: dict[str, Any]) -> dict[str, Any]:
+        """The clear params when known and still matching ``stored``; else ``stored`` itself."""
+        clear = self._values.get((workflow_id, index, field))
+        if clear is not None and redact(clear) == stored:
+            return copy.deepcopy(clear)
+        return stored
+
+    def forget(self, workflow_id: str) -> None:
+        for key in [k for k in self._values if k[0] == workflow_id]:
+            del self._values[key]
+
+
+def find_masked_secrets(value: Any, path: str = "") -> list[str]:
+    """Paths of secret-named keys whose value is the store's mask (the secret did not survive)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if is_secret_key(str(key)) and item == MASK:
+                found.append(where)
+            else:
+                found.extend(find_masked_secrets(item, where))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found.extend(find_masked_secrets(item, f"{path}[{i}]"))
+    return found

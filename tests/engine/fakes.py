@@ -1,0 +1,67 @@
+"""A scripted dispatcher: the engine's unit tests use it to produce outcomes on demand.
+
+Real dispatch against real companion skills is tested in tests/lab; this stands in only where a
+test needs a precise outcome (a failure after a success, an unknown effect) at a precise step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.domain.model import Step
+from vmware_pilot.errors import DispatchRefused, EffectUnknown
+
+Script = Callable[[str, str, dict[str, Any]], StepOutcome]
+
+
+@dataclass
+class ScriptedDispatcher:
+    """Answers each (skill, tool) from ``answers``; default: success echoing the params."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    preflight_problems: list[str] = field(default_factory=list)
+    delay: float = 0.0
+    closed: bool = False
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    async def preflight(self, steps: Sequence[Step]) -> list[str]:
+        return list(self.preflight_problems)
+
+    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        self.calls.append((skill, tool, params))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        answer = self.answers.get(tool, StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True, **params}))
+        if isinstance(answer, BaseException):
+            raise answer
+        if callable(answer):
+            result: StepOutcome = answer(skill, tool, params)
+            return result
+        assert isinstance(answer, StepOutcome)
+        return answer
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def failed(message: str) -> StepOutcome:
+    return StepOutcome(OutcomeKind.FAILED, {"error": message}, message)
+
+
+def unknown(message: str) -> EffectUnknown:
+    return EffectUnknown(message)
+
+
+def refused(message: str) -> DispatchRefused:
+    return DispatchRefused(message)

@@ -1,0 +1,276 @@
+"""The engine with a dispatcher: outcomes, references, failures, unknown effects, undo, groups."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.engine.fakes import ScriptedDispatcher, failed, refused, unknown
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import StateRefused
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
+
+
+def power_off(vm: str = "web-01") -> dict[str, Any]:
+    return {
+        "action": f"off_{vm}",
+        "skill": "aiops",
+        "tool": "power_off_vm",
+        "params": {"vm_name": vm, "confirm": True},
+        "rollback_tool": "power_on_vm",
+        "rollback_params": {"vm_name": vm},
+    }
+
+
+def create(app: PilotApp, actor: Actor, items: list[dict[str, Any]]) -> str:
+    wid: str = app.service.create_workflow(actor, "ops", "test", items)["workflow_id"]
+    return wid
+
+
+async def test_reads_gate_approve_then_write_completes(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    wid = create(dapp, actor, [READ, GATE, power_off()])
+    seen: list[tuple[float, float | None, str]] = []
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        seen.append((done, total, message))
+
+    out = await dapp.service.run_workflow(actor, wid, progress=progress)
+    assert out["outcome"] == "awaiting_approval"
+    assert out["steps"][0]["status"] == "success" and "pending_dispatch" not in out
+    out = await dapp.service.approve(actor, wid, approver="alice", progress=progress)
+    assert out["outcome"] == "completed" and out["state"] == "completed"
+    assert [(c[0], c[1]) for c in dispatcher.calls] == [("monitor", "get_alarms"), ("aiops", "power_off_vm")]
+    assert dispatcher.calls[1][2] == {"vm_name": "web-01", "confirm": True}
+    assert any("power_off_vm" in m for _, _, m in seen) and seen[-1][0] == seen[-1][1]
+    assert out["diff_report"]["changed"][0]["object"] == "web-01"
+
+
+async def test_failure_after_a_change_then_rollback_undoes_it(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["reconfigure_vm"] = failed("not enough memory")
+    second = {"action": "resize", "skill": "aiops", "tool": "reconfigure_vm", "params": {"vm_name": "web-01"}}
+    wid = create(dapp, actor, [GATE, power_off(), second, READ])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "failed" and out["state"] == "failed"
+    assert [s["status"] for s in out["steps"]] == ["success", "success", "failed", "skipped"]
+    assert "not enough memory" in out["error"]
+    assert out["steps"][2]["result"]["error"] == "not enough memory"
+
+    preview = await dapp.service.rollback(actor, wid)
+    assert [e["index"] for e in preview["blast_radius"]["would_roll_back"]] == [1]
+    assert dapp.service.get_workflow_status(wid)["state"] == "failed"
+    done = await dapp.service.rollback(actor, wid, confirm=True)
+    assert done["action"] == "rolled_back"
+    assert dispatcher.calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"})
+    assert done["steps"][1]["status"] == "rolled_back"
+    assert [r["status"] for r in done["rollback_results"]] == ["success"]
+
+
+async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["power_off_vm"] = unknown("connection lost after the call was sent")
+    wid = create(dapp, actor, [GATE, power_off(), READ])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "failed"
+    assert out["steps"][1]["status"] == "interrupted"
+    assert out["audit_log"][-1]["action"] == "step_effect_unknown" or any(
+        e["action"] == "step_effect_unknown" for e in out["audit_log"]
+    )
+    with pytest.raises(StateRefused) as info:
+        await dapp.service.rollback(actor, wid, confirm=True)
+    assert info.value.payload()["blast_radius"]["unknown_effects"][0]["index"] == 1
+    done = await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+    assert done["action"] == "rolled_back"
+
+
+async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_alarms"] = failed("monitoring down")
+    wid = create(dapp, actor, [GATE, power_off("a"), power_off("b"), power_off("c"), READ])
+    await dapp.service.run_workflow(actor, wid)
+    ran = await dapp.service.approve(actor, wid, approver="alice")
+    assert ran["state"] == "failed"
+
+    def undo(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        if params["vm_name"] == "c":
+            return failed("host unreachable")
+        if params["vm_name"] == "b":
+            raise unknown("timed out")
+        return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
+
+    dispatcher.answers["power_on_vm"] = undo
+    out = await dapp.service.rollback(actor, wid, confirm=True)
+    assert out["action"] == "rollback_incomplete" and out["outcome"] == "failed"
+    assert [(r["step"], r["status"]) for r in out["rollback_results"]] == [
+        (3, "failed"),
+        (2, "unknown"),
+        (1, "success"),
+    ]
+    assert [s["status"] for s in out["steps"][1:4]] == ["rolled_back", "interrupted", "success"]
+    assert out["blocked_reason"] == "rollback_failed"
+    assert "2 undo(s) did not complete" in out["error"]
+
+
+async def test_preview_only_result_counts_as_failure(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["power_off_vm"] = StepOutcome(
+        OutcomeKind.PREVIEW_ONLY, {"action": "preview"}, "the tool only previewed"
+    )
+    wid = create(dapp, actor, [GATE, power_off()])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["steps"][1]["status"] == "failed" and out["outcome"] == "failed"
+
+
+async def test_refused_dispatch_fails_the_step_safely(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_alarms"] = refused("server did not start; nothing was sent")
+    wid = create(dapp, actor, [READ])
+    out = await dapp.service.run_workflow(actor, wid)
+    assert out["steps"][0]["status"] == "failed"
+    assert "nothing was sent" in out["steps"][0]["result"]["error"]
+
+
+async def test_preflight_problems_refuse_before_anything_runs(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.preflight_problems = ["step 0: vmware-monitor-mcp is not installed"]
+    wid = create(dapp, actor, [READ])
+    out = await dapp.service.run_workflow(actor, wid)
+    assert out["error"].startswith("Nothing was run")
+    assert dispatcher.calls == []
+    assert dapp.service.get_workflow_status(wid)["state"] == "pending"
+
+
+async def test_step_references_resolve_from_earlier_results(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["create_vm_plan"] = StepOutcome(OutcomeKind.SUCCEEDED, {"plan_id": "p-42"})
+    plan = {"action": "plan", "skill": "aiops", "tool": "create_vm_plan", "params": {"operations": []}}
+    apply = {
+        "action": "apply",
+        "skill": "aiops",
+        "tool": "apply_vm_plan",
+        "params": {"plan_id": "__from_step_0__:plan_id", "confirm": True},
+    }
+    wid = create(dapp, actor, [plan, GATE, apply])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "completed"
+    assert dispatcher.calls[-1][2] == {"plan_id": "p-42", "confirm": True}
+    assert out["steps"][2]["params"]["plan_id"] == "__from_step_0__:plan_id", (
+        "stored params keep the reference"
+    )
+
+
+async def test_bad_reference_fails_the_step_with_the_reason(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, {"count": 1})
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__:nope"}}
+    wid = create(dapp, actor, [READ, use])
+    out = await dapp.service.run_workflow(actor, wid)
+    assert out["steps"][1]["status"] == "failed"
+    assert "no key 'nope'" in out["steps"][1]["result"]["error"]
+
+
+async def test_parallel_group_of_reads_runs_concurrently(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.delay = 0.05
+    group = [{**READ, "action": f"r{i}", "group_id": "g1"} for i in range(4)]
+    wid = create(dapp, actor, group)
+    out = await dapp.service.run_workflow(actor, wid)
+    assert out["outcome"] == "completed"
+    assert dispatcher.max_in_flight == 4
+    assert [s["status"] for s in out["steps"]] == ["success"] * 4
+
+
+async def test_racing_approvals_run_exactly_once(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.delay = 0.1
+    wid = create(dapp, actor, [GATE, power_off()])
+    await dapp.service.run_workflow(actor, wid)
+    results = await asyncio.gather(
+        dapp.service.approve(actor, wid, approver="alice"),
+        dapp.service.approve(actor, wid, approver="bob"),
+        return_exceptions=True,
+    )
+    errors = [r for r in results if isinstance(r, StateRefused)]
+    oks = [r for r in results if isinstance(r, dict)]
+    assert len(errors) == 1 and len(oks) == 1
+    assert "running" in errors[0].message
+    assert len([c for c in dispatcher.calls if c[1] == "power_off_vm"]) == 1
+
+
+async def test_literal_secret_survives_in_process_but_not_a_restart(
+    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    guest = {
+        "action": "exec",
+        "skill": "aiops",
+        "tool": "run_vm_guest_command",
+        "params": {
+            "vm_name": "a",
+            "command": "ls",
+            "username": "root",
+            "password": "s3cr3t",
+            "confirm": True,
+        },
+    }
+    first = build_app(settings, dispatcher=dispatcher)
+    try:
+        wid = create(first, actor, [GATE, guest])
+        await first.service.run_workflow(actor, wid)
+        stored = first.service.get_workflow_status(wid)
+        assert stored["steps"][1]["params"]["password"] == "***"
+    finally:
+        first.close()
+    second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
+    try:
+        out = await second.service.approve(actor, wid, approver="alice")
+        assert out["steps"][1]["status"] == "failed"
+        assert "did not survive a restart" in out["steps"][1]["result"]["error"]
+        assert dispatcher.calls == []
+    finally:
+        second.close()
+
+
+async def test_literal_secret_reaches_the_skill_in_the_creating_process(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    guest = {
+        "action": "exec",
+        "skill": "aiops",
+        "tool": "run_vm_guest_command",
+        "params": {
+            "vm_name": "a",
+            "command": "ls",
+            "username": "root",
+            "password": "s3cr3t",
+            "confirm": True,
+        },
+    }
+    wid = create(dapp, actor, [GATE, guest])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "completed"
+    assert dispatcher.calls[0][2]["password"] == "s3cr3t"
+    assert out["steps"][1]["params"]["password"] == "***", "responses show what the store holds"
