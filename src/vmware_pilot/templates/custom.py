@@ -223,7 +223,7 @@ def _parameters(raw: Any) -> dict[str, ParamSpec]:
             raise ValueError(f"parameter '{name}': type {kind!r} is not one of {', '.join(PARAM_TYPES)}")
         has_default = "default" in spec
         if has_default and not _is_type(spec["default"], kind):
-            raise ValueError(f"parameter '{name}': default {spec['default']!r} is not a {kind}")
+            raise ValueError(f"parameter '{name}': default {spec['default']!r} is not of type {kind}")
         required = spec.get("required", not has_default)
         if not isinstance(required, bool):
             raise ValueError(f"parameter '{name}': required must be true or false")
