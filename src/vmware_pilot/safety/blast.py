@@ -39,10 +39,13 @@ _UNKNOWN_EFFECT = frozenset({StepStatus.RUNNING.value, StepStatus.INTERRUPTED.va
 _OUTSIDE = frozenset({StepStatus.NOT_EXECUTED.value, StepStatus.REPORTED_DONE.value})
 
 ROLLBACK_BLOCKED_STATES: Final[Mapping[str, str]] = {
-    WorkflowState.DRAFT: "it is a draft: nothing has run",
-    WorkflowState.COMPLETED: "it completed: roll a finished change back with a new workflow",
-    WorkflowState.ROLLING_BACK: "a rollback was in progress when a process stopped; check each step first",
-    WorkflowState.CANCELLED: "it was cancelled",
+    WorkflowState.DRAFT: "a draft has run nothing, so there is nothing to undo",
+    WorkflowState.COMPLETED: "a completed workflow is final; plan a new workflow to change it back",
+    WorkflowState.ROLLING_BACK: (
+        "a rollback was under way when its process stopped; check every step with get_workflow_status "
+        "before anything else"
+    ),
+    WorkflowState.CANCELLED: "a cancelled workflow is final",
 }
 CANCEL_BLOCKED_STATES: Final = frozenset(
     {WorkflowState.COMPLETED, WorkflowState.FAILED, WorkflowState.CANCELLED}
@@ -188,9 +191,7 @@ def rollback_blast_radius(
     )
     out["not_reversible_outside_pilot_note"] = NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE if irreversible else ""
     reason = ROLLBACK_BLOCKED_STATES.get(wf.state)
-    out["blockers"] = (
-        [f"workflow '{wf.id}' is '{wf.state.value}' and cannot be rolled back: {reason}"] if reason else []
-    )
+    out["blockers"] = [f"the workflow is '{wf.state.value}': {reason}"] if reason else []
     out["unmeasured"] = _unmeasured(wf, acknowledge_unknown_effects)
     return out
 
@@ -220,7 +221,7 @@ def cancel_blast_radius(
     _capped(out, "handed_out_to_caller", handed)
     out["handed_out_to_caller_note"] = HANDED_OUT_NOTE if handed else ""
     out["blockers"] = (
-        [f"workflow '{wf.id}' is '{wf.state.value}', a final state: there is nothing left to cancel"]
+        [f"the workflow is '{wf.state.value}', a final state: there is nothing left to cancel"]
         if wf.state in CANCEL_BLOCKED_STATES
         else []
     )
