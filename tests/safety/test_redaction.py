@@ -114,6 +114,8 @@ def test_redact_scrub_text_also_masks_secrets_inside_strings() -> None:
         ('curl -H "x-auth-token: abcd1234" https://a', f'curl -H "x-auth-token: {MASK}" https://a'),
         ("GET https://admin:pa55@vc.local/sdk failed", f"GET https://admin:{MASK}@vc.local/sdk failed"),
         ("?token_ttl=3600&token=abc&x=1", f"?token_ttl=3600&token={MASK}&x=1"),
+        ("login failed: password=vc-pass-9", f"login failed: password={MASK}"),
+        ("note=password:abc", f"note=password:{MASK}"),
     ],
 )
 def test_redact_text_masks_secret_shapes(text: str, expected: str) -> None:

@@ -160,15 +160,23 @@ _KEY_VALUE = re.compile(
 )
 
 
-def _key_value(match: re.Match[str]) -> str:
-    if not is_secret_key(match["key"]):
-        return match[0]
-    val = match["val"]
-    quote = val[0] if val[0] in "\"'" else ""
-    if val in (MASK, f'"{MASK}"', f"'{MASK}'"):
-        return match[0]
-    head = match[0][: match.start("val") - match.start(0)]
-    return f"{head}{quote}{MASK}{quote}"
+def _mask_key_values(text: str) -> str:
+    # Scan by hand: a match on a harmless key must not swallow a secret pair inside its value
+    # ("failed: password=x"), so only a secret match moves past its value.
+    parts: list[str] = []
+    pos = 0
+    while (match := _KEY_VALUE.search(text, pos)) is not None:
+        if not is_secret_key(match["key"]):
+            parts.append(text[pos : match.end("key")])
+            pos = match.end("key")
+            continue
+        val = match["val"]
+        quote = val[0] if val[0] in "\"'" else ""
+        parts.append(text[pos : match.start("val")])
+        parts.append(f"{quote}{MASK}{quote}")
+        pos = match.end("val")
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def redact_text(text: str) -> str:
@@ -177,4 +185,4 @@ def redact_text(text: str) -> str:
         return text
     out = _AUTH_SCHEME.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
     out = _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}{m[3]}", out)
-    return _KEY_VALUE.sub(_key_value, out)
+    return _mask_key_values(out)

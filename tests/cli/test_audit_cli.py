@@ -1,0 +1,194 @@
+"""`vmware-pilot audit verify|export` through the CLI entry point, on a database tampered with by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.store.helpers import raw_db, sample_workflow
+from vmware_pilot.cli.main import app
+from vmware_pilot.config import Settings
+from vmware_pilot.store.audit import event_hash
+from vmware_pilot.store.sql import open_store
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def trail(settings: Settings) -> tuple[str, str]:
+    """Two workflows; the first has five audit events (seq 1-4 and 6), the second one (seq 5)."""
+    with open_store(settings) as store:
+        first, second = sample_workflow(), sample_workflow()
+        for action in ("created", "run_started", "step_completed"):
+            first.log(action, f"{action} detail", actor="alice")
+        store.create(first)
+        first.log("awaiting_approval", "Step 1: require_approval", actor="alice")
+        store.save(first)
+        second.log("created", "other", actor="bob")
+        store.create(second)
+        first.log("approved", "Approved by bob", actor="bob")
+        store.save(first)
+    return first.id, second.id
+
+
+@pytest.fixture
+def tamper(settings: Settings, trail: tuple[str, str]) -> Iterator[Callable[[str, tuple[object, ...]], None]]:
+    """Run SQL on the database file directly, with the append-only triggers dropped first."""
+    conn = raw_db(settings.home_path / "pilot.db")
+    conn.execute("DROP TRIGGER audit_events_no_update")
+    conn.execute("DROP TRIGGER audit_events_no_delete")
+
+    def run(sql: str, args: tuple[object, ...] = ()) -> None:
+        conn.execute(sql, args)
+
+    yield run
+    conn.close()
+
+
+def _verify(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["audit", "verify", *args])
+    return result.exit_code, result.output
+
+
+def _row(settings: Settings, seq: int) -> tuple[str, ...]:
+    with sqlite3.connect(settings.home_path / "pilot.db") as conn:
+        row = conn.execute(
+            "SELECT workflow_id, ts, actor, action, detail, prev_hash, hash FROM audit_events WHERE seq = ?",
+            (seq,),
+        ).fetchone()
+    return tuple(row)
+
+
+def test_verify_passes_on_an_intact_trail_and_reports_what_it_checked(trail: tuple[str, str]) -> None:
+    code, out = _verify()
+    assert code == 0, out
+    assert "intact: 6 event(s) in 2 workflow(s)" in out
+    code, out = _verify("--workflow", trail[0])
+    assert code == 0, out
+    assert f"5 event(s) in workflow {trail[0]}" in out
+
+
+def test_altered_detail_is_named(trail: tuple[str, str], tamper: Callable[..., None]) -> None:
+    tamper("UPDATE audit_events SET detail = 'Approved by mallory' WHERE seq = 4")
+    code, out = _verify()
+    assert code == 1
+    assert "event seq 4" in out and "altered" in out
+    code, out = _verify("--workflow", trail[1])
+    assert code == 0, out  # the other workflow's chain is untouched
+
+
+def test_deleted_middle_event_is_named(trail: tuple[str, str], tamper: Callable[..., None]) -> None:
+    tamper("DELETE FROM audit_events WHERE seq = 2")
+    code, out = _verify("--workflow", trail[0])
+    assert code == 1
+    assert "event seq 3" in out and "deleted" in out
+
+
+def test_deleted_last_event_is_detected_from_the_head_on_the_workflow_row(
+    trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    tamper("DELETE FROM audit_events WHERE seq = 6")
+    code, out = _verify()
+    assert code == 1
+    assert f"workflow {trail[0]} records 5 events but 4 are stored" in out
+    assert "after seq 4 were deleted" in out
+
+
+def test_event_inserted_in_the_middle_with_a_valid_hash_is_named(
+    settings: Settings, trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    wid, _ts, actor, _action, _detail, _prev, prev_hash = _row(settings, 2)
+    ts = "2026-01-01T00:00:00.000000+00:00"
+    forged = event_hash(prev_hash, wid, ts, actor, "approved", "Approved by mallory")
+    # Make room after seq 2 (highest first, so the primary key never collides), then slip it in.
+    for seq in (6, 5, 4, 3):
+        tamper("UPDATE audit_events SET seq = seq + 1 WHERE seq = ?", (seq,))
+    tamper(
+        "INSERT INTO audit_events (seq, workflow_id, ts, actor, action, detail, prev_hash, hash) "
+        "VALUES (3, ?, ?, ?, 'approved', 'Approved by mallory', ?, ?)",
+        (wid, ts, actor, prev_hash, forged),
+    )
+    code, out = _verify()
+    assert code == 1
+    assert "event seq 3" in out and "inserted" in out
+
+
+def test_event_appended_outside_vmware_pilot_is_named(
+    settings: Settings, trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    wid, *_rest, last_hash = _row(settings, 6)
+    ts = "2026-01-01T00:00:00.000000+00:00"
+    forged = event_hash(last_hash, wid, ts, "mallory", "approved", "x")
+    tamper(
+        "INSERT INTO audit_events (seq, workflow_id, ts, actor, action, detail, prev_hash, hash) "
+        "VALUES (100, ?, ?, 'mallory', 'approved', 'x', ?, ?)",
+        (wid, ts, last_hash, forged),
+    )
+    code, out = _verify()
+    assert code == 1
+    assert "event seq 100" in out and "inserted" in out
+
+
+def test_two_swapped_events_are_named_as_reordered(
+    trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    tamper("UPDATE audit_events SET seq = -1 WHERE seq = 2")
+    tamper("UPDATE audit_events SET seq = 2 WHERE seq = 3")
+    tamper("UPDATE audit_events SET seq = 3 WHERE seq = -1")
+    code, out = _verify()
+    assert code == 1
+    assert "event seq 2" in out and "reordered" in out
+
+
+def test_event_of_a_workflow_that_does_not_exist_is_named(
+    tamper: Callable[..., None], trail: tuple[str, str]
+) -> None:
+    tamper(
+        "INSERT INTO audit_events (workflow_id, ts, actor, action, detail, prev_hash, hash) "
+        "VALUES ('wf-ghost', 't', 'a', 'b', 'c', 'd', 'e')"
+    )
+    code, out = _verify()
+    assert code == 1
+    assert "belongs to no stored workflow" in out
+
+
+def test_verify_of_an_unknown_workflow_is_an_error_with_a_hint(trail: tuple[str, str]) -> None:
+    code, out = _verify("--workflow", "wf-20260101-000000-000000")
+    assert code == 2
+    assert "not found" in out and "hint:" in out
+
+
+def test_export_prints_one_json_object_per_event_in_commit_order(trail: tuple[str, str]) -> None:
+    result = runner.invoke(app, ["audit", "export", "--format", "jsonl"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["seq"] for e in lines] == [1, 2, 3, 4, 5, 6]
+    assert set(lines[0]) == {"seq", "workflow_id", "ts", "actor", "action", "detail", "prev_hash", "hash"}
+    assert lines[4]["workflow_id"] == trail[1]
+    assert lines[3]["detail"] == "Step 1: require_approval"
+
+    one = runner.invoke(app, ["audit", "export", "--workflow", trail[1], "--format", "jsonl"])
+    assert [json.loads(line)["seq"] for line in one.stdout.splitlines()] == [5]
+
+
+def test_export_refuses_an_unknown_format(trail: tuple[str, str]) -> None:
+    result = runner.invoke(app, ["audit", "export", "--format", "csv"])
+    assert result.exit_code != 0
+    assert "jsonl" in result.output
+
+
+def test_audit_commands_work_from_the_installed_console_script(trail: tuple[str, str]) -> None:
+    script = Path(sys.executable).with_name("vmware-pilot")
+    done = subprocess.run(
+        [str(script), "audit", "verify"], capture_output=True, text=True, env=os.environ.copy(), check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "intact" in done.stdout

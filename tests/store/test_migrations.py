@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.errors import SchemaTooNew, StoreError
+from vmware_pilot.store.engine import make_engine
+from vmware_pilot.store.migrations import LATEST, MIGRATIONS, current_version, migrate
+from vmware_pilot.store.sql import open_store
+from vmware_pilot.store.tables import metadata
+
+from .helpers import raw_db
+
+
+def _old_database(settings: Settings, version: int) -> None:
+    engine = make_engine(settings.resolved_database_url)
+    settings.home_path.mkdir(parents=True, exist_ok=True)
+    with engine.begin() as conn:
+        migrate(conn, MIGRATIONS[:version])
+    engine.dispose()
+
+
+def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(settings: Settings) -> None:
+    with open_store(settings) as store, store.engine.connect() as conn:
+        assert current_version(conn) == LATEST
+        found = inspect(conn)
+        for table in metadata.sorted_tables:
+            assert {c["name"] for c in found.get_columns(table.name)} == set(table.c.keys())
+        index_names = {ix["name"] for ix in found.get_indexes("workflows")}
+        assert "ix_workflows_active_created" in index_names
+
+
+def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings, db_path: Path) -> None:
+    _old_database(settings, version=1)
+    with raw_db(db_path) as conn:
+        for wid, state, created in (("wf-a", "pending", "2026-01-01"), ("wf-b", "completed", "2026-01-02")):
+            conn.execute(
+                "INSERT INTO workflows (id, type, state, version, created_at, updated_at, created_by, "
+                "document, audit_head, audit_count) VALUES (?, 't', ?, 1, ?, ?, '', '{}', ?, 0)",
+                (wid, state, created, created, "0" * 64),
+            )
+        assert conn.execute("SELECT value FROM schema_meta").fetchone() == ("1",)
+
+    with open_store(settings) as store:
+        # Version 2 backfilled the active flag from the state; version 3 made events append-only.
+        assert [row["id"] for row in store.list_active()] == ["wf-a"]
+        assert store.count_active() == 1
+        assert [row["id"] for row in store.list_all(states=[WorkflowState.COMPLETED])] == ["wf-b"]
+    with raw_db(db_path) as conn:
+        assert conn.execute("SELECT value FROM schema_meta").fetchone() == (str(LATEST),)
+        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert triggers == {"audit_events_no_update", "audit_events_no_delete"}
+
+
+def test_opening_again_applies_nothing_twice(settings: Settings) -> None:
+    open_store(settings).close()
+    with open_store(settings) as store, store.engine.connect() as conn:
+        assert current_version(conn) == LATEST
+
+
+def test_database_from_a_newer_vmware_pilot_is_refused_with_a_hint(settings: Settings, db_path: Path) -> None:
+    open_store(settings).close()
+    with raw_db(db_path) as conn:
+        conn.execute("UPDATE schema_meta SET value = ?", (str(LATEST + 1),))
+    with pytest.raises(SchemaTooNew) as caught:
+        open_store(settings)
+    assert caught.value.fields["schema_version"] == LATEST + 1
+    assert "Upgrade vmware-pilot" in caught.value.hint
+
+
+def test_foreign_database_with_a_workflows_table_is_refused(settings: Settings, db_path: Path) -> None:
+    settings.home_path.mkdir(parents=True)
+    with raw_db(db_path) as conn:
+        conn.execute("CREATE TABLE workflows (id TEXT PRIMARY KEY, type TEXT, state TEXT, data TEXT)")
+    with pytest.raises(StoreError, match="no vmware-pilot schema version") as caught:
+        open_store(settings)
+    assert "VMWARE_PILOT_DATABASE_URL" in caught.value.hint

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vmware_pilot.config import Settings
+from vmware_pilot.store.sql import open_store
+
+from .helpers import sample_workflow
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
+    settings: Settings, loose_umask: None
+) -> None:
+    with open_store(settings) as store:
+        wf = sample_workflow()
+        wf.log("created")
+        store.create(wf)
+        home = settings.home_path
+        files = [home / name for name in ("pilot.db", "pilot.db-wal", "pilot.db-shm")]
+        assert all(f.exists() for f in files)  # WAL mode is on while the store is open
+        assert _mode(home) == 0o700
+        assert {f.name: _mode(f) for f in files} == {f.name: 0o600 for f in files}
+    assert os.umask(0o022) == 0o022  # the store gave the process umask back
+
+
+def test_existing_loose_home_and_database_are_tightened_on_open(
+    settings: Settings, loose_umask: None
+) -> None:
+    open_store(settings).close()
+    home = settings.home_path
+    home.chmod(0o755)
+    (home / "pilot.db").chmod(0o644)
+    with open_store(settings):
+        assert _mode(home) == 0o700
+        assert _mode(home / "pilot.db") == 0o600
+
+
+def test_custom_sqlite_url_gets_a_private_file_in_a_new_folder(tmp_path: Path, loose_umask: None) -> None:
+    target = tmp_path / "elsewhere" / "pilot.sqlite"
+    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{target}")
+    with open_store(settings) as store:
+        store.create(sample_workflow())
+    assert _mode(target.parent) == 0o700
+    assert _mode(target) == 0o600

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.transitions import fire
+from vmware_pilot.errors import ConcurrencyConflict, InvalidInput, StoreError, WorkflowNotFound
+from vmware_pilot.store.sql import SqlStore, open_store
+from vmware_pilot.templates.steps import make_step
+
+from .helpers import sample_workflow
+
+S = WorkflowState
+
+
+def test_create_then_load_round_trips_every_field(store: SqlStore) -> None:
+    wf = sample_workflow(goal="restart web tier")
+    wf.steps[0].status = StepStatus.SUCCESS
+    wf.steps[0].result = {"power_state": "on", "nested": [1, 2.5, None, True]}
+    wf.steps[0].started_at = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    wf.steps[0].completed_at = wf.steps[0].started_at + timedelta(seconds=3)
+    wf.steps[1].group_id = "g1"
+    wf.approved_by = "bob"
+    wf.diff_report = {"changes": ["vm web-01 powered off"]}
+    wf.rollback_results = [{"index": 1, "status": "rolled_back"}]
+    wf.authors = ["carol"]
+    wf.extra = {"gate_digest": "abc"}
+    wf.log("run_started", actor="alice")
+    store.create(wf)
+
+    loaded = store.load(wf.id)
+
+    expected = copy.deepcopy(wf.to_dict())
+    expected["steps"][1]["params"]["password"] = "***"
+    expected["steps"][1]["rollback_params"]["apiToken"] = "***"
+    assert loaded.to_dict() == expected
+    assert loaded.extra == {"gate_digest": "abc"}
+    assert loaded.version == wf.version == 1
+    assert loaded.steps[0].started_at == wf.steps[0].started_at
+    assert loaded.steps[0].started_at is not None and loaded.steps[0].started_at.tzinfo is not None
+    assert loaded.new_events == []
+
+
+def test_create_and_save_commit_new_events_and_fill_seq_and_hash(store: SqlStore) -> None:
+    wf = sample_workflow()
+    first = wf.log("created", "plan made", actor="alice")
+    store.create(wf)
+    assert wf.new_events == []
+    assert first.seq is not None and len(first.hash) == 64
+
+    fire(wf, Event.START_RUN)
+    second = wf.log("run_started", actor="alice")
+    store.save(wf)
+
+    assert wf.version == 2
+    assert second.seq is not None and second.seq > first.seq
+    loaded = store.load(wf.id)
+    assert loaded.state is S.RUNNING
+    assert [(e.action, e.seq, e.hash) for e in loaded.audit_log] == [
+        ("created", first.seq, first.hash),
+        ("run_started", second.seq, second.hash),
+    ]
+    events = list(store.audit_events(wf.id))
+    assert events[1].prev_hash == events[0].hash
+
+
+def test_stale_writer_gets_conflict_and_database_keeps_the_first_save(store: SqlStore) -> None:
+    wf = sample_workflow()
+    store.create(wf)
+    first = store.load(wf.id)
+    second = store.load(wf.id)
+
+    first.params["winner"] = "first"
+    first.log("edited", "by first", actor="a")
+    store.save(first)
+
+    second.params["winner"] = "second"
+    second.log("edited", "by second", actor="b")
+    with pytest.raises(ConcurrencyConflict) as caught:
+        store.save(second)
+
+    assert caught.value.retryable
+    assert (caught.value.expected, caught.value.actual) == (1, 2)
+    assert second.version == 1 and len(second.new_events) == 1  # untouched: reload and reapply
+    stored = store.load(wf.id)
+    assert stored.params["winner"] == "first"
+    assert [e.detail for e in stored.audit_log] == ["by first"]
+    assert stored.version == 2
+
+
+def test_save_of_unknown_workflow_and_load_of_unknown_id_raise_not_found(store: SqlStore) -> None:
+    with pytest.raises(WorkflowNotFound):
+        store.load("wf-20260101-000000-abcdef")
+    wf = sample_workflow()
+    wf.version = 1
+    with pytest.raises(WorkflowNotFound):
+        store.save(wf)
+
+
+def test_create_refuses_a_stored_workflow_and_a_duplicate_id(store: SqlStore) -> None:
+    wf = sample_workflow()
+    store.create(wf)
+    with pytest.raises(StoreError, match="already stored"):
+        store.create(wf)
+    twin = sample_workflow()
+    twin.id = wf.id
+    with pytest.raises(StoreError, match="already exists") as caught:
+        store.create(twin)
+    assert caught.value.hint
+    assert twin.version == 0
+
+
+def test_another_store_sees_writes_at_once_no_process_cache(settings: Settings, store: SqlStore) -> None:
+    wf = sample_workflow()
+    store.create(wf)
+    other = open_store(settings)
+    try:
+        assert other.load(wf.id).version == 1
+        theirs = other.load(wf.id)
+        theirs.params["seen"] = True
+        other.save(theirs)
+        assert store.load(wf.id).params["seen"] is True
+        # The first store's instance is now stale and must not overwrite.
+        wf.params["seen"] = False
+        with pytest.raises(ConcurrencyConflict):
+            store.save(wf)
+    finally:
+        other.close()
+
+
+def _at(minutes: int, state: WorkflowState, store: SqlStore) -> Workflow:
+    wf = Workflow.new("t", state, now=datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=minutes))
+    store.create(wf)
+    return wf
+
+
+def test_list_active_is_newest_first_without_terminal_states_and_pages(store: SqlStore) -> None:
+    states = [S.PENDING, S.COMPLETED, S.DRAFT, S.FAILED, S.RUNNING, S.CANCELLED, S.AWAITING_APPROVAL]
+    made = [_at(i, state, store) for i, state in enumerate(states)]
+    active = [wf.id for wf in reversed(made) if wf.state not in (S.COMPLETED, S.FAILED, S.CANCELLED)]
+
+    listed = store.list_active()
+
+    assert [row["id"] for row in listed] == active
+    assert set(listed[0]) == {"id", "type", "state", "created_at", "updated_at"}
+    assert listed[0]["state"] == "awaiting_approval"
+    assert store.count_active() == 4
+    assert [r["id"] for r in store.list_active(limit=2)] == active[:2]
+    assert [r["id"] for r in store.list_active(limit=2, offset=2)] == active[2:4]
+    assert [r["id"] for r in store.list_active(offset=3)] == active[3:]
+    assert store.list_active(limit=0) == []
+
+
+def test_list_active_follows_state_changes_saved_later(store: SqlStore) -> None:
+    wf = _at(0, S.PENDING, store)
+    fire(wf, Event.CANCEL)
+    store.save(wf)
+    assert store.list_active() == []
+    assert store.count_active() == 0
+
+
+def test_list_all_filters_by_state_and_pages(store: SqlStore) -> None:
+    made = [_at(i, state, store) for i, state in enumerate([S.PENDING, S.COMPLETED, S.FAILED])]
+    assert [r["id"] for r in store.list_all()] == [wf.id for wf in reversed(made)]
+    assert [r["id"] for r in store.list_all(states=[S.COMPLETED, S.FAILED])] == [made[2].id, made[1].id]
+    assert [r["id"] for r in store.list_all(limit=1, offset=1)] == [made[1].id]
+
+
+@pytest.mark.parametrize(("limit", "offset"), [(-1, 0), (None, -5)])
+def test_negative_paging_is_refused_with_a_hint(store: SqlStore, limit: int | None, offset: int) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        store.list_active(limit=limit, offset=offset)
+    assert caught.value.hint
+
+
+def test_load_renames_old_tool_names_in_stored_steps(store: SqlStore) -> None:
+    wf = Workflow.new("t", S.PENDING, [make_step(0, "a", "aiops", "power_on_vm")])
+    store.create(wf)
+    # A step stored under a pre-2.0 name (as an imported record would be).
+    wf.steps[0].tool = "vm_power_on"
+    wf.steps[0].rollback_tool = "vm_power_off"
+    store.save(wf)
+    loaded = store.load(wf.id)
+    assert (loaded.steps[0].tool, loaded.steps[0].rollback_tool) == ("power_on_vm", "power_off_vm")
