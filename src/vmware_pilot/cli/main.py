@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from vmware_pilot import __version__
-from vmware_pilot.cli import audit
+from vmware_pilot.cli import audit, demo, serve
 
 __all__ = ["app", "main", "mcp_main"]
 
@@ -16,6 +18,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(audit.app, name="audit")
+app.command(name="mcp")(serve.mcp)
+app.command(name="demo")(demo.demo)
 
 
 @app.command()
@@ -29,5 +33,5 @@ def main() -> None:
 
 
 def mcp_main() -> None:
-    """`vmware-pilot-mcp`: the MCP server on stdio with default options."""
-    app(["mcp"])
+    """`vmware-pilot-mcp [options]`: the MCP server on stdio, same options as `vmware-pilot mcp`."""
+    app(["mcp", *sys.argv[1:]], prog_name="vmware-pilot-mcp")

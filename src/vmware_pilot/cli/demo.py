@@ -1,0 +1,268 @@
+"""`vmware-pilot demo`: start `vmware-pilot mcp` as an MCP client would and walk one template.
+
+create → review → run (steps handed back) → approval gate → approve with acknowledgement →
+status → rollback preview, each printed readably. It uses a throw-away pilot home unless
+``--home`` is given, so it never touches the user's workflows by surprise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from vmware_pilot.config import ENV_PREFIX
+
+__all__ = ["DEMO_PARAMS", "DEMO_TEMPLATE", "demo"]
+
+DEMO_TEMPLATE = "incident_response"
+DEMO_PARAMS: dict[str, Any] = {
+    "alert_entity": "web-01",
+    "alert_name": "High CPU usage",
+    "target": "lab-vcenter",
+}
+DEMO_APPROVER = "demo-operator"
+
+
+class DemoFailed(Exception):
+    """A step of the demo did not answer as expected."""
+
+
+class _Walk:
+    """Calls tools in order, printing each answer (or collecting it for --json)."""
+
+    def __init__(self, client: Any, console: Console, json_mode: bool) -> None:
+        self.client = client
+        self.console = console
+        self.json_mode = json_mode
+        self.record: list[dict[str, Any]] = []
+
+    async def call(
+        self, title: str, tool: str, arguments: Mapping[str, Any], *, expect_error: bool = False
+    ) -> dict[str, Any]:
+        reply = await self.client.call(tool, arguments)
+        self.record.append(
+            {
+                "step": title,
+                "tool": tool,
+                "arguments": dict(arguments),
+                "isError": reply.is_error,
+                "result": reply.payload,
+            }
+        )
+        if reply.is_error != expect_error:
+            raise DemoFailed(f"{tool} answered {json.dumps(reply.payload, ensure_ascii=False)[:2000]}")
+        payload: dict[str, Any] = reply.payload
+        return payload
+
+    def show(self, title: str, body: Any, style: str = "cyan") -> None:
+        if not self.json_mode:
+            self.console.print(Panel(body, title=title, title_align="left", border_style=style))
+
+
+def _steps_table(steps: list[dict[str, Any]], *, with_status: bool = False) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "action", "skill.tool", *(("status",) if with_status else ())):
+        table.add_column(column)
+    for step in steps:
+        gate = step.get("action") == "require_approval"
+        row = [
+            str(step.get("index", "")),
+            "[bold yellow]approval gate[/]" if gate else str(step.get("action", "")),
+            f"{step.get('skill', '')}.{step.get('tool', '')}",
+        ]
+        if with_status:
+            row.append(str(step.get("status", "")))
+        table.add_row(*row)
+    return table
+
+
+def _pending_table(pending: list[dict[str, Any]]) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "skill.tool", "params"):
+        table.add_column(column)
+    for step in pending:
+        params = json.dumps(step.get("params", {}), ensure_ascii=False)
+        table.add_row(str(step.get("index", "")), f"{step.get('skill')}.{step.get('tool')}", params)
+    return table
+
+
+def _blast_table(radius: Mapping[str, Any]) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("list")
+    table.add_column("count", justify="right")
+    table.add_column("steps")
+    for key in (
+        "would_roll_back",
+        "left_in_place",
+        "not_reversed_by_pilot",
+        "not_reversible_outside_pilot",
+        "unknown_effects",
+    ):
+        entries = radius.get(key) or []
+        names = ", ".join(f"{e.get('index')}:{e.get('skill')}.{e.get('tool')}" for e in entries) or "-"
+        table.add_row(key, str(radius.get(f"{key}_count", len(entries))), names)
+    for key in ("blockers", "unmeasured"):
+        table.add_row(key, str(len(radius.get(key) or [])), "; ".join(radius.get(key) or []) or "-")
+    return table
+
+
+async def _walk(walk: _Walk) -> None:
+    created = await walk.call(
+        "create", "create_workflow_from_template", {"workflow_type": DEMO_TEMPLATE, "params": DEMO_PARAMS}
+    )
+    wf_id = str(created["workflow_id"])
+    walk.show(
+        f"1. create_workflow_from_template({DEMO_TEMPLATE}) → {wf_id}, state {created.get('state')}",
+        _steps_table(created.get("steps", [])),
+    )
+
+    review = await walk.call("review", "review_workflow", {"workflow_id": wf_id})
+    summary = review.get("summary", {})
+    counts = ", ".join(f"{k}={v}" for k, v in summary.items())
+    findings = "\n".join(
+        f"• [{f.get('severity')}] {f.get('kind')} @ step {f.get('step_index')}"
+        for f in review.get("findings", [])
+    )
+    walk.show(
+        f"2. review_workflow → verdict {review.get('verdict')}", f"{counts}\n{findings or 'no findings'}"
+    )
+
+    run = await walk.call("run", "run_workflow", {"workflow_id": wf_id})
+    walk.show(
+        f"3. run_workflow → outcome {run.get('outcome')}, state {run.get('state')}",
+        _pending_table(run.get("pending_dispatch", [])),
+    )
+    walk.show(
+        "Pilot ran nothing (started without --dispatch)",
+        "pending_dispatch lists the steps the agent performs itself, in order. The run stopped at "
+        "the approval gate: a human must agree before the remediation step.",
+        style="dim",
+    )
+
+    refused = await walk.call(
+        "approve (refused)", "approve", {"workflow_id": wf_id, "approver": DEMO_APPROVER}, expect_error=True
+    )
+    unrun = ", ".join(
+        f"step {s.get('index')} ({s.get('skill')}.{s.get('tool')})"
+        for s in refused.get("not_executed_before_gate", [])
+    )
+    walk.show(
+        "4. approve without acknowledgement → refused",
+        f"{refused.get('error')}\n\nnot_executed_before_gate: {unrun}",
+        style="red",
+    )
+
+    approved = await walk.call(
+        "approve",
+        "approve",
+        {"workflow_id": wf_id, "approver": DEMO_APPROVER, "acknowledge_not_executed": True},
+    )
+    walk.show(
+        f"5. approve(acknowledge_not_executed=true) by {DEMO_APPROVER} → outcome {approved.get('outcome')}",
+        _pending_table(approved.get("pending_dispatch", [])),
+        style="green",
+    )
+
+    status = await walk.call("status", "get_workflow_status", {"workflow_id": wf_id})
+    log = "\n".join(
+        f"{e.get('action')}: {e.get('detail', '')}".rstrip(": ") for e in status.get("audit_log", [])
+    )
+    walk.show(
+        f"6. get_workflow_status → state {status.get('state')}",
+        _steps_table(status.get("steps", []), with_status=True),
+    )
+    walk.show("audit log", log or "(empty)", style="dim")
+
+    preview = await walk.call("rollback preview", "rollback", {"workflow_id": wf_id})
+    radius = preview.get("blast_radius", {})
+    notes = [
+        str(radius[k]) for k in ("left_in_place_note", "not_reversible_outside_pilot_note") if radius.get(k)
+    ]
+    walk.show(
+        f"7. rollback (preview, action {preview.get('action')}) — nothing changed",
+        Group(_blast_table(radius), *(Text(f"\n{n}", style="dim") for n in notes)),
+        style="magenta",
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The first leaf of an exception group (task groups wrap what went wrong)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, DemoFailed) else str(exc)
+
+
+def _child_env(home: Path) -> dict[str, str]:
+    """This environment without Pilot settings that could point at the user's data, plus the demo home."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) or k == f"{ENV_PREFIX}LOG_LEVEL"
+    }
+    env[f"{ENV_PREFIX}HOME"] = str(home)
+    return env
+
+
+@contextmanager
+def _home(given: Path | None) -> Iterator[Path]:
+    if given is not None:
+        yield given.expanduser()
+        return
+    with tempfile.TemporaryDirectory(prefix="vmware-pilot-demo-") as tmp:
+        yield Path(tmp) / "pilot"
+
+
+async def _run(home: Path, console: Console, json_mode: bool, errlog: TextIO) -> list[dict[str, Any]]:
+    from vmware_pilot.transports.client import connect_stdio, server_command
+
+    command, args = server_command()
+    async with connect_stdio(command, args, env=_child_env(home), errlog=errlog) as client:
+        walk = _Walk(client, console, json_mode)
+        if not json_mode:
+            console.print(
+                f"[bold]{client.server_name} {client.server_version}[/] started over stdio "
+                f"([dim]{command} {' '.join(args)}[/]), pilot home [dim]{home}[/]\n"
+            )
+        try:
+            await _walk(walk)
+        finally:
+            if json_mode:
+                print(json.dumps(walk.record, indent=2, ensure_ascii=False))
+    return walk.record
+
+
+def demo(
+    home: Annotated[
+        Path | None,
+        typer.Option(help="Pilot home to use instead of a throw-away one (keeps the demo workflow)."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the raw tool results as JSON.")] = False,
+) -> None:
+    """Walk a built-in template through the MCP server: review, run, gate, approve, status, rollback preview."""
+    console = Console()
+    with _home(home) as pilot_home, tempfile.TemporaryFile(mode="w+") as errlog:
+        try:
+            asyncio.run(_run(pilot_home, console, json_output, errlog))
+        except Exception as exc:
+            errlog.seek(0)
+            server_log = errlog.read()[-4000:]
+            console.print(f"[red]demo failed:[/] {_root_cause(exc)}", highlight=False, markup=True)
+            if server_log:
+                sys.stderr.write(f"--- server log ---\n{server_log}\n")
+            raise typer.Exit(1) from None
+    if not json_output:
+        console.print(
+            "\nThat is the hand-back flow. Add it to an MCP client with "
+            "[bold]claude mcp add vmware-pilot -- vmware-pilot mcp[/] (see the README)."
+        )

@@ -1,0 +1,97 @@
+"""`vmware-pilot mcp`: serve the 13 tools to an MCP client over stdio.
+
+Settings are read once, the app is built once, the caller is the OS user; the log goes to
+stderr only, because stdout carries the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import PilotError
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
+
+__all__ = ["configure_logging", "mcp"]
+
+_TRANSPORTS = ("stdio",)
+
+
+def configure_logging(level: str) -> None:
+    """Root logging to stderr at ``level``; refuses an unknown level name."""
+    numeric = logging.getLevelName(level.strip().upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"log level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=numeric,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+
+
+def _fail(message: str, hint: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"vmware-pilot mcp: {message}", err=True)
+    if hint:
+        typer.echo(f"  {hint}", err=True)
+    return typer.Exit(code)
+
+
+async def _serve(app: PilotApp, actor: Actor) -> None:
+    from vmware_pilot.transports.stdio import serve_stdio
+
+    try:
+        await serve_stdio(app, actor)
+    finally:
+        await app.aclose()
+
+
+def mcp(
+    transport: Annotated[
+        str, typer.Option(help="How clients connect. Only 'stdio' is available in this version.")
+    ] = "stdio",
+    dispatch: Annotated[
+        bool,
+        typer.Option(
+            "--dispatch",
+            help="Let Pilot run each step in that skill's own MCP server instead of handing it back.",
+        ),
+    ] = False,
+) -> None:
+    """Serve the MCP tools on stdio (configure this command in your MCP client)."""
+    if transport.strip().lower() not in _TRANSPORTS:
+        raise _fail(
+            f"transport {transport!r} is not available",
+            "Use --transport stdio (the default) and let the MCP client start this command.",
+        )
+    if dispatch:
+        raise _fail(
+            "--dispatch is not available in this build yet",
+            "Run without --dispatch: steps come back to the agent in pending_dispatch.",
+        )
+    try:
+        settings = Settings()
+        configure_logging(settings.log_level)
+    except (ValidationError, ValueError) as exc:
+        raise _fail(f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables.") from None
+    from vmware_pilot.app import build_app
+
+    try:
+        app = build_app(settings)
+    except PilotError as exc:
+        raise _fail(exc.message, exc.hint, code=1) from None
+    logging.getLogger("vmware_pilot").info(
+        "vmware-pilot serving MCP on stdio (home %s, steps handed back to the agent)", settings.home_path
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(app, Actor.os_user()))

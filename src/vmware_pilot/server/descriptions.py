@@ -1,0 +1,217 @@
+"""Product copy for a model: the server instructions and each tool's description.
+
+Each description says what the tool does, when to use it rather than a sibling, its arguments,
+its result and the next call. Parameter descriptions live next to the parameters in tools.py.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DESCRIPTIONS", "INSTRUCTIONS"]
+
+INSTRUCTIONS = """\
+vmware-pilot plans, reviews, approves, runs and rolls back multi-step operations across the \
+VMware skills, keeping each workflow's state and audit log.
+Flow: list_workflows → create_workflow_from_template (or create_workflow with your own steps, \
+or design_workflow → update_draft → confirm_draft to build a plan with the user) → \
+review_workflow → run_workflow → approve at each approval gate, only after the human agreed → \
+get_workflow_status.
+Unless this server was started with --dispatch, Pilot runs nothing itself: you perform every \
+step it returns in pending_dispatch, in order, and say so at the next gate \
+(approve with acknowledge_not_executed=true).
+Nothing rolls back automatically. rollback and cancel_workflow preview first; call them with \
+confirm=true only after the human has seen that preview and decided."""
+
+_CREATE_WORKFLOW = """\
+[WRITE] Save a custom workflow from your own step list, ready for run_workflow.
+
+Use it when you already know the steps and no template fits; use create_workflow_from_template \
+when one does, and design_workflow when the user gave a goal rather than steps. get_skill_catalog \
+lists the skill and tool names a step may use.
+
+Each step: {action, skill, tool, params, rollback_tool?, rollback_params?, group_id?}. \
+action "require_approval" (skill "pilot", tool "approve") is a human approval gate. Refused, \
+with nothing saved, when a destructive or unclassifiable step, or a step passing confirm=true, \
+has no gate before it; the error names the step and the gate to insert (fix).
+
+Returns workflow_id, state "pending" and a step summary. Next: review_workflow, then \
+run_workflow. Nothing is undone automatically on failure; see rollback."""
+
+_DESIGN_WORKFLOW = """\
+[WRITE] Start a DRAFT workflow from a goal in plain words, to build its steps with the user.
+
+Flow: design_workflow → update_draft (add steps, revise on feedback) → confirm_draft (state \
+becomes pending) → run_workflow. Call get_skill_catalog for the tools a step may target. Use \
+create_workflow instead when the steps are already known.
+
+Returns workflow_id (state "draft"), the goal and constraints, the available skills and the \
+next call."""
+
+_UPDATE_DRAFT = """\
+[WRITE] Change a DRAFT workflow's name, description or steps.
+
+Use it after design_workflow to fill in the steps, and again for each round of user feedback. \
+Drafts only: after confirm_draft the steps are frozen; create_workflow a new one instead.
+
+steps replaces the whole list; each step is {action, skill, tool, params, rollback_tool?, \
+rollback_params?, group_id?} and action "require_approval" marks an approval gate. A malformed \
+step is refused, naming the step and field, and nothing is saved. A draft may lack gates while \
+being designed: approval_gate_violations lists every step that still needs one, and \
+confirm_draft refuses until it is empty.
+
+Returns the draft summary to show the user. Next: confirm_draft once they approve it."""
+
+_CONFIRM_DRAFT = """\
+[WRITE] Confirm a DRAFT the user approved: state becomes pending, ready for run_workflow.
+
+Call update_draft instead while anything still needs changing. save_as_template=true also \
+saves the steps as a custom YAML template (give the draft a name with update_draft first). \
+Refused, leaving it a draft, when it has no steps or when a destructive or unclassifiable \
+step, or a step passing confirm=true, has no require_approval gate before it.
+
+Returns workflow_id, state, steps_count and whether a template was saved. Next: run_workflow."""
+
+_CREATE_FROM_TEMPLATE = """\
+[WRITE] Create and save a workflow from a template, in state pending (not a dry run).
+
+Use it when a template matches the goal: list_workflows names the built-in templates \
+(incident_response, clone_and_test, compliance_scan, investigate_alert, plan_and_approve, …) \
+and the custom YAML ones. Use create_workflow for your own steps when none fits.
+
+params holds the template's inputs; a missing or unknown one is refused with the expected \
+parameters. A custom YAML template whose destructive or unclassifiable step (or step passing \
+confirm=true) has no require_approval gate before it is refused, naming the step and the file.
+
+Returns workflow_id, state, a step summary and the params. Next: review_workflow, then \
+run_workflow."""
+
+_RUN_WORKFLOW = """\
+[WRITE] Advance a workflow to its next approval gate or its end.
+
+Who performs the steps depends on how this server was started:
+• default (no --dispatch): Pilot runs nothing. Steps are recorded 'not_executed' and listed in \
+pending_dispatch, and the outcome is 'dispatch_required' (NOT 'completed'). YOU perform those \
+skill/tool calls, in order.
+• with --dispatch: Pilot calls each step in that skill's own MCP server, so this call lasts as \
+long as the steps. If your client times out, Pilot carries on: check get_workflow_status later \
+and never perform those steps yourself.
+
+Every run starts with a structural review. Ungated destructive or unclassifiable steps, or \
+destructive steps in a parallel group, refuse the run. force=true overrides that for a built-in \
+template only (audited), never a custom workflow's missing gate: add a require_approval step.
+
+Returns the workflow with outcome (completed | awaiting_approval | dispatch_required | failed) \
+and pending_dispatch when there are steps for you. At awaiting_approval, ask the human, then \
+call approve."""
+
+_APPROVE = """\
+[WRITE] Approve the gate a workflow waits at (state 'awaiting_approval') and continue the run.
+
+Call it only after showing the user the pending step and getting explicit consent; use \
+cancel_workflow when they reject it.
+
+Without --dispatch the steps before the gate are 'not_executed': Pilot has no record that they \
+ran. approve refuses, listing them in not_executed_before_gate, until \
+acknowledge_not_executed=true; set it only after you performed each of them and showed the user \
+the results. They become 'reported_done' and are not handed out again.
+
+The run then continues as with run_workflow: with --dispatch Pilot runs the next steps (a long \
+call; never perform them yourself), without it they come back in pending_dispatch for you.
+
+Returns the workflow with outcome, like run_workflow."""
+
+_ROLLBACK = """\
+[WRITE] Undo a workflow's executed steps, last first, best effort. Previews unless confirm=true.
+
+Preview: blast_radius shows would_roll_back (each executed step's rollback_tool and \
+rollback_params, secrets redacted), left_in_place (executed steps with no undo, they stay \
+applied), not_reversed_by_pilot and not_reversible_outside_pilot (steps you performed from \
+pending_dispatch: call their rollback_tool yourself, last first, or reverse them by hand), \
+leaves_behind (undos that leave an object behind), unknown_effects and blockers. Nothing \
+changes. Show it to the user and wait for their decision: an earlier request to roll back is \
+not that decision.
+
+Nothing rolls back automatically. Pilot reverses only steps it recorded as 'success' (without \
+--dispatch, only approval gates). A failed undo does not stop the rest; the workflow ends \
+'failed'. confirm=true is refused for draft, completed, rolling_back or cancelled workflows, \
+unreadable records, unrecognised step statuses and, unless acknowledge_unknown_effects=true, \
+steps left 'running' or 'interrupted' (check the target system first).
+
+Returns the preview {action: "preview", blast_radius, hint}, or the workflow with action \
+"rolled_back" ("rollback_incomplete" with outcome "failed" when an undo failed) and \
+rollback_results. Then get_workflow_status."""
+
+_CANCEL_WORKFLOW = """\
+[WRITE] Cancel a workflow for good (state 'cancelled'). Previews unless confirm=true.
+
+Use it when an approval is rejected, a review finds the plan unsafe, or it must never run: \
+run_workflow and approve refuse a cancelled workflow. Cancel stops future steps only and undoes \
+nothing (that is rollback).
+
+Preview: blast_radius lists executed steps that stay applied (left_in_place), steps performed \
+outside Pilot (performed_outside_pilot), steps already handed to you that cancel can neither \
+stop nor undo (handed_out_to_caller), steps it would skip (would_skip), unknown effects and \
+blockers. Nothing changes. Show it to the user and wait for their decision.
+
+confirm=true is refused for completed, failed or cancelled workflows, unreadable records, \
+unrecognised step statuses and, unless acknowledge_unknown_effects=true, steps left 'running' or \
+'interrupted'. reason goes to the audit log.
+
+Returns the preview {action: "preview", blast_radius, hint}, or the workflow with state, \
+outcome and action 'cancelled'."""
+
+_REVIEW_WORKFLOW = """\
+[READ] Structurally review a workflow's steps before running it; calls no other skill.
+
+Finds delete-then-use, empty or placeholder params, parallel-group problems, and destructive or \
+unclassifiable steps with no require_approval gate before them. A step's tier comes from the \
+skill catalog (get_skill_catalog), then from its name; a tool known to neither is \
+'unclassified' and needs a gate like a destructive one. Medium-risk writes are counted but need \
+no gate.
+
+Returns verdict ("approved" | "needs_revision"), findings [{severity, kind, step_index, \
+message}] and summary counts. Findings ungated_destructive, ungated_unclassified and \
+destructive_in_parallel_group make run_workflow refuse. Fix a draft with update_draft."""
+
+_GET_WORKFLOW_STATUS = """\
+[READ] Snapshot of one workflow: state, steps with status and result, diff_report (what it \
+changed so far) and audit log. Does not advance it.
+
+Use it to poll after run_workflow or to learn why a workflow stopped: 'not_executed' steps are \
+yours to perform, state 'awaiting_approval' means approve (after the human agrees).
+
+Returns the full workflow record."""
+
+_LIST_WORKFLOWS = """\
+[READ] List the templates (built-in and custom YAML) and the active workflows.
+
+Call it first to see whether a template fits, then create_workflow_from_template with its name; \
+use create_workflow when none does. Custom templates are YAML files in ~/.vmware/workflows/. \
+limit and offset page active_workflows (newest first); by default all are returned.
+
+Returns {templates: [{name, type, description, steps, …}], active_workflows: [{id, type, state, \
+created_at, updated_at}]}; pass an id to get_workflow_status."""
+
+_GET_SKILL_CATALOG = """\
+[READ] The skills and tools a workflow step may target, with each tool's risk.
+
+Use it while writing steps for create_workflow or update_draft; a tool's risk decides whether \
+its step needs an approval gate. It is a curated catalog, not a live query of each skill, and \
+Pilot calls none of these tools itself unless started with --dispatch.
+
+Returns {skill: {description, tools: {tool: {risk, desc}}}}."""
+
+DESCRIPTIONS: dict[str, str] = {
+    "create_workflow": _CREATE_WORKFLOW,
+    "design_workflow": _DESIGN_WORKFLOW,
+    "update_draft": _UPDATE_DRAFT,
+    "confirm_draft": _CONFIRM_DRAFT,
+    "create_workflow_from_template": _CREATE_FROM_TEMPLATE,
+    "run_workflow": _RUN_WORKFLOW,
+    "approve": _APPROVE,
+    "rollback": _ROLLBACK,
+    "cancel_workflow": _CANCEL_WORKFLOW,
+    "review_workflow": _REVIEW_WORKFLOW,
+    "get_workflow_status": _GET_WORKFLOW_STATUS,
+    "list_workflows": _LIST_WORKFLOWS,
+    "get_skill_catalog": _GET_SKILL_CATALOG,
+}

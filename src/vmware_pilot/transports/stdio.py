@@ -1,0 +1,15 @@
+"""Serve the Pilot MCP server on this process's stdin/stdout (stdout is the protocol channel)."""
+
+from __future__ import annotations
+
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server import create_server
+
+__all__ = ["serve_stdio"]
+
+
+async def serve_stdio(app: PilotApp, actor: Actor) -> None:
+    """Serve until the client closes stdin; the caller owns ``app`` and closes it afterwards."""
+    server = create_server(app, actor=actor)
+    await server.run_stdio_async()

@@ -1,0 +1,30 @@
+"""`vmware-pilot mcp` refusals that happen before serving (through the typer entry point)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from vmware_pilot.cli.main import app
+
+runner = CliRunner()
+
+
+def test_mcp_refuses_a_network_transport_with_a_hint() -> None:
+    result = runner.invoke(app, ["mcp", "--transport", "http"])
+    assert result.exit_code == 2
+    assert "transport 'http' is not available" in result.output
+    assert "--transport stdio" in result.output
+
+
+def test_mcp_refuses_dispatch_until_it_exists() -> None:
+    result = runner.invoke(app, ["mcp", "--dispatch"])
+    assert result.exit_code == 2
+    assert "--dispatch" in result.output
+
+
+def test_mcp_refuses_an_unknown_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VMWARE_PILOT_LOG_LEVEL", "LOUD")
+    result = runner.invoke(app, ["mcp"])
+    assert result.exit_code == 2
+    assert "LOUD" in result.output

@@ -1,0 +1,132 @@
+"""An in-memory MCP client session against the real server built from test settings.
+
+Every call made through ``Client`` also checks the result framing of reference §2.0.3: one JSON
+text block equal to ``structuredContent``, and ``isError`` exactly when the payload has a truthy
+``error`` or ``outcome == "failed"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from mcp import ClientSession
+from mcp.client.session import MessageHandlerFnT
+from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.types import TextContent
+
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server import create_server
+
+GATE = {
+    "action": "require_approval",
+    "skill": "pilot",
+    "tool": "approve",
+    "params": {"message": "Proceed?"},
+}
+READ_STEP = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+DELETE_STEP = {
+    "action": "delete",
+    "skill": "aiops",
+    "tool": "delete_vm",
+    "params": {"vm_name": "old-vm", "confirm": True},
+}
+INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    payload: dict[str, Any]
+    is_error: bool
+
+
+class Client:
+    """Calls tools on a live session and returns parsed payloads, checking the framing each time."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, tool: str, **arguments: Any) -> Reply:
+        result = await self.session.call_tool(tool, arguments)
+        assert len(result.content) == 1, result
+        block = result.content[0]
+        assert isinstance(block, TextContent)
+        payload = json.loads(block.text)
+        assert isinstance(payload, dict)
+        assert payload == result.structuredContent
+        expected_error = bool(payload.get("error")) or payload.get("outcome") == "failed"
+        assert result.isError is expected_error, payload
+        return Reply(payload, result.isError)
+
+    async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        reply = await self.call(tool, **arguments)
+        assert not reply.is_error, reply.payload
+        return reply.payload
+
+    async def refused(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        reply = await self.call(tool, **arguments)
+        assert reply.is_error, reply.payload
+        assert isinstance(reply.payload["error"], str) and reply.payload["error"]
+        return reply.payload
+
+    async def status(self, workflow_id: str) -> dict[str, Any]:
+        return await self.ok("get_workflow_status", workflow_id=workflow_id)
+
+    async def incident(self) -> str:
+        """An incident_response workflow (2 reads, a gate, 1 remediation); returns its id."""
+        created = await self.ok(
+            "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
+        )
+        return str(created["workflow_id"])
+
+    async def custom(self, steps: list[dict[str, Any]], name: str = "custom-test") -> str:
+        created = await self.ok("create_workflow", name=name, description="test workflow", steps=steps)
+        return str(created["workflow_id"])
+
+
+@asynccontextmanager
+async def connect(
+    app: PilotApp, actor: Actor | None = None, message_handler: MessageHandlerFnT | None = None
+) -> AsyncIterator[Client]:
+    server = create_server(app, actor=actor or Actor("tester"))
+    async with create_connected_server_and_client_session(server, message_handler=message_handler) as session:
+        yield Client(session)
+
+
+@pytest.fixture
+def pilot_app(settings: Settings) -> Iterator[PilotApp]:
+    app = build_app(settings)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+async def client(pilot_app: PilotApp) -> AsyncIterator[Client]:
+    # The session's task group must be entered and left by one task; pytest-asyncio runs fixture
+    # setup and teardown in different tasks, so a background task owns the connection.
+    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with connect(pilot_app) as c:
+                ready.set_result(c)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    task = asyncio.create_task(hold())
+    try:
+        yield await ready
+    finally:
+        stop.set()
+        await task

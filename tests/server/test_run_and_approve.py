@@ -1,0 +1,173 @@
+"""run_workflow and approve in hand-back mode (§2.6, §2.7, §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.types import ProgressNotification, ServerNotification
+
+from tests.server.conftest import GATE, READ_STEP, Client, connect
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.enums import StepStatus
+
+
+def _statuses(status: dict[str, Any]) -> list[str]:
+    return [s["status"] for s in status["steps"]]
+
+
+async def test_run_hands_back_steps_and_stops_at_the_gate(client: Client) -> None:
+    wf = await client.incident()
+    out = await client.ok("run_workflow", workflow_id=wf)
+    assert out["outcome"] == "awaiting_approval"
+    assert out["state"] == "awaiting_approval"
+    assert [(p["index"], p["skill"], p["tool"]) for p in out["pending_dispatch"]] == [
+        (0, "monitor", "get_alarms"),
+        (1, "monitor", "get_events"),
+    ]
+    assert all(set(p) >= {"index", "skill", "tool", "params"} for p in out["pending_dispatch"])
+    assert out["message"]
+    assert _statuses(out) == ["not_executed", "not_executed", "pending", "pending"]
+    log = [e["action"] for e in (await client.status(wf))["audit_log"]]
+    assert log[0] == "run_started" and "step_not_executed" in log and log[-1] == "awaiting_approval"
+
+
+async def test_run_of_reads_only_ends_dispatch_required_not_completed(client: Client) -> None:
+    wf = await client.custom([READ_STEP])
+    out = await client.ok("run_workflow", workflow_id=wf)
+    assert (out["outcome"], out["state"]) == ("dispatch_required", "pending")
+    assert [p["index"] for p in out["pending_dispatch"]] == [0]
+    again = await client.ok("run_workflow", workflow_id=wf)  # re-lists the same handed-out steps
+    assert [p["index"] for p in again["pending_dispatch"]] == [0]
+
+
+async def test_run_refuses_cancelled_workflow(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("cancel_workflow", workflow_id=wf, confirm=True)
+    out = await client.refused("run_workflow", workflow_id=wf)
+    assert out["state"] == "cancelled"
+    assert "cancel" in out["error"].lower()
+
+
+async def test_run_refuses_completed_workflow(client: Client) -> None:
+    wf = await client.custom([GATE])
+    await client.ok("run_workflow", workflow_id=wf)
+    done = await client.ok("approve", workflow_id=wf, approver="alice")
+    assert (done["outcome"], done["state"]) == ("completed", "completed")
+    out = await client.refused("run_workflow", workflow_id=wf)
+    assert "cannot be run" in out["error"] and "completed" in out["error"]
+
+
+async def test_run_refuses_workflow_waiting_at_a_gate(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("run_workflow", workflow_id=wf)
+    out = await client.refused("run_workflow", workflow_id=wf)
+    assert "awaiting_approval" in out["error"]
+
+
+async def test_run_refuses_a_draft(client: Client) -> None:
+    wf = (await client.ok("design_workflow", goal="g"))["workflow_id"]
+    out = await client.refused("run_workflow", workflow_id=wf)
+    assert "draft" in out["error"]
+
+
+async def test_run_detects_a_step_left_running_by_a_crash(client: Client, pilot_app: PilotApp) -> None:
+    wf_id = await client.incident()
+    # A Pilot process that died mid-dispatch leaves its step 'running'; real parts cannot stage that.
+    wf = pilot_app.store.load(wf_id)
+    wf.steps[0].status = StepStatus.RUNNING
+    pilot_app.store.save(wf)
+    reply = await client.call("run_workflow", workflow_id=wf_id)
+    assert reply.is_error
+    assert (reply.payload["outcome"], reply.payload["state"]) == ("failed", "failed")
+    assert reply.payload["steps"][0]["status"] == "interrupted"
+    assert reply.payload["error"]
+    log = [e["action"] for e in (await client.status(wf_id))["audit_log"]]
+    assert "interrupted_step_detected" in log
+
+
+async def test_run_reports_progress_when_the_client_asks(client: Client) -> None:
+    wf = await client.incident()
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    result = await client.session.call_tool(
+        "run_workflow", {"workflow_id": wf}, progress_callback=on_progress
+    )
+    assert result.isError is False
+    assert seen, "no progress notification arrived"
+    assert all(total is None or 0 <= done <= total for done, total, _ in seen)
+
+
+async def test_run_without_progress_token_sends_no_progress(pilot_app: PilotApp) -> None:
+    notes: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        if isinstance(message, ServerNotification) and isinstance(message.root, ProgressNotification):
+            notes.append(message)
+
+    async with connect(pilot_app, message_handler=handler) as client:
+        wf = await client.incident()
+        await client.ok("run_workflow", workflow_id=wf)
+    assert notes == []
+
+
+# --- approve --------------------------------------------------------------------------------------
+async def test_approve_refuses_workflow_not_awaiting_approval(client: Client) -> None:
+    wf = await client.incident()
+    out = await client.refused("approve", workflow_id=wf, approver="alice")
+    assert "not awaiting approval" in out["error"] and "pending" in out["error"]
+
+
+async def test_approve_refuses_blank_approver(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("run_workflow", workflow_id=wf)
+    out = await client.refused("approve", workflow_id=wf, approver="   ", acknowledge_not_executed=True)
+    assert "approver" in out["error"]
+    assert (out["workflow_id"], out["state"]) == (wf, "awaiting_approval")
+
+
+async def test_approve_refuses_until_handed_out_steps_are_acknowledged(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("run_workflow", workflow_id=wf)
+    out = await client.refused("approve", workflow_id=wf, approver="alice")
+    assert [(s["index"], s["skill"], s["tool"]) for s in out["not_executed_before_gate"]] == [
+        (0, "monitor", "get_alarms"),
+        (1, "monitor", "get_events"),
+    ]
+    assert "acknowledge_not_executed" in out["error"]
+    assert (out["workflow_id"], out["state"]) == (wf, "awaiting_approval")
+    status = await client.status(wf)
+    assert status["state"] == "awaiting_approval" and status["approved_by"] == ""
+
+
+async def test_approve_with_acknowledgement_records_reported_done_and_continues(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("run_workflow", workflow_id=wf)
+    out = await client.ok("approve", workflow_id=wf, approver="alice", acknowledge_not_executed=True)
+    assert (out["outcome"], out["state"]) == ("dispatch_required", "pending")
+    assert [p["index"] for p in out["pending_dispatch"]] == [3]
+    assert _statuses(out) == ["reported_done", "reported_done", "success", "not_executed"]
+    gate = out["steps"][2]["result"]
+    assert gate["approved_by"] == "alice"
+    assert gate["acknowledged_not_executed"] == [0, 1]
+    assert out["approved_by"] == "alice"
+    log = [e["action"] for e in (await client.status(wf))["audit_log"]]
+    assert "approved" in log and "approved_over_unexecuted_steps" in log
+
+
+async def test_approve_at_a_first_step_gate_needs_no_acknowledgement(client: Client) -> None:
+    wf = await client.custom([GATE, READ_STEP])
+    await client.ok("run_workflow", workflow_id=wf)
+    out = await client.ok("approve", workflow_id=wf, approver="bob")
+    assert out["outcome"] == "dispatch_required"
+    assert [p["index"] for p in out["pending_dispatch"]] == [1]
+
+
+async def test_approve_refuses_a_cancelled_workflow(client: Client) -> None:
+    wf = await client.incident()
+    await client.ok("run_workflow", workflow_id=wf)
+    await client.ok("cancel_workflow", workflow_id=wf, confirm=True)
+    out = await client.refused("approve", workflow_id=wf, approver="alice", acknowledge_not_executed=True)
+    assert "cancelled" in out["error"]

@@ -1,0 +1,57 @@
+"""The real entry points over stdio: `vmware-pilot mcp`, `vmware-pilot-mcp`, `python -m vmware_pilot`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.server.conftest import INCIDENT, Client
+from vmware_pilot import __version__
+
+BIN = Path(sys.executable).parent
+COMMANDS = {
+    "vmware-pilot mcp": (str(BIN / "vmware-pilot"), ["mcp"]),
+    "vmware-pilot-mcp": (str(BIN / "vmware-pilot-mcp"), []),
+    "python -m vmware_pilot": (sys.executable, ["-m", "vmware_pilot"]),
+}
+
+
+@asynccontextmanager
+async def serve(command: str, args: list[str], home: Path) -> AsyncIterator[tuple[Client, str, str]]:
+    """Start the server process; leaving the block closes its stdin and waits for (or kills) it."""
+    env = {**os.environ, "VMWARE_PILOT_HOME": str(home)}
+    params = StdioServerParameters(command=command, args=args, env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        yield Client(session), init.serverInfo.name, init.serverInfo.version
+
+
+@pytest.mark.parametrize("entry", list(COMMANDS))
+async def test_entry_point_serves_stdio_with_name_and_version(entry: str, pilot_home: Path) -> None:
+    command, args = COMMANDS[entry]
+    async with serve(command, args, pilot_home) as (client, name, version):
+        assert (name, version) == ("vmware-pilot", __version__)
+        tools = (await client.session.list_tools()).tools
+        assert len(tools) == 13
+
+
+async def test_workflow_survives_a_server_restart(pilot_home: Path) -> None:
+    command, args = COMMANDS["vmware-pilot mcp"]
+    async with serve(command, args, pilot_home) as (client, _, _):
+        created = await client.ok(
+            "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
+        )
+        run = await client.ok("run_workflow", workflow_id=created["workflow_id"])
+        assert run["outcome"] == "awaiting_approval"
+    assert (pilot_home / "pilot.db").exists()
+    async with serve(command, args, pilot_home) as (client, _, _):
+        status = await client.status(created["workflow_id"])
+        assert status["state"] == "awaiting_approval"
+        assert status["created_by"]  # the OS user on stdio

@@ -1,0 +1,156 @@
+"""Contract of tools/list against the reference (§2.0.1, §2.0.2, §2.0.5, §2.1-2.13), written by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.types import Tool
+
+from tests.server.conftest import Client
+from vmware_pilot import __version__
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server import create_server
+
+STR, BOOL, INT, OBJ, ARR, NULL = "string", "boolean", "integer", "object", "array", "null"
+REQ = object()  # marks a required parameter
+
+# name → [(parameter, JSON type, default or REQ)], in the reference's tools/list order.
+EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
+    (
+        "create_workflow",
+        [
+            ("name", STR, REQ),
+            ("description", STR, REQ),
+            ("steps", ARR, REQ),
+            ("save_as_template", BOOL, False),
+        ],
+    ),
+    ("design_workflow", [("goal", STR, REQ), ("constraints", STR, "")]),
+    (
+        "update_draft",
+        [
+            ("workflow_id", STR, REQ),
+            ("name", STR, ""),
+            ("description", STR, ""),
+            ("steps", (ARR, NULL), None),
+        ],
+    ),
+    ("confirm_draft", [("workflow_id", STR, REQ), ("save_as_template", BOOL, False)]),
+    ("create_workflow_from_template", [("workflow_type", STR, REQ), ("params", OBJ, REQ)]),
+    ("run_workflow", [("workflow_id", STR, REQ), ("force", BOOL, False)]),
+    (
+        "approve",
+        [("workflow_id", STR, REQ), ("approver", STR, ""), ("acknowledge_not_executed", BOOL, False)],
+    ),
+    (
+        "rollback",
+        [("workflow_id", STR, REQ), ("confirm", BOOL, False), ("acknowledge_unknown_effects", BOOL, False)],
+    ),
+    (
+        "cancel_workflow",
+        [
+            ("workflow_id", STR, REQ),
+            ("reason", STR, ""),
+            ("confirm", BOOL, False),
+            ("acknowledge_unknown_effects", BOOL, False),
+        ],
+    ),
+    ("review_workflow", [("workflow_id", STR, REQ)]),
+    ("get_workflow_status", [("workflow_id", STR, REQ)]),
+    ("list_workflows", [("limit", (INT, NULL), None), ("offset", INT, 0)]),  # paging is our addition
+    ("get_skill_catalog", []),
+]
+
+# (readOnlyHint, destructiveHint, idempotentHint, openWorldHint) per §2.0.5
+WRITE, DESTRUCTIVE, READ = (False, False, False, True), (False, True, False, True), (True, False, True, True)
+ANNOTATIONS = {
+    **dict.fromkeys(
+        [
+            "create_workflow",
+            "design_workflow",
+            "update_draft",
+            "confirm_draft",
+            "create_workflow_from_template",
+            "run_workflow",
+            "approve",
+        ],
+        WRITE,
+    ),
+    "rollback": DESTRUCTIVE,
+    "cancel_workflow": DESTRUCTIVE,
+    **dict.fromkeys(["review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"], READ),
+}
+
+
+def _json_types(prop: dict[str, Any]) -> Any:
+    if "anyOf" in prop:
+        return tuple(option["type"] for option in prop["anyOf"])
+    return prop["type"]
+
+
+async def _tools(client: Client) -> list[Tool]:
+    return (await client.session.list_tools()).tools
+
+
+async def test_tools_are_listed_in_reference_order(client: Client) -> None:
+    assert [t.name for t in await _tools(client)] == [name for name, _ in EXPECTED]
+
+
+async def test_parameters_match_reference_names_types_defaults_and_required(client: Client) -> None:
+    tools = {t.name: t for t in await _tools(client)}
+    for name, params in EXPECTED:
+        schema = tools[name].inputSchema
+        props = schema["properties"]
+        assert list(props) == [p for p, _, _ in params], name
+        assert sorted(schema.get("required", [])) == sorted(p for p, _, d in params if d is REQ), name
+        for param, json_type, default in params:
+            prop = props[param]
+            assert _json_types(prop) == json_type, (name, param)
+            if default is REQ:
+                assert "default" not in prop, (name, param)
+            else:
+                assert prop["default"] == default, (name, param)
+            assert prop["title"] == param.replace("_", " ").title(), (name, param)
+            assert len(prop["description"]) > 15, (name, param)
+
+
+async def test_every_schema_is_closed(client: Client) -> None:
+    for tool in await _tools(client):
+        assert tool.inputSchema["type"] == "object"
+        assert tool.inputSchema["additionalProperties"] is False, tool.name
+
+
+async def test_array_and_object_parameters_hold_objects(client: Client) -> None:
+    tools = {t.name: t for t in await _tools(client)}
+    assert tools["create_workflow"].inputSchema["properties"]["steps"]["items"]["type"] == "object"
+    draft_steps = tools["update_draft"].inputSchema["properties"]["steps"]["anyOf"][0]
+    assert draft_steps["items"]["type"] == "object"
+
+
+async def test_annotations_follow_reference(client: Client) -> None:
+    for tool in await _tools(client):
+        a = tool.annotations
+        assert a is not None, tool.name
+        hints = (a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint)
+        assert hints == ANNOTATIONS[tool.name], tool.name
+
+
+async def test_descriptions_are_tagged_and_declare_no_output_schema(client: Client) -> None:
+    for tool in await _tools(client):
+        tag = "[READ]" if ANNOTATIONS[tool.name] == READ else "[WRITE]"
+        assert tool.description is not None and tool.description.startswith(tag + " "), tool.name
+        assert tool.outputSchema is None, tool.name
+
+
+async def test_initialize_reports_name_version_and_instructions(pilot_app: PilotApp) -> None:
+    server = create_server(pilot_app, actor=Actor("tester"))
+    async with create_connected_server_and_client_session(server) as session:
+        init = await session.initialize()
+    assert init.serverInfo.name == "vmware-pilot"
+    assert init.serverInfo.version == __version__
+    assert init.capabilities.tools is not None
+    text = init.instructions or ""
+    for word in ("run_workflow", "approve", "pending_dispatch", "--dispatch", "confirm=true", "preview"):
+        assert word in text
