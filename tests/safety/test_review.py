@@ -155,7 +155,19 @@ def test_placeholder_values_are_high_findings(value: str) -> None:
     assert result["verdict"] == "needs_revision"
 
 
-@pytest.mark.parametrize("value", ["review", "Review", "todo-app", "todo", "fixme-db", "web-01", "a <b> c"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "review",
+        "Review",
+        "todo-app",
+        "todo",
+        "fixme-db",
+        "web-01",
+        "a <b> c",
+        "docker ps --format '{{.Names}}'",
+    ],
+)
 def test_real_names_that_look_like_words_are_not_placeholders(value: str) -> None:
     result = review(plan(step("monitor", "get_vm_info", {"vm_name": value})), CURATED)
     assert result["findings"] == []

@@ -63,7 +63,7 @@ _PLACEHOLDER_WORDS = frozenset({"REVIEW", "TODO", "FIXME", "TBD", "CHANGEME"})
 _PLACEHOLDER_SHAPES = (
     re.compile(r"^(?:TODO|FIXME|TBD|CHANGEME)\b\s*[:\-]"),  # "TODO: fill in"
     re.compile(r"^<[^<>]+>$"),  # "<vm name>"
-    re.compile(r"\{\{\s*[\w.\-]+\s*\}\}"),  # a template placeholder left in place
+    re.compile(r"\{\{\s*\w+\s*\}\}"),  # a template {{name}} left in place (not Go's {{.Names}})
     re.compile(r"^\$\{[^{}]+\}$"),  # "${VM_NAME}"
 )
 _REMOVAL_HINTS = ("delete", "remove", "destroy", "drop", "purge", "unregister", "decommission")
