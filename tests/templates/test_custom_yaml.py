@@ -262,3 +262,17 @@ def test_a_gated_yaml_template_is_accepted(registry: TemplateRegistry, templates
     )
     wf = registry.create("stop_vm", {"vm": "a"}, "u")
     assert wf.steps[0].is_gate and wf.steps[0].params == {"message": "Stop a?"}
+
+
+def test_the_readme_example_is_a_usable_template(
+    snapshot_registry: TemplateRegistry, templates_dir: Path
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Templates", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    write(templates_dir, "readme.yaml", example)
+    wf = snapshot_registry.create("restart_web", {"vm_name": "web-01"}, "u")
+    assert [(s.tool, s.params) for s in wf.steps][1] == (
+        "power_off_vm",
+        {"vm_name": "web-01", "force": False, "confirm": True},
+    )
