@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
+from vmware_pilot.templates.builtin.clone import CLONE_AND_TEST
 from vmware_pilot.templates.builtin.infra import (
     BASELINE_REMEDIATE,
     NETWORK_SEGMENT_SETUP,
@@ -20,7 +21,6 @@ from vmware_pilot.templates.builtin.observe import (
 )
 from vmware_pilot.templates.builtin.vm import (
     CAPACITY_EXPANSION,
-    CLONE_AND_TEST,
     DISASTER_RECOVERY,
     PATCH_DEPLOYMENT,
     PLAN_AND_APPROVE,
