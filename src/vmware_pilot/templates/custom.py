@@ -59,7 +59,9 @@ _PARAM_NAME = re.compile(r"[A-Za-z]\w*")
 
 def name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a template file (None when it can)."""
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str):
+        return "the name must be text" if name is not None else "the name is missing"
+    if not name.strip():
         return "the name is empty"
     if name != name.strip():
         return "the name has leading or trailing spaces"
@@ -298,7 +300,11 @@ def template_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(
-        (p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith(".")),
+        (
+            p
+            for p in folder.iterdir()
+            if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file()
+        ),
         key=lambda p: p.name,
     )
 
