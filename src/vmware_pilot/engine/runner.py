@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
@@ -24,7 +24,7 @@ from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.progress import ProgressFn, report
-from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets
+from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets, resolve_secret_refs
 from vmware_pilot.errors import (
     ConcurrencyConflict,
     DispatchRefused,
@@ -72,11 +72,13 @@ class Runner:
         catalog: Callable[[], Catalog],
         dispatcher: Dispatcher | None,
         vault: SecretVault,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
         self._catalog = catalog
         self.dispatcher = dispatcher
         self.vault = vault
+        self.environ: Mapping[str, str] = environ if environ is not None else {}
 
     @property
     def catalog(self) -> Catalog:
@@ -306,6 +308,7 @@ class Runner:
         try:
             stored = step.rollback_params if undo else step.params
             params = resolve_refs(self.vault.restore(wf.id, index, field, stored), wf.steps, bound)
+            params = resolve_secret_refs(params, self.environ)
             masked = find_masked_secrets(params)
             if masked:
                 raise SecretUnavailable(

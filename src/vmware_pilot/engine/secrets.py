@@ -9,12 +9,14 @@ values, never workflow state, so it cannot serve anything stale.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.errors import SecretUnavailable
 from vmware_pilot.safety.redaction import is_secret_key, redact
 
-__all__ = ["MASK", "SecretVault", "find_masked_secrets"]
+__all__ = ["MASK", "SecretVault", "find_masked_secrets", "is_secret_ref", "resolve_secret_refs"]
 
 MASK = "***"
 
@@ -59,3 +61,25 @@ def find_masked_secrets(value: Any, path: str = "") -> list[str]:
         for i, item in enumerate(value):
             found.extend(find_masked_secrets(item, f"{path}[{i}]"))
     return found
+
+
+def is_secret_ref(value: object) -> bool:
+    """``{"$env": "NAME"}``: a secret named by reference, resolved only at dispatch."""
+    return isinstance(value, dict) and set(value) == {"$env"} and isinstance(value["$env"], str)
+
+
+def resolve_secret_refs(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
+    """A copy of ``value`` with every secret reference replaced by the variable's value."""
+    if is_secret_ref(value):
+        name = value["$env"]
+        if name not in environ:
+            raise SecretUnavailable(
+                f"{path or 'a param'} refers to environment variable {name}, which is not set for Pilot",
+                hint=f"Set {name} in the environment Pilot runs in (its MCP client config), then run again.",
+            )
+        return environ[name]
+    if isinstance(value, dict):
+        return {k: resolve_secret_refs(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_secret_refs(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.enums import Event, WorkflowState
+from vmware_pilot.domain.clock import iso
+from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine.progress import ProgressFn
@@ -40,6 +41,7 @@ __all__ = ["PilotService", "ProgressFn"]
 
 _log = logging.getLogger(__name__)
 W = WorkflowState
+T = TypeVar("T")
 
 
 def _step_summary(step: Step) -> dict[str, Any]:
@@ -61,6 +63,7 @@ class PilotService:
         self.templates = templates
         self.runner = runner
         self._locks: dict[str, asyncio.Lock] = {}
+        self._runs: set[asyncio.Task[Any]] = set()
 
     @property
     def catalog(self) -> Catalog:
@@ -80,6 +83,18 @@ class PilotService:
             )
         async with lock:
             yield
+
+    async def _detached(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` as a task of its own: a caller that disconnects or times out does not stop it."""
+        task = asyncio.create_task(work)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Wait for runs still going (e.g. after their client left) before shutting down."""
+        while self._runs:
+            await asyncio.gather(*list(self._runs), return_exceptions=True)
 
     def _load(self, workflow_id: str) -> Workflow:
         return self.store.load(workflow_id)
@@ -334,8 +349,13 @@ class PilotService:
                     W.AWAITING_APPROVAL: "It is waiting at a gate: call approve (or cancel_workflow).",
                 }.get(wf.state, "get_workflow_status shows what happened; create a new workflow to retry."),
             )
+        return await self._detached(self._run(actor, wf, force, progress))
+
+    async def _run(
+        self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None
+    ) -> dict[str, Any]:
         async with self._exclusive(wf, "run"):
-            wf = self._load(workflow_id)
+            wf = self._load(wf.id)
             wf = self._review_gate(actor, wf, force)
             crashed = self.runner.detect_crash(wf, actor)
             if crashed is not None:
@@ -361,12 +381,14 @@ class PilotService:
                     hint="Leave approver empty: over the network the approver is the caller's token name.",
                 )
             approver = actor.label
+        return await self._detached(self._approve(actor, wf, approver, acknowledge_not_executed, progress))
+
+    async def _approve(
+        self, actor: Actor, wf: Workflow, approver: str, acknowledge: bool, progress: ProgressFn | None
+    ) -> dict[str, Any]:
         async with self._exclusive(wf, "approve"):
-            wf = self._load(workflow_id)
-            crashed = self.runner.detect_crash(wf, actor) if wf.state is not W.AWAITING_APPROVAL else None
-            if crashed is not None:
-                return crashed[1]
-            return await self.runner.approve(wf, actor, approver, acknowledge_not_executed, progress)
+            wf = self._load(wf.id)
+            return await self.runner.approve(wf, actor, approver, acknowledge, progress)
 
     def _load_for_gate(self, workflow_id: str) -> Workflow:
         try:
@@ -411,12 +433,14 @@ class PilotService:
                 "confirm=True only after their explicit decision.",
             }
         self._refuse_unless_clear("roll back", wf, radius)
-        async with self._exclusive(wf, "roll back"):
-            wf = self._load(workflow_id)
-            out = await self.runner.rollback(wf, actor)
+        out = await self._detached(self._rollback(actor, wf))
         out["action"] = "rollback_incomplete" if out.get("outcome") == "failed" else "rolled_back"
         out["blast_radius"] = radius
         return out
+
+    async def _rollback(self, actor: Actor, wf: Workflow) -> dict[str, Any]:
+        async with self._exclusive(wf, "roll back"):
+            return await self.runner.rollback(self._load(wf.id), actor)
 
     async def cancel_workflow(
         self,
@@ -450,7 +474,13 @@ class PilotService:
         return review(self._load(workflow_id), self.catalog)
 
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
-        return self._load(workflow_id).to_dict()
+        """The stored record; ``in_flight`` lists steps a run is executing right now."""
+        wf = self._load(workflow_id)
+        out = wf.to_dict()
+        running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
+        if running:
+            out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at)} for s in running]
+        return out
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
         if limit is not None and limit < 1:
