@@ -97,6 +97,8 @@ def test_save_of_unknown_workflow_and_load_of_unknown_id_raise_not_found(store: 
     with pytest.raises(WorkflowNotFound):
         store.load("wf-20260101-000000-abcdef")
     wf = sample_workflow()
+    with pytest.raises(StoreError, match="never stored"):
+        store.save(wf)
     wf.version = 1
     with pytest.raises(WorkflowNotFound):
         store.save(wf)

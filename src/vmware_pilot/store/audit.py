@@ -78,8 +78,14 @@ def check_chain(
                 )
             if skipped:
                 return ChainProblem(rec, f"{_name(rec, i)} is not part of the chain (inserted)")
+            if i == 0:
+                return ChainProblem(
+                    rec, f"{_name(rec, i)} links to an event that is missing (the first event was deleted)"
+                )
             return ChainProblem(
-                rec, f"{_name(rec, i)} links to an event that is missing (an event before it was deleted)"
+                rec,
+                f"{_name(rec, i)} does not follow seq {events[i - 1].seq}: an event between them was "
+                f"deleted, or seq {events[i - 1].seq} was rewritten",
             )
         actual = event_hash(rec.prev_hash, rec.workflow_id, rec.ts, rec.actor, rec.action, rec.detail)
         if actual != rec.hash:

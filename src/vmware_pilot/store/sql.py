@@ -196,6 +196,10 @@ class SqlStore:
 
     def save(self, wf: Workflow) -> None:
         """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict."""
+        if wf.version < 1:
+            raise StoreError(
+                f"Workflow '{wf.id}' was never stored", hint="Use create() first.", workflow_id=wf.id
+            )
         with self._tx(write=True) as conn:
             current = conn.execute(
                 select(workflows.c.version, workflows.c.audit_head, workflows.c.audit_count).where(
