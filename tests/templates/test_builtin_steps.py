@@ -575,7 +575,7 @@ def test_baseline_remediate_steps(snapshot_registry: TemplateRegistry) -> None:
     assert wf.params == {"drift_count": 2, "target": T}
 
 
-def test_listing_counts_steps_only_when_defaults_are_enough(registry: TemplateRegistry) -> None:
+def test_listing_counts_steps_from_defaults_or_the_first_example(registry: TemplateRegistry) -> None:
     listed = {e["name"]: e for e in registry.listing()}
     assert listed["compliance_scan"] == {
         "name": "compliance_scan",
@@ -585,6 +585,7 @@ def test_listing_counts_steps_only_when_defaults_are_enough(registry: TemplateRe
     }
     assert listed["baseline_capture"]["steps"] == 5
     assert listed["baseline_audit"]["steps"] == 5
-    assert listed["clone_and_test"]["steps"] is None
+    assert listed["incident_response"]["steps"] == 4
+    assert all(isinstance(e["steps"], int) and e["steps"] > 0 for e in listed.values())
     descriptions = [e["description"] for e in listed.values()]
     assert all(d and "\n" not in d for d in descriptions) and len(set(descriptions)) == 15

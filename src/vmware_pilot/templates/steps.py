@@ -84,9 +84,9 @@ def step_from_dict(raw: Any, index: int) -> Step:
             )
     for key in ("params", "rollback_params"):
         given = raw.get(key)
-        if given is not None and not isinstance(given, Mapping):
+        if key in raw and not isinstance(given, Mapping):
             raise StepValidationError(
-                f"Step {index}: '{key}' must be an object, got {type(given).__name__}",
+                f"Step {index}: '{key}' must be an object, got {'null' if given is None else type(given).__name__}",
                 step_index=index,
                 field=key,
                 hint=_FIX + f"pass {key} as a JSON object ({{}} for none).",

@@ -10,6 +10,9 @@ __all__ = ["serve_stdio"]
 
 
 async def serve_stdio(app: PilotApp, actor: Actor) -> None:
-    """Serve until the client closes stdin; the caller owns ``app`` and closes it afterwards."""
+    """Serve until the client closes stdin, then let runs still going finish; the caller closes ``app``."""
     server = create_server(app, actor=actor)
-    await server.run_stdio_async()
+    try:
+        await server.run_stdio_async()
+    finally:
+        await app.service.drain()

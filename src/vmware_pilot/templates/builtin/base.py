@@ -81,7 +81,8 @@ class BuiltinTemplate(Generic[P]):
             raise param_error(self.name, self.params_model, exc.field_name, exc.problem) from None
 
     def default_step_count(self, facts: ToolFacts) -> int | None:
-        """Steps built from defaults alone; None when the template needs params to know."""
-        if any(f.is_required() for f in self.params_model.model_fields.values()):
+        """Steps built from the defaults, or from the first example when some params are required."""
+        needs = any(f.is_required() for f in self.params_model.model_fields.values())
+        if needs and not self.examples:
             return None
-        return len(self.plan({}, facts).steps)
+        return len(self.plan(dict(self.examples[0]) if needs else {}, facts).steps)
