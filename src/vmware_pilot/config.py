@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["ENV_PREFIX", "Settings"]
@@ -30,6 +31,22 @@ class Settings(BaseSettings):
         description="Folder of custom YAML templates; empty means workflows/ in the home.",
     )
     log_level: str = Field(default="INFO", description="Log level of the stderr log.")
+    skill_commands: dict[str, str] = Field(
+        default_factory=dict,
+        description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",
+    )
+
+    @field_validator("skill_commands")
+    @classmethod
+    def _check_skill_commands(cls, value: dict[str, str]) -> dict[str, str]:
+        for skill, command in value.items():
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise ValueError(f"the command for skill {skill!r} cannot be parsed ({exc})") from None
+            if not skill.strip() or not argv:
+                raise ValueError(f"skill {skill!r} needs a non-empty skill name and command line")
+        return value
 
     @property
     def home_path(self) -> Path:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vmware_pilot import __version__
-from vmware_pilot.cli import audit, demo, serve
+from vmware_pilot.cli import audit, catalog, demo, serve
 
 __all__ = ["app", "main", "mcp_main"]
 
@@ -18,6 +18,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(audit.app, name="audit")
+app.add_typer(catalog.app, name="catalog")
 app.command(name="mcp")(serve.mcp)
 app.command(name="demo")(demo.demo)
 

@@ -79,7 +79,9 @@ def resolve_secret_refs(value: Any, environ: Mapping[str, str], path: str = "") 
             )
         return environ[name]
     if isinstance(value, dict):
-        return {k: resolve_secret_refs(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            k: resolve_secret_refs(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [resolve_secret_refs(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
     return value

@@ -1,0 +1,50 @@
+"""`vmware-pilot catalog show` through the typer app, on a cache holding the shared snapshot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vmware_pilot.cli.main import app
+from vmware_pilot.config import Settings
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cached(settings: Settings, companion_tools: dict[str, Any]) -> Path:
+    path = settings.catalog_cache_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"refreshed_at": "2026-01-02T03:04:05+00:00", **companion_tools}))
+    return path
+
+
+def test_show_all_skills_as_json_marks_the_discovered_ones(cached: Path) -> None:
+    result = runner.invoke(app, ["catalog", "show", "--json"])
+
+    assert result.exit_code == 0, result.output
+    skills = {s["skill"]: s for s in json.loads(result.stdout)["skills"]}
+    assert skills["storage"]["discovered"] is True and skills["storage"]["version"] == "2.4.2"
+    assert skills["vdi"]["discovered"] is False
+    assert skills["vdi"]["tools"] and {t["source"] for t in skills["vdi"]["tools"]} == {"curated"}
+
+
+def test_show_one_skill_as_a_table(cached: Path) -> None:
+    result = runner.invoke(app, ["catalog", "show", "monitor"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0, result.output
+    assert "get_alarms" in result.stdout and "curated" in result.stdout
+    assert "discovered" in result.stdout  # tools only the snapshot has
+    assert "Discovered from" in result.stdout
+
+
+def test_show_an_unknown_skill_fails_with_the_known_ones(cached: Path) -> None:
+    result = runner.invoke(app, ["catalog", "show", "nope"])
+
+    assert result.exit_code == 2
+    assert "unknown skill 'nope'" in result.stderr
+    assert "aiops, monitor" in result.stderr

@@ -1,0 +1,149 @@
+"""`vmware-pilot catalog refresh|show` through the installed entry point, against the real
+vmware-monitor and vmware-aiops servers of the lab venv."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lab.harness import Lab
+from vmware_pilot.catalog.curated import CURATED
+from vmware_pilot.catalog.registry import Catalog
+
+pytestmark = pytest.mark.lab
+
+PILOT = Path(sys.executable).parent / "vmware-pilot"
+CRASH = Path(__file__).parents[1] / "dispatch" / "fakes" / "crash_server.py"
+
+
+def pilot(
+    lab: Lab, home: Path, *args: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), **(extra_env or {})}
+    return subprocess.run(
+        [str(PILOT), *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def by_skill(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["skill"]: entry for entry in payload["skills"]}
+
+
+def tools_by_name(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in tools}
+
+
+@pytest.fixture(scope="module")
+def refreshed(
+    lab: Lab, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    home = tmp_path_factory.mktemp("pilot-home")
+    return home, pilot(lab, home, "catalog", "refresh", "--json")
+
+
+def test_refresh_discovers_the_installed_skills_and_reports_the_rest(
+    refreshed: tuple[Path, subprocess.CompletedProcess[str]], lab: Lab
+) -> None:
+    _, done = refreshed
+    assert done.returncode == 0, done.stderr
+
+    skills = by_skill(json.loads(done.stdout))
+    assert list(skills) == list(CURATED)
+    for name in ("aiops", "monitor"):
+        assert skills[name]["status"] == "discovered"
+        assert skills[name]["version"] == "2.4.2"
+        assert skills[name]["command"] == lab.command(name)  # found on PATH, in the lab venv
+        assert skills[name]["tools"] > 20
+    assert {s["status"] for n, s in skills.items() if n not in ("aiops", "monitor")} == {"not_installed"}
+    assert "uv tool install vmware-nsx-mgmt" in skills["nsx"]["hint"]
+    assert "aiops: " in done.stderr and "nsx: not installed" in done.stderr
+
+
+def test_the_cache_is_private_and_holds_real_schemas_and_annotations(
+    refreshed: tuple[Path, subprocess.CompletedProcess[str]], companion_tools: dict[str, Any]
+) -> None:
+    home, done = refreshed
+    cache = home / "catalog.json"
+    assert cache.stat().st_mode & 0o777 == 0o600
+    data = json.loads(cache.read_text())
+    assert set(data) == {"refreshed_at", "aiops", "monitor"}
+
+    aiops = tools_by_name(data["aiops"]["tools"])
+    monitor = tools_by_name(data["monitor"]["tools"])
+    assert by_skill(json.loads(done.stdout))["aiops"]["tools"] == len(aiops)
+    assert "confirm" in aiops["power_off_vm"]["inputSchema"]["properties"]
+    assert aiops["power_off_vm"]["annotations"]["destructiveHint"] is True
+    assert "confirm" not in aiops["power_on_vm"]["inputSchema"]["properties"]
+    assert monitor["get_alarms"]["annotations"]["readOnlyHint"] is True
+    # Same pinned versions as the shared snapshot: the same tools, schemas and annotations.
+    for skill, found in (("aiops", aiops), ("monitor", monitor)):
+        snapshot = tools_by_name(companion_tools[skill]["tools"])  # type: ignore[index]
+        assert set(found) == set(snapshot)
+        for name, tool in found.items():
+            assert tool["inputSchema"] == snapshot[name]["inputSchema"], name
+            assert tool["annotations"] == snapshot[name]["annotations"], name
+    assert Catalog.load(cache).has_tool("aiops", "power_off_vm") is True
+
+
+def test_show_lists_discovered_tools_with_their_risk(
+    refreshed: tuple[Path, subprocess.CompletedProcess[str]], lab: Lab
+) -> None:
+    home, _ = refreshed
+
+    done = pilot(lab, home, "catalog", "show", "vmware-aiops", "--json")
+
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["discovered"] is True and view["version"] == "2.4.2"
+    tools = tools_by_name(view["tools"])
+    assert tools["power_off_vm"]["source"] == "curated" and tools["power_off_vm"]["risk"] == "high"
+    assert tools["power_off_vm"]["on_server"] is True
+    assert "confirm" in tools["power_off_vm"]["inputSchema"]["properties"]
+    # Not curated: risk from the annotations the real server published.
+    assert tools["list_vm_snapshots"]["source"] == "discovered"
+    assert tools["list_vm_snapshots"]["risk"] == "low"  # readOnlyHint
+    assert tools["delete_vm"]["risk"] == "high"  # destructiveHint
+    assert tools["create_vm"]["risk"] == "medium"  # a write, destructiveHint false
+    assert "power_on_vm" in tools and len(tools) >= 61
+
+
+def test_show_without_a_refresh_lists_curated_entries_only(lab: Lab, tmp_path: Path) -> None:
+    done = pilot(lab, tmp_path / "fresh-home", "catalog", "show", "aiops", "--json")
+
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["discovered"] is False
+    assert {t["source"] for t in view["tools"]} == {"curated"}
+    assert {t["on_server"] for t in view["tools"]} == {None}
+
+
+def test_a_broken_skill_server_fails_the_refresh_but_not_the_others(lab: Lab, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    broken = json.dumps({"nsx": shlex.join([sys.executable, str(CRASH)])})
+
+    done = pilot(lab, home, "catalog", "refresh", "--json", extra_env={"VMWARE_PILOT_SKILL_COMMANDS": broken})
+
+    assert done.returncode == 1
+    skills = by_skill(json.loads(done.stdout))
+    assert skills["nsx"]["status"] == "failed"
+    assert "cannot read config: boom" in skills["nsx"]["error"]
+    assert skills["aiops"]["status"] == skills["monitor"]["status"] == "discovered"
+    assert set(json.loads((home / "catalog.json").read_text())) == {"refreshed_at", "aiops", "monitor"}
+    assert "nsx: FAILED" in done.stderr
+
+
+def test_refresh_prints_a_summary_table_by_default(lab: Lab, tmp_path: Path) -> None:
+    done = pilot(
+        lab, tmp_path / "home", "catalog", "refresh", "--skill", "monitor", extra_env={"COLUMNS": "200"}
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "monitor" in done.stdout and "ok, version 2.4.2" in done.stdout
+    assert "1 skill(s) discovered" in done.stdout
