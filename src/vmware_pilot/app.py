@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import Dispatcher
+from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 
-__all__ = ["CatalogSource", "PilotApp", "build_app"]
+__all__ = ["CatalogSource", "PilotApp", "build_app", "stdio_dispatcher"]
 
 _log = logging.getLogger(__name__)
 
@@ -57,11 +59,31 @@ class PilotApp:
         self.store.close()
 
 
+def stdio_dispatcher(settings: Settings, catalog: CatalogSource) -> StdioDispatcher:
+    """The dispatcher `--dispatch` / VMWARE_PILOT_DISPATCH=stdio selects."""
+    options = DispatchOptions(
+        call_timeout=settings.dispatch_timeout,
+        start_timeout=settings.dispatch_start_timeout,
+        idle_seconds=settings.dispatch_idle_seconds,
+        pool_size=settings.dispatch_pool_size,
+        per_call=settings.dispatch_sessions == "per_call",
+        overrides=settings.skill_commands,
+    )
+    return StdioDispatcher(options, known_skills=lambda: catalog().skills())
+
+
 def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> PilotApp:
-    """Wire store, catalog, templates, dispatcher and the service for these settings."""
+    """Wire store, catalog, templates, dispatcher and the service for these settings.
+
+    ``dispatcher`` overrides the one ``settings.dispatch`` selects (embedders and tests).
+    Child skill servers inherit this process's environment, which is also where secret
+    references ``{"$env": NAME}`` are looked up at dispatch time.
+    """
     store = open_store(settings)
     catalog = CatalogSource(settings.catalog_cache_path)
-    templates = TemplateRegistry(settings.resolved_templates_dir, catalog(), home=Path.home())
-    runner = Runner(store, catalog, dispatcher, SecretVault())
+    if dispatcher is None and settings.dispatch == "stdio":
+        dispatcher = stdio_dispatcher(settings, catalog)
+    templates = TemplateRegistry(settings.resolved_templates_dir, catalog, home=Path.home())
+    runner = Runner(store, catalog, dispatcher, SecretVault(), environ=os.environ)
     service = PilotService(store, catalog, templates, runner)
     return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher)

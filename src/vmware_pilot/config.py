@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,41 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",
     )
+
+    dispatch: str = Field(
+        default="",
+        description="'stdio': Pilot runs each step in its skill's own MCP server; empty: hand steps back.",
+    )
+    dispatch_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds a dispatched tool call may take before its effect is unknown.",
+    )
+    dispatch_start_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a skill server may take to start and finish the MCP handshake.",
+    )
+    dispatch_idle_seconds: float = Field(
+        default=300.0, gt=0, description="An unused pooled skill session is closed after this many seconds."
+    )
+    dispatch_sessions: Literal["pooled", "per_call"] = Field(
+        default="pooled", description="'pooled' reuses one server per skill; 'per_call' starts one per call."
+    )
+    dispatch_pool_size: int = Field(
+        default=4, ge=1, le=32, description="Most sessions kept per skill (parallel groups use several)."
+    )
+
+    @field_validator("dispatch")
+    @classmethod
+    def _check_dispatch(cls, value: str) -> str:
+        mode = value.strip().lower()
+        if mode not in ("", "stdio"):
+            raise ValueError(
+                f"VMWARE_PILOT_DISPATCH={value!r} is not understood: set it to 'stdio' for Pilot to run the "
+                "steps itself, or leave it empty to hand the steps back to the agent"
+            )
+        return mode
 
     @field_validator("skill_commands")
     @classmethod

@@ -17,10 +17,12 @@ def test_mcp_refuses_a_network_transport_with_a_hint() -> None:
     assert "--transport stdio" in result.output
 
 
-def test_mcp_refuses_dispatch_until_it_exists() -> None:
-    result = runner.invoke(app, ["mcp", "--dispatch"])
+@pytest.mark.parametrize("value", ["http", "yes", "stdio2"])
+def test_mcp_refuses_an_unknown_dispatch_mode(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("VMWARE_PILOT_DISPATCH", value)
+    result = runner.invoke(app, ["mcp"])
     assert result.exit_code == 2
-    assert "--dispatch" in result.output
+    assert "is not understood" in result.output and "stdio" in result.output
 
 
 def test_mcp_refuses_an_unknown_log_level(monkeypatch: pytest.MonkeyPatch) -> None:

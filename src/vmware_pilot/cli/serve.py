@@ -74,13 +74,10 @@ def mcp(
             f"transport {transport!r} is not available",
             "Use --transport stdio (the default) and let the MCP client start this command.",
         )
-    if dispatch:
-        raise _fail(
-            "--dispatch is not available in this build yet",
-            "Run without --dispatch: steps come back to the agent in pending_dispatch.",
-        )
     try:
         settings = Settings()
+        if dispatch:
+            settings = settings.model_copy(update={"dispatch": "stdio"})
         configure_logging(settings.log_level)
     except (ValidationError, ValueError) as exc:
         raise _fail(f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables.") from None
@@ -90,8 +87,13 @@ def mcp(
         app = build_app(settings)
     except PilotError as exc:
         raise _fail(exc.message, exc.hint, code=1) from None
+    mode = (
+        "steps run in each skill's own MCP server"
+        if settings.dispatch == "stdio"
+        else "steps handed back to the agent"
+    )
     logging.getLogger("vmware_pilot").info(
-        "vmware-pilot serving MCP on stdio (home %s, steps handed back to the agent)", settings.home_path
+        "vmware-pilot serving MCP on stdio (home %s, %s)", settings.home_path, mode
     )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(app, Actor.os_user()))

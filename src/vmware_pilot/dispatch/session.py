@@ -1,0 +1,152 @@
+"""One MCP client session to one skill server over stdio, owned by a background task.
+
+The SDK's stdio client and session are context managers that must open and close in one task;
+``SkillSession`` keeps them in an owner task, so calls from any task can share the session.
+Start-up or handshake failure means nothing was sent (``DispatchRefused``); a timeout or a lost
+connection after the request went out means the effect is unknown (``EffectUnknown``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, McpError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest
+
+from vmware_pilot.dispatch.locate import SkillCommand
+from vmware_pilot.errors import DispatchRefused, EffectUnknown
+
+__all__ = ["SkillSession"]
+
+_log = logging.getLogger(__name__)
+_REQUEST_TIMEOUT = 408
+
+
+def _first_line(exc: BaseException) -> str:
+    leaf: BaseException = exc
+    while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+        leaf = leaf.exceptions[0]
+    text = str(leaf).strip().splitlines()[0] if str(leaf).strip() else ""
+    return f"{type(leaf).__name__}: {text[:200]}" if text else type(leaf).__name__
+
+
+class SkillSession:
+    """A started skill server with an initialized client session."""
+
+    def __init__(self, command: SkillCommand, env: dict[str, str] | None = None) -> None:
+        self.command = command
+        self.env = env
+        self.busy = False
+        self.last_used = time.monotonic()
+        self.server_info = ""
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._session is not None and self._task is not None and not self._task.done()
+
+    async def _own(self) -> None:
+        params = StdioServerParameters(
+            command=self.command.program,
+            args=self.command.args,
+            env=self.env if self.env is not None else dict(os.environ),
+            cwd=str(Path.home()),
+        )
+        try:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                init = await session.initialize()
+                self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}"
+                self._session = session
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:  # recorded for the caller; the owner task must end quietly
+            self._failure = exc
+        finally:
+            self._session = None
+            self._ready.set()
+
+    async def start(self, within: float) -> None:
+        """Spawn the server and finish the handshake; DispatchRefused if that fails in time."""
+        self._task = asyncio.create_task(self._own(), name=f"skill-session-{self.command.skill}")
+        try:
+            await asyncio.wait_for(self._ready.wait(), within)
+        except TimeoutError:
+            await self.close()
+            raise DispatchRefused(
+                f"vmware-{self.command.skill}-mcp did not finish the MCP handshake within {within:g} s; "
+                "nothing was run",
+                hint="Check that the skill starts on its own (run its command by hand), or raise "
+                "VMWARE_PILOT_DISPATCH_START_TIMEOUT.",
+            ) from None
+        if self._session is None:
+            cause = _first_line(self._failure) if self._failure else "it exited"
+            await self.close()
+            raise DispatchRefused(
+                f"{self.command.display()} did not start or did not finish the MCP handshake ({cause}); "
+                "nothing was run",
+                hint="Run the skill's server by hand to see its error, fix its configuration, and retry.",
+            )
+
+    async def call(self, tool: str, arguments: dict[str, Any], seconds: float) -> CallToolResult:
+        """Send one tools/call; EffectUnknown when the answer does not come back."""
+        session = self._session
+        if session is None:
+            raise DispatchRefused(
+                f"the session to vmware-{self.command.skill}-mcp is closed; nothing was run"
+            )
+        self.last_used = time.monotonic()
+        request = ClientRequest(CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments)))
+        try:
+            return await session.send_request(
+                request, CallToolResult, request_read_timeout_seconds=timedelta(seconds=seconds)
+            )
+        except McpError as exc:
+            code = exc.error.code
+            if code == _REQUEST_TIMEOUT:
+                raise EffectUnknown(
+                    f"vmware-{self.command.skill}-mcp did not answer {tool} within {seconds:g} s; the call "
+                    "was abandoned and its effect is UNKNOWN",
+                    hint="Check the target system; raise VMWARE_PILOT_DISPATCH_TIMEOUT for slow tools.",
+                ) from exc
+            if code == CONNECTION_CLOSED:
+                raise EffectUnknown(
+                    f"vmware-{self.command.skill}-mcp ended while running {tool} ({exc.error.message}); "
+                    "whether the call took effect is UNKNOWN",
+                    hint="Check the target system before retrying or rolling back.",
+                ) from exc
+            return CallToolResult(
+                content=[], structuredContent={"error": exc.error.message, "code": code}, isError=True
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise EffectUnknown(
+                f"vmware-{self.command.skill}-mcp ended while running {tool} ({_first_line(exc)}); "
+                "whether the call took effect is UNKNOWN",
+                hint="Check the target system before retrying or rolling back.",
+            ) from exc
+        finally:
+            self.last_used = time.monotonic()
+
+    async def close(self) -> None:
+        self._stop.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 5)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task

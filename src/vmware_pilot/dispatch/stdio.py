@@ -1,0 +1,174 @@
+"""StdioDispatcher: runs each step's tool in its skill's own MCP server, over pooled sessions.
+
+Per skill, up to ``pool_size`` long-lived sessions are started on first use and reused across
+steps and workflows (several at once only when steps of a parallel group run together). A dead
+session is replaced on the next call, an idle one is closed after ``idle_seconds``, all are closed
+at shutdown. ``per_call=True`` starts a fresh server for every call instead (isolation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vmware_pilot.dispatch.judge import judge
+from vmware_pilot.dispatch.locate import SkillCommand, locate
+from vmware_pilot.dispatch.protocol import StepOutcome
+from vmware_pilot.dispatch.session import SkillSession
+from vmware_pilot.domain.model import Step
+from vmware_pilot.errors import DispatchRefused, EffectUnknown
+
+__all__ = ["DispatchOptions", "StdioDispatcher"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DispatchOptions:
+    call_timeout: float = 1800.0
+    start_timeout: float = 60.0
+    idle_seconds: float = 300.0
+    pool_size: int = 4
+    per_call: bool = False
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Pool:
+    sessions: list[SkillSession] = field(default_factory=list)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+class StdioDispatcher:
+    def __init__(
+        self,
+        options: DispatchOptions,
+        *,
+        env: dict[str, str] | None = None,
+        known_skills: Callable[[], Collection[str]] | None = None,
+    ) -> None:
+        self.options = options
+        self.env = env
+        self._known_skills = known_skills
+        self._pools: dict[str, _Pool] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.started = 0  # servers started, for tests and benchmarks
+
+    def _locate(self, skill: str) -> SkillCommand:
+        known = self._known_skills() if self._known_skills is not None else None
+        return locate(skill, self.options.overrides, known_skills=known)
+
+    async def preflight(self, steps: Sequence[Step]) -> list[str]:
+        problems: list[str] = []
+        for step in steps:
+            try:
+                self._locate(step.skill)
+            except DispatchRefused as exc:
+                problems.append(f"step {step.index} ({step.skill}.{step.tool}): {exc.message}. {exc.hint}")
+        return problems
+
+    async def _start(self, command: SkillCommand) -> SkillSession:
+        session = SkillSession(command, self.env)
+        await session.start(self.options.start_timeout)
+        self.started += 1
+        _log.info("started %s (%s)", command.display(), session.server_info)
+        return session
+
+    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        command = self._locate(skill)
+        if self.options.per_call:
+            session = await self._start(command)
+            try:
+                result = await session.call(tool, params, self.options.call_timeout)
+            finally:
+                await session.close()
+            return judge(skill, tool, result)
+        pool = self._pools.setdefault(command.skill, _Pool())
+        session = await self._acquire(pool, command)
+        broken = False
+        try:
+            result = await session.call(tool, params, self.options.call_timeout)
+        except (EffectUnknown, DispatchRefused):
+            broken = True  # a stuck or dead server is never reused
+            raise
+        finally:
+            await self._release(pool, session, broken)
+        return judge(skill, tool, result)
+
+    async def _acquire(self, pool: _Pool, command: SkillCommand) -> SkillSession:
+        self._ensure_reaper()
+        async with pool.changed:
+            while True:
+                for dead in [s for s in pool.sessions if not s.busy and not s.alive]:
+                    pool.sessions.remove(dead)
+                    await dead.close()
+                idle = next((s for s in pool.sessions if not s.busy), None)
+                if idle is not None:
+                    idle.busy = True
+                    return idle
+                if len(pool.sessions) < self.options.pool_size:
+                    placeholder = SkillSession(command, self.env)
+                    placeholder.busy = True
+                    pool.sessions.append(placeholder)
+                    break
+                await pool.changed.wait()
+        try:
+            session = await self._start(command)
+        except BaseException:
+            async with pool.changed:
+                pool.sessions.remove(placeholder)
+                pool.changed.notify()
+            raise
+        session.busy = True
+        async with pool.changed:
+            pool.sessions[pool.sessions.index(placeholder)] = session
+        return session
+
+    async def _release(self, pool: _Pool, session: SkillSession, broken: bool) -> None:
+        async with pool.changed:
+            session.busy = False
+            if broken and session in pool.sessions:
+                pool.sessions.remove(session)
+            pool.changed.notify()
+        if broken:
+            await session.close()
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap(), name="skill-session-reaper")
+
+    async def _reap(self) -> None:
+        interval = max(0.05, min(30.0, self.options.idle_seconds / 2))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for pool in self._pools.values():
+                async with pool.changed:
+                    stale = [
+                        s
+                        for s in pool.sessions
+                        if not s.busy and (not s.alive or now - s.last_used >= self.options.idle_seconds)
+                    ]
+                    for session in stale:
+                        pool.sessions.remove(session)
+                for session in stale:
+                    await session.close()
+
+    def open_sessions(self) -> dict[str, int]:
+        """Live sessions per skill."""
+        return {skill: sum(1 for s in p.sessions if s.alive) for skill, p in self._pools.items()}
+
+    async def aclose(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reaper
+        for pool in self._pools.values():
+            sessions, pool.sessions = pool.sessions, []
+            for session in sessions:
+                await session.close()

@@ -1,0 +1,63 @@
+"""A small MCP skill server for fault injection: what the real companions cannot be made to do.
+
+Run as ``python fake_skill.py MODE``. Tools: ``echo`` (returns its arguments and this process's
+pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``),
+``preview`` (answers ``{"action": "preview"}``), ``boom`` (raises). MODE ``nostart`` exits before
+the handshake.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from mcp.server.fastmcp import FastMCP
+
+if len(sys.argv) > 1 and sys.argv[1] == "nostart":
+    sys.stderr.write("fake skill: refusing to start\n")
+    sys.exit(3)
+
+server = FastMCP("fake-skill")
+
+
+@server.tool()
+def echo(value: str = "", vm_name: str = "", password: str = "") -> dict[str, Any]:
+    return {"value": value, "vm_name": vm_name, "password": password, "pid": os.getpid()}
+
+
+@server.tool()
+def die() -> dict[str, Any]:
+    os._exit(9)
+
+
+@server.tool()
+async def hang() -> dict[str, Any]:
+    import anyio
+
+    await anyio.sleep(3600)
+    return {}
+
+
+@server.tool()
+async def slow(seconds: float = 0.2) -> dict[str, Any]:
+    import anyio
+
+    started = time.monotonic()
+    await anyio.sleep(seconds)
+    return {"pid": os.getpid(), "started": started}
+
+
+@server.tool()
+def preview(vm_name: str = "") -> dict[str, Any]:
+    return {"action": "preview", "would": f"power off {vm_name}"}
+
+
+@server.tool()
+def boom() -> dict[str, Any]:
+    raise RuntimeError("the skill failed on purpose")
+
+
+if __name__ == "__main__":
+    server.run("stdio")

@@ -1,0 +1,134 @@
+"""The pooled stdio dispatcher against real MCP server processes (a fault-injecting fake skill)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from vmware_pilot.dispatch.protocol import OutcomeKind
+from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
+from vmware_pilot.errors import DispatchRefused, EffectUnknown
+from vmware_pilot.templates.steps import make_step
+
+FAKE = Path(__file__).with_name("fake_skill.py")
+
+
+def command(mode: str = "ok") -> str:
+    return shlex.join([sys.executable, str(FAKE), mode])
+
+
+def options(**changes: object) -> DispatchOptions:
+    base: dict[str, object] = {
+        "call_timeout": 10.0,
+        "start_timeout": 20.0,
+        "idle_seconds": 60.0,
+        "pool_size": 4,
+        "overrides": {"aiops": command()},
+    }
+    base.update(changes)
+    return DispatchOptions(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def dispatcher() -> AsyncIterator[StdioDispatcher]:
+    d = StdioDispatcher(options(), env=dict(os.environ))
+    yield d
+    await d.aclose()
+
+
+async def test_one_session_is_reused_across_calls(dispatcher: StdioDispatcher) -> None:
+    first = await dispatcher.call("aiops", "echo", {"value": "a"})
+    second = await dispatcher.call("vmware-aiops", "echo", {"value": "b"})
+    assert first.kind is second.kind is OutcomeKind.SUCCEEDED
+    assert first.payload["pid"] == second.payload["pid"]
+    assert second.payload["value"] == "b"
+    assert dispatcher.started == 1
+    assert dispatcher.open_sessions() == {"aiops": 1}
+
+
+async def test_concurrent_calls_use_separate_sessions_in_parallel(dispatcher: StdioDispatcher) -> None:
+    outcomes = await asyncio.gather(*(dispatcher.call("aiops", "slow", {"seconds": 0.5}) for _ in range(3)))
+    pids = {o.payload["pid"] for o in outcomes}
+    assert len(pids) == 3
+    starts = sorted(o.payload["started"] for o in outcomes)
+    assert starts[-1] - starts[0] < 0.5, "all three were in the skill at the same time"
+
+
+async def test_server_killed_mid_call_is_effect_unknown_then_restarted(dispatcher: StdioDispatcher) -> None:
+    before = await dispatcher.call("aiops", "echo", {})
+    with pytest.raises(EffectUnknown, match="UNKNOWN"):
+        await dispatcher.call("aiops", "die", {})
+    after = await dispatcher.call("aiops", "echo", {})
+    assert after.kind is OutcomeKind.SUCCEEDED
+    assert after.payload["pid"] != before.payload["pid"]
+
+
+async def test_hanging_call_times_out_as_unknown_and_the_session_is_dropped() -> None:
+    d = StdioDispatcher(options(call_timeout=0.5), env=dict(os.environ))
+    try:
+        with pytest.raises(EffectUnknown, match="did not answer hang within"):
+            await d.call("aiops", "hang", {})
+        assert d.open_sessions().get("aiops", 0) == 0
+        assert (await d.call("aiops", "echo", {})).kind is OutcomeKind.SUCCEEDED
+    finally:
+        await d.aclose()
+
+
+async def test_server_that_cannot_start_means_nothing_was_sent() -> None:
+    d = StdioDispatcher(options(overrides={"aiops": command("nostart")}), env=dict(os.environ))
+    try:
+        with pytest.raises(DispatchRefused, match="nothing was run"):
+            await d.call("aiops", "echo", {})
+    finally:
+        await d.aclose()
+
+
+async def test_preview_and_tool_errors_are_judged(dispatcher: StdioDispatcher) -> None:
+    assert (await dispatcher.call("aiops", "preview", {"vm_name": "x"})).kind is OutcomeKind.PREVIEW_ONLY
+    boom = await dispatcher.call("aiops", "boom", {})
+    assert boom.kind is OutcomeKind.FAILED and "on purpose" in boom.message
+    unknown_tool = await dispatcher.call("aiops", "no_such_tool", {})
+    assert unknown_tool.kind is OutcomeKind.FAILED
+
+
+async def test_idle_sessions_are_closed() -> None:
+    d = StdioDispatcher(options(idle_seconds=0.2), env=dict(os.environ))
+    try:
+        await d.call("aiops", "echo", {})
+        assert d.open_sessions() == {"aiops": 1}
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if not d.open_sessions().get("aiops"):
+                break
+        assert d.open_sessions().get("aiops", 0) == 0
+    finally:
+        await d.aclose()
+
+
+async def test_per_call_mode_starts_a_fresh_server_each_time() -> None:
+    d = StdioDispatcher(options(per_call=True), env=dict(os.environ))
+    try:
+        a = await d.call("aiops", "echo", {})
+        b = await d.call("aiops", "echo", {})
+        assert a.payload["pid"] != b.payload["pid"]
+        assert d.started == 2 and d.open_sessions() == {}
+    finally:
+        await d.aclose()
+
+
+async def test_preflight_lists_every_skill_that_cannot_start(dispatcher: StdioDispatcher) -> None:
+    steps = [
+        make_step(0, "a", "aiops", "echo"),
+        make_step(1, "b", "storage", "x"),
+        make_step(2, "c", "pilot", "y"),
+    ]
+    problems = await dispatcher.preflight(steps)
+    assert len(problems) == 2
+    assert problems[0].startswith("step 1 (storage.x)") and "vmware-storage" in problems[0]
+    assert "does not dispatch to itself" in problems[1]
