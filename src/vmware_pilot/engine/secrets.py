@@ -9,6 +9,7 @@ values, never workflow state, so it cannot serve anything stale.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +25,11 @@ _Key = tuple[str, int, str]
 
 
 class SecretVault:
+    """Thread-safe: tool calls run service methods in worker threads."""
+
     def __init__(self) -> None:
         self._values: dict[_Key, dict[str, Any]] = {}
+        self._lock = threading.Lock()
 
     def remember(self, wf: Workflow) -> None:
         """Keep the clear params of every step of ``wf`` that holds a secret (before saving)."""
@@ -33,18 +37,21 @@ class SecretVault:
             for field in ("params", "rollback_params"):
                 value: dict[str, Any] = getattr(step, field)
                 if redact(value) != value:
-                    self._values[(wf.id, step.index, field)] = copy.deepcopy(value)
+                    with self._lock:
+                        self._values[(wf.id, step.index, field)] = copy.deepcopy(value)
 
     def restore(self, workflow_id: str, index: int, field: str, stored: dict[str, Any]) -> dict[str, Any]:
         """The clear params when known and still matching ``stored``; else ``stored`` itself."""
-        clear = self._values.get((workflow_id, index, field))
+        with self._lock:
+            clear = self._values.get((workflow_id, index, field))
         if clear is not None and redact(clear) == stored:
             return copy.deepcopy(clear)
         return stored
 
     def forget(self, workflow_id: str) -> None:
-        for key in [k for k in self._values if k[0] == workflow_id]:
-            del self._values[key]
+        with self._lock:
+            for key in [k for k in self._values if k[0] == workflow_id]:
+                del self._values[key]
 
 
 def find_masked_secrets(value: Any, path: str = "") -> list[str]:

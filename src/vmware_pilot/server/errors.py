@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio.to_thread
+
 from vmware_pilot.errors import PilotError
 
 __all__ = ["ServiceCall", "call_guarded", "unexpected_error_payload"]
@@ -57,9 +59,14 @@ ServiceCall = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
 
 
 async def call_guarded(tool: str, call: ServiceCall, *, workflow_id: str = "") -> Mapping[str, Any]:
-    """Run ``call`` (sync or async) and return its result, or the payload its failure translates to."""
+    """Run ``call`` (sync or async) and return its result, or the payload its failure translates to.
+
+    ``call`` itself runs in a worker thread, so a synchronous service method (store reads and
+    writes) never holds up other callers' requests; a coroutine it returns is awaited on the event
+    loop. Synchronous service methods must therefore not touch the event loop.
+    """
     try:
-        result = call()
+        result = await anyio.to_thread.run_sync(call)
         if inspect.isawaitable(result):
             result = await result
         if not isinstance(result, Mapping):

@@ -1,15 +1,18 @@
-"""Builds the `vmware-pilot` FastMCP server for one app and one caller."""
+"""Builds the `vmware-pilot` FastMCP server for one app; the caller is resolved on every request."""
 
 from __future__ import annotations
 
 import logging
 from typing import Literal, cast
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
 
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.descriptions import INSTRUCTIONS
 from vmware_pilot.server.tools import build_tools
 
@@ -21,17 +24,35 @@ _LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def create_server(app: PilotApp, *, actor: Actor) -> FastMCP:
-    """A server exposing the 13 tools over ``app.service``, every call made as ``actor``.
+def create_server(
+    app: PilotApp,
+    *,
+    actor: Actor | ActorSource,
+    role_of: RoleOf | None = None,
+    token_verifier: TokenVerifier | None = None,
+    auth: AuthSettings | None = None,
+    transport_security: TransportSecuritySettings | None = None,
+) -> PilotFastMCP:
+    """A server exposing the 13 tools over ``app.service``.
 
-    ``initialize`` reports name ``vmware-pilot`` and the package version.
+    ``actor`` is the fixed caller (stdio) or a function returning the caller of the request being
+    handled (network). With ``role_of``, tools/list and every call are limited to the caller's role
+    (``server.access``). The remaining arguments configure FastMCP's HTTP authentication and
+    Host/Origin checks. ``initialize`` reports name ``vmware-pilot`` and the package version.
     """
+    caller: ActorSource = (lambda: actor) if isinstance(actor, Actor) else actor
     level = app.settings.log_level.upper()
-    server = FastMCP(
+    server = PilotFastMCP(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
-        tools=build_tools(app.service, actor),
+        tools=build_tools(app.service, caller),
         log_level=cast(_LogLevel, level if level in _LEVELS else "INFO"),
+        caller=caller,
+        role_of=role_of,
+        load_workflow=app.service.store.load,
+        token_verifier=token_verifier,
+        auth=auth,
+        transport_security=transport_security,
     )
     # FastMCP has no version argument; the low-level server reports this in `initialize`
     # (otherwise it reports the SDK's own version).

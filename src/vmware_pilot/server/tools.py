@@ -158,8 +158,11 @@ def _closed(tool: Tool) -> Tool:
     )
 
 
-def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
-    """The 13 tools bound to ``service``, acting as ``actor``, in the reference's tools/list order."""
+def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]:
+    """The 13 tools bound to ``service``, in the reference's tools/list order.
+
+    ``actor()`` returns the caller of the request being handled (called once per tool call).
+    """
 
     async def respond(tool: str, call: ServiceCall, workflow_id: str = "") -> CallToolResult:
         return to_result(await call_guarded(tool, call, workflow_id=workflow_id))
@@ -172,11 +175,11 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
     ) -> CallToolResult:
         return await respond(
             "create_workflow",
-            lambda: service.create_workflow(actor, name, description, steps, save_as_template),
+            lambda: service.create_workflow(actor(), name, description, steps, save_as_template),
         )
 
     async def design_workflow(goal: Goal, constraints: Constraints = "") -> CallToolResult:
-        return await respond("design_workflow", lambda: service.design_workflow(actor, goal, constraints))
+        return await respond("design_workflow", lambda: service.design_workflow(actor(), goal, constraints))
 
     async def update_draft(
         workflow_id: WorkflowId,
@@ -186,7 +189,7 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
     ) -> CallToolResult:
         return await respond(
             "update_draft",
-            lambda: service.update_draft(actor, workflow_id, name, description, steps),
+            lambda: service.update_draft(actor(), workflow_id, name, description, steps),
             workflow_id,
         )
 
@@ -194,7 +197,9 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
         workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False
     ) -> CallToolResult:
         return await respond(
-            "confirm_draft", lambda: service.confirm_draft(actor, workflow_id, save_as_template), workflow_id
+            "confirm_draft",
+            lambda: service.confirm_draft(actor(), workflow_id, save_as_template),
+            workflow_id,
         )
 
     async def create_workflow_from_template(
@@ -202,14 +207,14 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
     ) -> CallToolResult:
         return await respond(
             "create_workflow_from_template",
-            lambda: service.create_workflow_from_template(actor, workflow_type, params),
+            lambda: service.create_workflow_from_template(actor(), workflow_type, params),
         )
 
     async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> CallToolResult:
         progress = _progress_for(ctx)
         return await respond(
             "run_workflow",
-            lambda: service.run_workflow(actor, workflow_id, force, progress=progress),
+            lambda: service.run_workflow(actor(), workflow_id, force, progress=progress),
             workflow_id,
         )
 
@@ -223,7 +228,7 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
         return await respond(
             "approve",
             lambda: service.approve(
-                actor, workflow_id, approver, acknowledge_not_executed, progress=progress
+                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress
             ),
             workflow_id,
         )
@@ -235,7 +240,7 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
     ) -> CallToolResult:
         return await respond(
             "rollback",
-            lambda: service.rollback(actor, workflow_id, confirm, acknowledge_unknown_effects),
+            lambda: service.rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects),
             workflow_id,
         )
 
@@ -247,7 +252,9 @@ def build_tools(service: PilotService, actor: Actor) -> list[Tool]:
     ) -> CallToolResult:
         return await respond(
             "cancel_workflow",
-            lambda: service.cancel_workflow(actor, workflow_id, reason, confirm, acknowledge_unknown_effects),
+            lambda: service.cancel_workflow(
+                actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
+            ),
             workflow_id,
         )
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
 
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.clock import from_iso, iso
@@ -94,6 +96,11 @@ class SqlStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        # One shared connection (an in-memory database) must not interleave transactions of
+        # several threads; a pool hands each thread its own connection.
+        self._serial: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if isinstance(engine.pool, StaticPool) else contextlib.nullcontext()
+        )
 
     @property
     def engine(self) -> Engine:
@@ -103,7 +110,7 @@ class SqlStore:
     @contextlib.contextmanager
     def _tx(self, *, write: bool) -> Iterator[Connection]:
         try:
-            with self._engine.connect() as conn:
+            with self._serial, self._engine.connect() as conn:
                 if write:
                     conn.execution_options(**{WRITE_OPTION: True})
                 with conn.begin():

@@ -1,0 +1,112 @@
+"""Per-caller access: who is calling, which tools they see and may call, and the four-eyes rule.
+
+``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name over
+the network). With a role lookup configured, ``tools/list`` shows only the tools the caller's
+role allows, and a call outside the role, or an approval the role forbids (``approve: none``,
+or ``approve: others`` on a workflow the caller created or edited), is refused with an error
+payload before the tool runs. Without a role lookup (stdio) every tool is available.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.fastmcp import FastMCP
+from mcp.types import CallToolResult, ContentBlock
+from mcp.types import Tool as MCPTool
+
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.safety.duties import Role, approval_refusal, tool_refusal
+from vmware_pilot.server.results import to_result
+
+__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
+
+_log = logging.getLogger("vmware_pilot.server")
+
+ActorSource = Callable[[], Actor]
+"""The caller of the request being handled; raises ``PilotError`` when there is none."""
+RoleOf = Callable[[Actor], Role]
+"""The caller's role, looked up on every call; raises ``PilotError`` when it cannot be used."""
+LoadWorkflow = Callable[[str], Workflow]
+
+_APPROVE_HINT = (
+    "Have someone whose role allows approving (approve: any, or approve: others for a workflow "
+    "they did not create or edit) approve it."
+)
+
+
+class PilotFastMCP(FastMCP[Any]):
+    """FastMCP whose tool list and tool calls are filtered by the caller's role."""
+
+    def __init__(
+        self,
+        *args: Any,
+        caller: ActorSource,
+        role_of: RoleOf | None,
+        load_workflow: LoadWorkflow,
+        **kwargs: Any,
+    ) -> None:
+        self._caller = caller
+        self._role_of = role_of
+        self._load_workflow = load_workflow
+        super().__init__(*args, **kwargs)
+
+    def _role(self) -> tuple[Actor, Role]:
+        assert self._role_of is not None
+        actor = self._caller()
+        return actor, self._role_of(actor)
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        if self._role_of is None:
+            return tools
+        try:
+            _, role = self._role()
+        except PilotError as exc:
+            _log.warning("tools/list refused: %s", exc.message)
+            return []
+        return [t for t in tools if role.may_call(t.name)]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any]
+    ) -> Sequence[ContentBlock] | dict[str, Any]:
+        if self._role_of is not None:
+            refusal = await self._refusal(name, arguments)
+            if refusal is not None:
+                # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
+                return refusal  # type: ignore[return-value]
+        return await super().call_tool(name, arguments)
+
+    async def _refusal(self, name: str, arguments: dict[str, Any]) -> CallToolResult | None:
+        """The error result refusing this call, or None when the caller may make it."""
+        try:
+            actor, role = self._role()
+        except PilotError as exc:
+            return to_result(exc.payload())
+        if self._tool_manager.get_tool(name) is None:
+            return None  # FastMCP reports the unknown tool
+        reason = tool_refusal(role, name)
+        hint = (
+            f"Ask an administrator for a role that includes {name} (`vmware-pilot token set-role "
+            f"{actor.name} ROLE`), or use a tool this role lists."
+        )
+        if reason is None and name == "approve" and role.approve != "any":
+            workflow_id = arguments.get("workflow_id")
+            if not isinstance(workflow_id, str):
+                return None  # argument validation reports it
+            try:
+                wf = await anyio.to_thread.run_sync(self._load_workflow, workflow_id)
+            except WorkflowNotFound:
+                return None  # the tool reports the unknown id in the reference's words
+            except PilotError as exc:
+                return to_result(exc.payload())
+            reason, hint = approval_refusal(role, actor, wf), _APPROVE_HINT
+        if reason is None:
+            return None
+        _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, reason)
+        return to_result({"error": f"{reason}.", "role": role.name, "tool": name, "hint": hint})
