@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
@@ -22,6 +22,8 @@ from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine import gates
+from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets, resolve_secret_refs
@@ -31,13 +33,12 @@ from vmware_pilot.errors import (
     EffectUnknown,
     PilotError,
     SecretUnavailable,
-    StateRefused,
 )
 from vmware_pilot.safety.blast import leaves_behind
 from vmware_pilot.safety.classify import is_catalog_read
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["NOT_EXECUTED_REASON", "Runner"]
+__all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,7 +63,14 @@ def _append_result(w: Workflow, entry: dict[str, Any]) -> None:
 
 def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
     fire(w, Event.REACH_GATE)
-    w.log("awaiting_approval", f"Step {index}: require_approval", actor.label)
+    record = gates.reach(w, index, utcnow())
+    w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor.label)
+
+
+class WorkflowEvents(Protocol):
+    """Told after each committed change of a workflow's state (e.g. to send notifications)."""
+
+    def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None: ...
 
 
 class Runner:
@@ -73,8 +81,10 @@ class Runner:
         dispatcher: Dispatcher | None,
         vault: SecretVault,
         environ: Mapping[str, str] | None = None,
+        events: WorkflowEvents | None = None,
     ) -> None:
         self.store = store
+        self.events = events
         self._catalog = catalog
         self.dispatcher = dispatcher
         self.vault = vault
@@ -88,6 +98,7 @@ class Runner:
     def commit(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]:
         """Apply ``change`` and save; on a version conflict reload and apply it again."""
         for _ in range(_COMMIT_ATTEMPTS):
+            before = wf.state
             result = change(wf)
             wf.diff_report = build_diff_report(wf, self.catalog)
             try:
@@ -96,6 +107,8 @@ class Runner:
                 _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
                 wf = self.store.load(wf.id)
                 continue
+            if self.events is not None and wf.state is not before:
+                self.events.workflow_changed(before, wf)
             return wf, result
         raise ConcurrencyConflict(wf.id, wf.version, None)
 
@@ -114,6 +127,8 @@ class Runner:
         if handed:
             out["pending_dispatch"] = [self._handout(wf, s) for s in handed]
             out["message"] = _HANDBACK_MESSAGE
+        if wf.state is WorkflowState.AWAITING_APPROVAL:
+            out["pending_gate"] = gates.gate_view(wf, self.catalog, utcnow())["gate"]
         out.update(extra)
         return out
 
@@ -374,66 +389,15 @@ class Runner:
         approver: str,
         acknowledge_not_executed: bool,
         progress: ProgressFn | None = None,
+        *,
+        expected_digest: str = "",
+        channel: str = "mcp",
     ) -> dict[str, Any]:
-        """Release the pending gate (after the caller's checks) and continue the run."""
-        if wf.state is not WorkflowState.AWAITING_APPROVAL:
-            raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
-        who = approver.strip()
-        if not who:
-            raise StateRefused(
-                "approver is required for the audit trail. Pass the name of the person who approved.",
-                workflow_id=wf.id,
-                state=wf.state.value,
-            )
-        gate = next((s for s in wf.steps if s.is_gate and s.status is S.PENDING), None)
-        if gate is None:
-            raise StateRefused(
-                f"Workflow {wf.id} is awaiting approval but has no pending gate",
-                hint="get_workflow_status shows its steps; cancel it and create a new workflow.",
-                workflow_id=wf.id,
-                state=wf.state.value,
-            )
-        unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
-        if unrun and not acknowledge_not_executed:
-            labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
-            raise StateRefused(
-                f"Refusing to approve: {labels} before this gate were handed out and Pilot has no record "
-                "that they ran. Call approve again with acknowledge_not_executed=True only if you "
-                "performed them and showed the user their results; otherwise cancel_workflow.",
-                workflow_id=wf.id,
-                state=wf.state.value,
-                not_executed_before_gate=[s.ref() for s in unrun],
-            )
-        refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
-        if refusal is not None:
-            return refusal
-        gate_index = gate.index
-        unrun_indices = [s.index for s in unrun]
-
-        def change(w: Workflow) -> None:
-            w.approved_by = who
-            w.log("approved", f"Approved by {who}", actor.label)
-            for index in unrun_indices:
-                w.steps[index].status = S.REPORTED_DONE
-                w.steps[index].result = {
-                    "reason": f"{who} stated this step was performed outside Pilot; Pilot has no result"
-                }
-            if unrun_indices:
-                w.log(
-                    "approved_over_unexecuted_steps",
-                    f"{who} acknowledged steps {unrun_indices} as performed outside Pilot",
-                    actor.label,
-                )
-            gate_step = w.steps[gate_index]
-            gate_step.status = S.SUCCESS
-            gate_step.result = {"approved_by": who}
-            if unrun_indices:
-                gate_step.result["acknowledged_not_executed"] = unrun_indices
-            gate_step.completed_at = utcnow()
-            fire(w, Event.APPROVE)
-
-        wf, _ = self.commit(wf, change)
-        return await self.run_until_checkpoint(wf, actor, progress)
+        """Record an approval of the pending gate (after the caller's checks); at the last one the
+        approvals the gate requires, release it and continue the run (``engine.approval``)."""
+        return await approve_gate(
+            self, wf, actor, approver, acknowledge_not_executed, progress, expected_digest, channel
+        )
 
     # --- rollback and cancel ----------------------------------------------------------------
     async def rollback(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
@@ -511,11 +475,17 @@ class Runner:
             w.log("rollback_failed", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
         w.rollback_results.append(entry)
 
-    def cancel(self, wf: Workflow, actor: Actor, reason: str) -> dict[str, Any]:
-        """Move to the terminal 'cancelled' state; pending steps become skipped."""
+    def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
+        """Move to the terminal 'cancelled' state; pending steps become skipped.
+
+        ``rejected_by``: a person rejected the gate the workflow waits at (audited ``rejected``)."""
         why = reason.strip()
 
         def change(w: Workflow) -> None:
+            if rejected_by:
+                gate = gates.pending_gate(w)
+                where = f"the gate at step {gate.index}" if gate is not None else "the workflow"
+                w.log("rejected", f"{rejected_by} rejected {where}: {why}", actor.label)
             fire(w, Event.CANCEL)
             w.blocked_reason = why or "cancelled"
             w.log("cancelled", why or "no reason given", actor.label)

@@ -15,10 +15,13 @@ from typing import Any, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso
+from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine import gates, policy
+from vmware_pilot.engine.approval import precheck
+from vmware_pilot.engine.policy import ApprovalChannel, ApprovalPolicy, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.errors import (
@@ -57,8 +60,10 @@ class PilotService:
         catalog: Callable[[], Catalog],
         templates: TemplateRegistry,
         runner: Runner,
+        approvals: ApprovalPolicy = "agent",
     ) -> None:
         self.store = store
+        self.approvals: ApprovalPolicy = approvals
         self._catalog = catalog
         self.templates = templates
         self.runner = runner
@@ -372,7 +377,14 @@ class PilotService:
         approver: str = "",
         acknowledge_not_executed: bool = False,
         progress: ProgressFn | None = None,
+        *,
+        channel: ApprovalChannel = "mcp",
+        ask: AskHuman | None = None,
+        expected_digest: str = "",
     ) -> dict[str, Any]:
+        """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
+        approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
+        ``expected_digest``: the plan digest the person was shown; refused if the plan differs."""
         wf = self._load(workflow_id)
         if actor.kind == "token":
             if approver.strip() and not actor.is_same_person(approver):
@@ -381,14 +393,75 @@ class PilotService:
                     hint="Leave approver empty: over the network the approver is the caller's token name.",
                 )
             approver = actor.label
-        return await self._detached(self._approve(actor, wf, approver, acknowledge_not_executed, progress))
+        form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
+        if form is not None:
+            precheck(wf, None, acknowledge_not_executed)  # refuse before bothering the person
+            view = self.pending_gate(wf.id)
+            answer = await form(view)
+            if answer.decision == "reject" and answer.reason.strip():
+                return self.reject(actor, wf.id, answer.reason, rejected_by=answer.approver)
+            if answer.decision != "approve":
+                raise policy.declined(wf, answer)
+            if actor.kind != "token":
+                approver = answer.approver.strip() or actor.label
+            channel, expected_digest = "elicit", str(view["gate"]["digest"])
+        work = self._approve(
+            actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel
+        )
+        return await self._detached(work)
 
     async def _approve(
-        self, actor: Actor, wf: Workflow, approver: str, acknowledge: bool, progress: ProgressFn | None
+        self,
+        actor: Actor,
+        wf: Workflow,
+        approver: str,
+        acknowledge: bool,
+        progress: ProgressFn | None,
+        expected_digest: str = "",
+        channel: ApprovalChannel = "mcp",
     ) -> dict[str, Any]:
         async with self._exclusive(wf, "approve"):
             wf = self._load(wf.id)
-            return await self.runner.approve(wf, actor, approver, acknowledge, progress)
+            return await self.runner.approve(
+                wf, actor, approver, acknowledge, progress, expected_digest=expected_digest, channel=channel
+            )
+
+    def pending_gate(self, workflow_id: str) -> dict[str, Any]:
+        """What a person deciding on the gate sees: its message, options and approvals, the steps it
+        releases with their risk tier, what ran before it, and the plan digest."""
+        wf = self._load(workflow_id)
+        if wf.state is not W.AWAITING_APPROVAL or gates.pending_gate(wf) is None:
+            raise StateRefused(
+                f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value})",
+                hint=f"`vmware-pilot status {wf.id}` shows where it stands.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        return gates.gate_view(wf, self.catalog, utcnow())
+
+    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
+        """Cancel a workflow waiting at a gate because a person rejected it (audited ``rejected``)."""
+        wf = self._load_for_gate(workflow_id)
+        if wf.state is not W.AWAITING_APPROVAL:
+            raise StateRefused(
+                f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value}); only a "
+                "gate can be rejected",
+                hint="cancel_workflow (`vmware-pilot cancel`) stops a workflow in any other state.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        if not reason.strip():
+            raise InvalidInput(
+                "A rejection needs a reason; nothing was changed",
+                field="reason",
+                hint="Say why, e.g. --reason 'wrong host'. It is written to the audit trail.",
+            )
+        radius = cancel_blast_radius(wf, self.catalog, acknowledge_unknown_effects=False)
+        self._refuse_unless_clear("reject", wf, radius)
+        who = actor.label if actor.kind == "token" else (rejected_by.strip() or actor.label)
+        out = self.runner.cancel(wf, actor, reason, rejected_by=who)
+        out.update(action="cancelled", rejected_by=who, blast_radius=radius)
+        return out
 
     def _load_for_gate(self, workflow_id: str) -> Workflow:
         try:
@@ -480,6 +553,9 @@ class PilotService:
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
             out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at)} for s in running]
+        reached = gates.gates_status(wf, utcnow())
+        if reached:
+            out["gates"] = reached
         return out
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:

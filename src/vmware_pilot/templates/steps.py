@@ -7,6 +7,7 @@ from typing import Any
 
 from vmware_pilot.catalog.renames import rename_tool
 from vmware_pilot.domain.enums import GATE_ACTION
+from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import StepValidationError
 
@@ -91,6 +92,16 @@ def step_from_dict(raw: Any, index: int) -> Step:
                 field=key,
                 hint=_FIX + f"pass {key} as a JSON object ({{}} for none).",
             )
+    problem = gate_option_problem(raw.get("params") or {}) if is_gate else None
+    if problem is not None:
+        raise StepValidationError(
+            f"Step {index} (approval gate): {problem[1]}",
+            step_index=index,
+            field=f"params.{problem[0]}",
+            hint="Gate options: expires_in_minutes (approve is refused after that long) and "
+            "approvals_required (that many distinct people approve); leave them out for one approval "
+            "with no expiry.",
+        )
     if raw.get("rollback_params") and not raw.get("rollback_tool"):
         raise StepValidationError(
             f"Step {index} has rollback_params but no rollback_tool",

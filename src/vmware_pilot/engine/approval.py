@@ -1,0 +1,154 @@
+"""Approving a gate: plan-bound, expiring, and with a quorum of distinct approvers.
+
+Each approval is checked (``gates.admit``: not expired, plan unchanged since the gate was
+reached or since it was shown, not the same person twice) and recorded in the gate's record with
+the plan digest, and audited. Until the gate has the approvals it requires the workflow keeps
+waiting (audit ``approval_recorded``); the last one releases it (audit ``approved``, naming the
+approver and the digest) and the run continues.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.clock import utcnow
+from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
+from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine import gates
+from vmware_pilot.engine.progress import ProgressFn
+from vmware_pilot.errors import StateRefused
+
+if TYPE_CHECKING:
+    from vmware_pilot.engine.runner import Runner
+
+__all__ = ["approve_gate", "precheck"]
+
+S = StepStatus
+
+
+def _waiting_gate(wf: Workflow) -> Step:
+    if wf.state is not WorkflowState.AWAITING_APPROVAL:
+        raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
+    gate = gates.pending_gate(wf)
+    if gate is None:
+        raise StateRefused(
+            f"Workflow {wf.id} is awaiting approval but has no pending gate",
+            hint="get_workflow_status shows its steps; cancel it and create a new workflow.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+        )
+    return gate
+
+
+def precheck(
+    wf: Workflow, approver: str | None, acknowledge_not_executed: bool, expected_digest: str = ""
+) -> tuple[Step, str, int, int]:
+    """Every refusal approve can give before anything changes, in the reference's order.
+
+    ``approver`` None skips the approver checks (a person has not been asked yet). Returns the
+    pending gate, the plan digest, the approvals so far and the approvals required."""
+    if wf.state is not WorkflowState.AWAITING_APPROVAL:
+        raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
+    if approver is not None and not approver.strip():
+        raise StateRefused(
+            "approver is required for the audit trail. Pass the name of the person who approved.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+        )
+    gate = _waiting_gate(wf)
+    digest, so_far, required = gates.admit(wf, gate, approver or "", utcnow(), expected_digest)
+    unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+    if unrun and not acknowledge_not_executed:
+        labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
+        raise StateRefused(
+            f"Refusing to approve: {labels} before this gate were handed out and Pilot has no record "
+            "that they ran. Call approve again with acknowledge_not_executed=True only if you "
+            "performed them and showed the user their results; otherwise cancel_workflow.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            not_executed_before_gate=[s.ref() for s in unrun],
+        )
+    return gate, digest, so_far, required
+
+
+async def approve_gate(
+    runner: Runner,
+    wf: Workflow,
+    actor: Actor,
+    approver: str,
+    acknowledge_not_executed: bool,
+    progress: ProgressFn | None,
+    expected_digest: str = "",
+    channel: str = "mcp",
+) -> dict[str, Any]:
+    """The engine side of approve (reference §2.7 step 3, plus digest, expiry and quorum)."""
+    who = approver.strip()
+    gate, digest, so_far, required = precheck(wf, approver, acknowledge_not_executed, expected_digest)
+    unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+    if so_far + 1 >= required:
+        refusal = await runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+        if refusal is not None:
+            return refusal
+    gate_index = gate.index
+
+    def change(w: Workflow) -> bool:
+        # Re-checked on the stored record: a concurrent approval may have landed since the load.
+        step = _waiting_gate(w)
+        if step.index != gate_index:
+            raise StateRefused(
+                f"Workflow {w.id} moved on to another gate while this approval was given",
+                hint="get_workflow_status shows the gate it waits at now; approve that one.",
+                workflow_id=w.id,
+                state=w.state.value,
+            )
+        now = utcnow()
+        gates.admit(w, step, who, now, digest)
+        names = gates.record_approval(w, gate_index, who, channel, digest, now)
+        if len(names) < required:
+            w.log(
+                "approval_recorded",
+                f"{who} approved step {gate_index} ({len(names)} of {required} distinct approvals; "
+                f"plan {digest})",
+                actor.label,
+            )
+            return False
+        everyone = ", ".join(names)
+        quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
+        w.approved_by = everyone
+        w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label)
+        acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
+        for index in acknowledged:
+            w.steps[index].status = S.REPORTED_DONE
+            w.steps[index].result = {
+                "reason": f"{who} stated this step was performed outside Pilot; Pilot has no result"
+            }
+        if acknowledged:
+            w.log(
+                "approved_over_unexecuted_steps",
+                f"{who} acknowledged steps {acknowledged} as performed outside Pilot",
+                actor.label,
+            )
+        gate_step = w.steps[gate_index]
+        gate_step.status = S.SUCCESS
+        gate_step.result = {"approved_by": everyone}
+        if required > 1:
+            gate_step.result["approvals"] = names
+        if acknowledged:
+            gate_step.result["acknowledged_not_executed"] = acknowledged
+        gate_step.completed_at = now
+        fire(w, Event.APPROVE)
+        return True
+
+    wf, released = runner.commit(wf, change)
+    if not released:
+        missing = required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
+        out = runner.result(wf, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
+        out.setdefault(
+            "message",
+            f"Approval by {who} recorded; the gate at step {gate_index} needs {missing} more distinct "
+            "approver(s) before the run goes on.",
+        )
+        return out
+    return await runner.run_until_checkpoint(wf, actor, progress)

@@ -1,0 +1,239 @@
+"""Gate records: what a reached approval gate releases, its plan digest, expiry and approvals.
+
+When a run reaches a gate, ``reach`` records in ``wf.extra["gates"]`` the digest of what the gate
+releases (the gate's own params and every step after it up to the next gate: action, skill,
+tool, params with references as written, rollback tool and params, group), when it was
+reached, when it expires and how many distinct approvers it needs. Params are digested with
+secrets masked, as the store keeps them, so the digest computed before a save matches the one
+computed after a reload. ``admit`` is the rule approve applies before recording an approval.
+Everything here is a pure function of the workflow and ``now``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.domain.gate_options import gate_options
+from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.errors import StateRefused
+from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.safety.redaction import redact
+
+__all__ = [
+    "GATES_KEY",
+    "admit",
+    "approver_names",
+    "gate_record",
+    "gate_view",
+    "gates_status",
+    "is_expired",
+    "pending_gate",
+    "plan_digest",
+    "reach",
+    "record_approval",
+    "released_steps",
+]
+
+GATES_KEY: Final = "gates"
+
+
+def pending_gate(wf: Workflow) -> Step | None:
+    """The first gate still pending: the one an ``awaiting_approval`` workflow waits at."""
+    return next((s for s in wf.steps if s.is_gate and s.status is StepStatus.PENDING), None)
+
+
+def released_steps(wf: Workflow, gate_index: int) -> list[Step]:
+    """The steps approving gate ``gate_index`` lets run: those after it, up to the next gate."""
+    out: list[Step] = []
+    for step in wf.steps[gate_index + 1 :]:
+        if step.is_gate:
+            break
+        out.append(step)
+    return out
+
+
+def _canonical(step: Step) -> dict[str, Any]:
+    return {
+        "index": step.index,
+        "action": step.action,
+        "skill": step.skill,
+        "tool": step.tool,
+        "params": redact(step.params),
+        "rollback_tool": step.rollback_tool,
+        "rollback_params": redact(step.rollback_params),
+        "group_id": step.group_id,
+    }
+
+
+def plan_digest(wf: Workflow, gate_index: int) -> str:
+    """``sha256:<hex>`` over the workflow id, the gate and the steps it releases."""
+    body = {
+        "workflow_id": wf.id,
+        "gate": _canonical(wf.steps[gate_index]),
+        "releases": [_canonical(s) for s in released_steps(wf, gate_index)],
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def gate_record(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
+    records = wf.extra.get(GATES_KEY)
+    if not isinstance(records, dict):
+        return None
+    record = records.get(str(gate_index))
+    return record if isinstance(record, dict) else None
+
+
+def reach(wf: Workflow, gate_index: int, now: datetime) -> dict[str, Any]:
+    """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet)."""
+    options = gate_options(wf.steps[gate_index].params)
+    expires = (
+        now + timedelta(minutes=options.expires_in_minutes)
+        if options.expires_in_minutes is not None
+        else None
+    )
+    record: dict[str, Any] = {
+        "index": gate_index,
+        "digest": plan_digest(wf, gate_index),
+        "reached_at": iso(now),
+        "expires_at": iso(expires),
+        "approvals_required": options.approvals_required,
+        "approvals": [],
+    }
+    records = wf.extra.get(GATES_KEY)
+    if not isinstance(records, dict):
+        records = {}
+    records[str(gate_index)] = record
+    wf.extra[GATES_KEY] = records
+    return record
+
+
+def is_expired(record: dict[str, Any] | None, now: datetime) -> bool:
+    expires = from_iso(str(record.get("expires_at") or "")) if record else None
+    return expires is not None and now >= expires
+
+
+def approver_names(record: dict[str, Any] | None) -> list[str]:
+    approvals = record.get("approvals") if record else None
+    if not isinstance(approvals, list):
+        return []
+    return [str(a.get("approver", "")) for a in approvals if isinstance(a, dict)]
+
+
+def _required(wf: Workflow, gate: Step, record: dict[str, Any] | None) -> int:
+    if record is not None and isinstance(record.get("approvals_required"), int):
+        return max(1, int(record["approvals_required"]))
+    return gate_options(gate.params).approvals_required
+
+
+def admit(
+    wf: Workflow, gate: Step, approver: str, now: datetime, expected_digest: str = ""
+) -> tuple[str, int, int]:
+    """Refuse an expired gate, a plan changed since the gate was reached (or since ``expected_digest``
+    was shown) and a second approval by the same person. Returns (digest, approvals so far, required)."""
+    record = gate_record(wf, gate.index)
+    current = plan_digest(wf, gate.index)
+    where = f"workflow '{wf.id}' (gate at step {gate.index})"
+    if is_expired(record, now):
+        raise StateRefused(
+            f"Refusing to approve {where}: the gate expired at {record['expires_at'] if record else ''}; "
+            "an expired approval request cannot be approved",
+            hint=f"Reject it (`vmware-pilot reject {wf.id} --reason ...`) or cancel_workflow, then create "
+            "a new workflow if the change is still wanted.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused="gate_expired",
+            expired_at=record["expires_at"] if record else "",
+        )
+    recorded = str(record.get("digest", "")) if record else current
+    if current != recorded or (expected_digest and expected_digest != current):
+        shown = expected_digest if expected_digest and expected_digest != current else recorded
+        raise StateRefused(
+            f"Refusing to approve {where}: the steps this gate releases changed after they were "
+            f"{'shown for approval' if shown == expected_digest else 'recorded at the gate'} "
+            f"(digest {shown[:19]}… is now {current[:19]}…); nobody approved the plan as it stands",
+            hint="Inspect it with get_workflow_status / `vmware-pilot status`; reject or cancel it and "
+            "create a new workflow for the plan you mean to approve.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused="plan_changed",
+            approved_digest=shown,
+            current_digest=current,
+        )
+    names = approver_names(record)
+    if approver.strip().casefold() in {n.strip().casefold() for n in names}:
+        raise StateRefused(
+            f"Refusing to approve {where}: {approver} already approved this gate; it needs "
+            f"{_required(wf, gate, record)} distinct approvers",
+            hint="Another person has to approve it.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused="same_approver",
+            approvals=names,
+        )
+    return current, len(names), _required(wf, gate, record)
+
+
+def record_approval(
+    wf: Workflow, gate_index: int, approver: str, channel: str, digest: str, now: datetime
+) -> list[str]:
+    """Append one approval to the gate's record (created if missing); the approvers so far."""
+    record = gate_record(wf, gate_index) or reach(wf, gate_index, now)
+    approvals = record.setdefault("approvals", [])
+    approvals.append({"approver": approver, "at": iso(now), "channel": channel, "digest": digest})
+    return approver_names(record)
+
+
+def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
+    record = gate_record(wf, gate.index)
+    names = approver_names(record)
+    required = _required(wf, gate, record)
+    return {
+        "index": gate.index,
+        "status": gate.status.value,
+        "message": str(gate.params.get("message", "")),
+        "digest": str(record.get("digest", "")) if record else "",
+        "reached_at": str(record.get("reached_at", "")) if record else "",
+        "expires_at": str(record.get("expires_at", "")) if record else "",
+        "expired": gate.status is StepStatus.PENDING and is_expired(record, now),
+        "approvals_required": required,
+        "approvals": list(record.get("approvals", [])) if record else [],
+        "approvals_missing": max(0, required - len(names)) if gate.status is StepStatus.PENDING else 0,
+    }
+
+
+def gates_status(wf: Workflow, now: datetime) -> list[dict[str, Any]]:
+    """Every gate the runs reached, for get_workflow_status (``expired`` computed at ``now``)."""
+    return [_view_of(wf, s, now) for s in wf.steps if s.is_gate and gate_record(wf, s.index) is not None]
+
+
+def gate_view(wf: Workflow, catalog: Catalog, now: datetime) -> dict[str, Any]:
+    """What a person deciding on the pending gate is shown (empty ``gate`` when none is pending)."""
+    gate = pending_gate(wf)
+    out: dict[str, Any] = {"workflow_id": wf.id, "workflow_type": wf.workflow_type, "state": wf.state.value}
+    if gate is None:
+        return {**out, "gate": {}, "releases": [], "already_ran": [], "not_executed_before_gate": []}
+    view = _view_of(wf, gate, now)
+    current = plan_digest(wf, gate.index)
+    view["plan_changed"] = bool(view["digest"]) and view["digest"] != current
+    view["digest"] = view["digest"] or current
+    releases = []
+    for step in released_steps(wf, gate.index):
+        tier, reason = classify_step(step, catalog)
+        releases.append(
+            {**step.ref(), "tier": tier.value, "why": reason, "rollback_tool": step.rollback_tool}
+        )
+    before = wf.steps[: gate.index]
+    return {
+        **out,
+        "gate": view,
+        "releases": releases,
+        "already_ran": [{**s.ref(), "status": s.status.value} for s in before if not s.is_gate],
+        "not_executed_before_gate": [s.ref() for s in before if s.status is StepStatus.NOT_EXECUTED],
+    }

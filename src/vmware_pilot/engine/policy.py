@@ -1,0 +1,125 @@
+"""Who may approve through which door: the ``approvals`` setting and the human's answer.
+
+``agent`` (the reference's behaviour): the MCP approve tool records the approver the agent names.
+``elicit``: the MCP approve tool asks the person at the client through an MCP elicitation form
+and records *their* answer; a client that cannot show forms is refused. ``human``: the MCP
+approve tool always refuses; only `vmware-pilot approve` (the operator CLI, channel ``cli``)
+approves. The CLI is always a door: the person at the terminal approves as themselves.
+The server supplies the form as an ``AskHuman`` callable, so the engine needs no SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.errors import StateRefused
+
+__all__ = [
+    "ApprovalChannel",
+    "ApprovalPolicy",
+    "AskHuman",
+    "HumanAnswer",
+    "declined",
+    "describe_gate",
+    "require_door",
+]
+
+ApprovalPolicy = Literal["agent", "elicit", "human"]
+# mcp: the approve tool with the agent's approver; elicit: the tool, answered by the person in
+# a form; cli: the operator CLI run by the person.
+ApprovalChannel = Literal["mcp", "elicit", "cli"]
+
+
+@dataclass(frozen=True, slots=True)
+class HumanAnswer:
+    """The person's decision: ``approve``, ``reject`` (cancels, needs a reason) or ``decline``."""
+
+    decision: Literal["approve", "reject", "decline"]
+    approver: str = ""
+    reason: str = ""
+
+
+# Shows the gate view (``PilotService.pending_gate``) to a person and returns their answer.
+AskHuman = Callable[[Mapping[str, Any]], Awaitable[HumanAnswer]]
+
+
+def _cli(wf: Workflow) -> str:
+    return f"vmware-pilot approve {wf.id}"
+
+
+def require_door(policy: ApprovalPolicy, wf: Workflow, ask: AskHuman | None) -> AskHuman | None:
+    """For the MCP approve tool: refuse what ``policy`` forbids; the form to show (None: agent policy)."""
+    if policy == "agent":
+        return None
+    if policy == "human":
+        raise StateRefused(
+            f"Refusing to approve workflow '{wf.id}' from an MCP client: this Pilot takes approvals only "
+            "from a person at the operator CLI (approvals policy 'human')",
+            hint=f"Ask the user to run `{_cli(wf)}` on the Pilot host: it shows the gate and what it "
+            f"releases and asks them to confirm. `vmware-pilot reject {wf.id} --reason ...` rejects it.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused="human_approval_required",
+            approve_command=_cli(wf),
+        )
+    if ask is None:
+        raise StateRefused(
+            f"Refusing to approve workflow '{wf.id}': this Pilot asks the person directly through an MCP "
+            "form (approvals policy 'elicit'), and this MCP client cannot show forms (no elicitation "
+            "capability)",
+            hint=f"Ask the user to run `{_cli(wf)}` on the Pilot host, or use an MCP client that supports "
+            "elicitation.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused="elicitation_unsupported",
+            approve_command=_cli(wf),
+        )
+    return ask
+
+
+def declined(wf: Workflow, answer: HumanAnswer) -> StateRefused:
+    """The refusal when the person did not approve: the gate keeps waiting."""
+    why = (
+        "chose reject but gave no reason (a rejection needs one)"
+        if answer.decision == "reject"
+        else "declined to approve"
+    )
+    return StateRefused(
+        f"Not approved: the person {why}. Workflow '{wf.id}' keeps waiting at its gate; nothing changed",
+        hint="Ask the user what should change. Call approve again when they are ready, or "
+        "cancel_workflow if they do not want it.",
+        workflow_id=wf.id,
+        state=wf.state.value,
+        refused="declined",
+    )
+
+
+def describe_gate(view: Mapping[str, Any]) -> str:
+    """The gate view as plain text: what a person reads before deciding."""
+    gate: Mapping[str, Any] = view.get("gate") or {}
+    lines = [
+        f"Approve the gate at step {gate.get('index')} of workflow {view.get('workflow_id')} "
+        f"({view.get('workflow_type')})?",
+        f"Gate message: {gate.get('message') or '(none)'}",
+        "It releases:",
+    ]
+    releases = view.get("releases") or []
+    lines += [
+        f"  step {r['index']}: {r['skill']}.{r['tool']} [{r['tier']}]"
+        + (f" (undo: {r['rollback_tool']})" if r.get("rollback_tool") else "")
+        for r in releases
+    ] or ["  (no steps: approving finishes this part of the workflow)"]
+    ran = view.get("already_ran") or []
+    if ran:
+        lines.append("Before it: " + ", ".join(f"step {s['index']} {s['tool']} ({s['status']})" for s in ran))
+    required = int(gate.get("approvals_required") or 1)
+    if required > 1:
+        names = ", ".join(a.get("approver", "") for a in gate.get("approvals") or []) or "none yet"
+        lines.append(f"Approvals: {required} distinct people required; so far: {names}")
+    if gate.get("expires_at"):
+        lines.append(f"Expires at: {gate['expires_at']}")
+    lines.append(f"Plan digest: {gate.get('digest', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""Plan-bound, expiring and quorum gates through PilotService (and the pure gate rules)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.clock import from_iso, utcnow
+from vmware_pilot.engine import gates
+from vmware_pilot.errors import InvalidInput, StateRefused, StepValidationError
+
+
+def gate(**options: Any) -> dict[str, Any]:
+    return {
+        "action": "require_approval",
+        "skill": "pilot",
+        "tool": "approve",
+        "params": {"message": "Power off web-01?", **options},
+    }
+
+
+OFF = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "web-01", "vc_password": "hunter2"},
+    "rollback_tool": "power_on_vm",
+    "rollback_params": {"vm_name": "__from_step_1__:name"},
+}
+
+
+async def at_gate(app: PilotApp, actor: Actor, **options: Any) -> str:
+    out = app.service.create_workflow(actor, "off-web", "power off web-01", [gate(**options), OFF])
+    wid: str = out["workflow_id"]
+    run = await app.service.run_workflow(actor, wid)
+    assert run["outcome"] == "awaiting_approval"
+    return wid
+
+
+def audit(app: PilotApp, wid: str) -> list[tuple[str, str]]:
+    return [(e["action"], e["detail"]) for e in app.service.get_workflow_status(wid)["audit_log"]]
+
+
+async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor)
+    status = app.service.get_workflow_status(wid)
+    (record,) = status["gates"]
+    wf = app.store.load(wid)
+    assert record["digest"] == gates.plan_digest(wf, 0)
+    assert record["digest"].startswith("sha256:") and len(record["digest"]) == 7 + 64
+    assert record["approvals_required"] == 1 and record["approvals"] == []
+    assert record["expires_at"] == "" and record["expired"] is False
+    assert any(a == "awaiting_approval" and record["digest"] in d for a, d in audit(app, wid))
+
+
+def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: PilotApp, actor: Actor) -> None:
+    out = app.service.create_workflow(actor, "off-web", "d", [gate(), OFF])
+    wf = app.store.load(out["workflow_id"])
+    base = gates.plan_digest(wf, 0)
+    wf.steps[1].params["vc_password"] = "another-secret"  # masked either way: same digest
+    assert gates.plan_digest(wf, 0) == base
+    changes: list[Any] = [
+        lambda w: w.steps[1].params.__setitem__("vm_name", "db-01"),
+        lambda w: setattr(w.steps[1], "tool", "delete_vm"),
+        lambda w: setattr(w.steps[1], "rollback_tool", ""),
+        lambda w: w.steps[1].rollback_params.__setitem__("vm_name", "__from_step_0__"),
+        lambda w: w.steps[0].params.__setitem__("approvals_required", 1),
+    ]
+    for change in changes:
+        fresh = app.store.load(out["workflow_id"])
+        change(fresh)
+        assert gates.plan_digest(fresh, 0) != base
+
+
+async def test_approve_refuses_when_the_released_plan_changed_after_the_gate(
+    app: PilotApp, actor: Actor
+) -> None:
+    wid = await at_gate(app, actor)
+    # Nothing in Pilot edits a workflow waiting at a gate; another writer of the database can.
+    wf = app.store.load(wid)
+    wf.steps[1].params["vm_name"] = "db-01"
+    app.store.save(wf)
+    with pytest.raises(StateRefused) as info:
+        await app.service.approve(actor, wid, approver="alice")
+    payload = info.value.payload()
+    assert payload["refused"] == "plan_changed"
+    assert payload["current_digest"] != payload["approved_digest"]
+    assert app.service.get_workflow_status(wid)["state"] == "awaiting_approval"
+    assert "approved" not in [a for a, _ in audit(app, wid)]
+
+
+async def test_approve_refuses_a_digest_other_than_the_one_shown(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor)
+    with pytest.raises(StateRefused) as info:
+        await app.service.approve(actor, wid, approver="alice", expected_digest="sha256:" + "0" * 64)
+    assert info.value.payload()["refused"] == "plan_changed"
+    shown = app.service.pending_gate(wid)["gate"]["digest"]
+    out = await app.service.approve(actor, wid, approver="alice", expected_digest=shown)
+    assert out["steps"][0]["status"] == "success"
+
+
+async def test_approval_is_audited_with_approver_and_digest(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor)
+    digest = app.service.pending_gate(wid)["gate"]["digest"]
+    await app.service.approve(actor, wid, approver="alice")
+    approved = [d for a, d in audit(app, wid) if a == "approved"]
+    assert len(approved) == 1 and "alice" in approved[0] and digest in approved[0]
+    (record,) = app.service.get_workflow_status(wid)["gates"]
+    assert [(a["approver"], a["digest"]) for a in record["approvals"]] == [("alice", digest)]
+
+
+async def test_an_expired_gate_refuses_approval_but_can_be_rejected(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor, expires_in_minutes=0.001)  # 60 ms
+    (record,) = app.service.get_workflow_status(wid)["gates"]
+    reached, expires = from_iso(record["reached_at"]), from_iso(record["expires_at"])
+    assert reached is not None and expires is not None
+    assert expires - reached == timedelta(milliseconds=60)
+    await asyncio.sleep(0.1)
+    assert app.service.get_workflow_status(wid)["gates"][0]["expired"] is True
+    with pytest.raises(StateRefused) as info:
+        await app.service.approve(actor, wid, approver="alice")
+    assert info.value.payload()["refused"] == "gate_expired"
+    out = app.service.reject(actor, wid, "too late", rejected_by="alice")
+    assert (out["state"], out["outcome"], out["action"]) == ("cancelled", "cancelled", "cancelled")
+    assert ("rejected", "alice rejected the gate at step 0: too late") in audit(app, wid)
+
+
+async def test_a_gate_not_yet_expired_approves(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor, expires_in_minutes=30)
+    expires = from_iso(app.service.get_workflow_status(wid)["gates"][0]["expires_at"])
+    assert expires is not None and expires > utcnow() + timedelta(minutes=29)
+    out = await app.service.approve(actor, wid, approver="alice")
+    assert out["steps"][0]["status"] == "success"
+
+
+async def test_a_quorum_gate_waits_for_distinct_approvers(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor, approvals_required=2)
+    first = await app.service.approve(actor, wid, approver="alice")
+    assert (first["outcome"], first["state"], first["approvals_missing"]) == (
+        "awaiting_approval",
+        "awaiting_approval",
+        1,
+    )
+    assert first["steps"][0]["status"] == "pending"
+    with pytest.raises(StateRefused) as info:
+        await app.service.approve(actor, wid, approver=" Alice ")
+    assert info.value.payload()["refused"] == "same_approver"
+    second = await app.service.approve(actor, wid, approver="bob")
+    assert second["outcome"] == "dispatch_required"
+    assert second["steps"][0]["result"] == {"approved_by": "alice, bob", "approvals": ["alice", "bob"]}
+    assert second["approved_by"] == "alice, bob"
+    actions = [a for a, _ in audit(app, wid)]
+    assert actions.count("approval_recorded") == 1 and actions.count("approved") == 1
+
+
+async def test_reject_needs_a_reason_and_a_waiting_gate(app: PilotApp, actor: Actor) -> None:
+    wid = await at_gate(app, actor)
+    with pytest.raises(InvalidInput):
+        app.service.reject(actor, wid, "  ")
+    assert app.service.get_workflow_status(wid)["state"] == "awaiting_approval"
+    app.service.reject(actor, wid, "wrong vm")
+    with pytest.raises(StateRefused):
+        app.service.reject(actor, wid, "again")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"expires_in_minutes": 0}, "params.expires_in_minutes"),
+        ({"expires_in_minutes": "soon"}, "params.expires_in_minutes"),
+        ({"expires_in_minutes": True}, "params.expires_in_minutes"),
+        ({"approvals_required": 0}, "params.approvals_required"),
+        ({"approvals_required": 1.5}, "params.approvals_required"),
+        ({"approvals_required": 99}, "params.approvals_required"),
+    ],
+)
+def test_unusable_gate_options_are_refused_naming_the_field(
+    app: PilotApp, actor: Actor, options: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(StepValidationError) as info:
+        app.service.create_workflow(actor, "bad-gate", "d", [gate(**options), OFF])
+    assert info.value.payload()["field_name"] == field
+    assert info.value.hint
+
+
+def test_gates_with_options_still_count_as_gates_in_review(app: PilotApp, actor: Actor) -> None:
+    steps = [gate(expires_in_minutes=15, approvals_required=2), OFF]
+    wid = app.service.create_workflow(actor, "off-web", "d", steps)["workflow_id"]
+    review = app.service.review_workflow(wid)
+    assert review["summary"]["approval_gates"] == 1
+    assert not [f for f in review["findings"] if f["kind"].startswith("ungated")]
