@@ -92,8 +92,12 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
     with pytest.raises(StateRefused) as info:
         await dapp.service.rollback(actor, wid, confirm=True)
     assert info.value.payload()["blast_radius"]["unknown_effects"][0]["index"] == 1
+    preview = await dapp.service.rollback(actor, wid, acknowledge_unknown_effects=True)
+    assert preview["blast_radius"]["would_roll_back"][0]["effect_unknown"] is True
     done = await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     assert done["action"] == "rolled_back"
+    assert dispatcher.calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"}), "undo attempted"
+    assert done["steps"][1]["status"] == "rolled_back"
 
 
 async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(

@@ -34,7 +34,7 @@ from vmware_pilot.errors import (
     PilotError,
     SecretUnavailable,
 )
-from vmware_pilot.safety.blast import leaves_behind
+from vmware_pilot.safety.blast import leaves_behind, undo_candidates
 from vmware_pilot.safety.classify import is_catalog_read
 from vmware_pilot.store.protocol import Store
 
@@ -400,8 +400,12 @@ class Runner:
         )
 
     # --- rollback and cancel ----------------------------------------------------------------
-    async def rollback(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
-        """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest."""
+    async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> dict[str, Any]:
+        """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest.
+
+        ``include_unknown`` (the caller acknowledged unknown effects) also attempts the undo of
+        steps whose effect is unknown.
+        """
 
         def start(w: Workflow) -> None:
             fire(w, Event.START_ROLLBACK)
@@ -420,10 +424,10 @@ class Runner:
                     )
 
         wf, _ = self.commit(wf, start)
-        for index in [s.index for s in reversed(wf.steps) if s.status is S.SUCCESS]:
+        for index in [s.index for s in undo_candidates(wf, include_unknown=include_unknown)]:
             step = wf.steps[index]
             if not step.rollback_tool:
-                if step.is_gate or is_catalog_read(step, self.catalog):
+                if step.is_gate or (step.status is S.SUCCESS and is_catalog_read(step, self.catalog)):
                     continue
                 entry = {
                     "step": index,

@@ -396,7 +396,7 @@ class PilotService:
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
             precheck(wf, None, acknowledge_not_executed)  # refuse before bothering the person
-            view = self.pending_gate(wf.id)
+            view = {**self.pending_gate(wf.id), "default_approver": actor.label}
             answer = await form(view)
             if answer.decision == "reject" and answer.reason.strip():
                 return self.reject(actor, wf.id, answer.reason, rejected_by=answer.approver)
@@ -506,14 +506,14 @@ class PilotService:
                 "confirm=True only after their explicit decision.",
             }
         self._refuse_unless_clear("roll back", wf, radius)
-        out = await self._detached(self._rollback(actor, wf))
+        out = await self._detached(self._rollback(actor, wf, acknowledge_unknown_effects))
         out["action"] = "rollback_incomplete" if out.get("outcome") == "failed" else "rolled_back"
         out["blast_radius"] = radius
         return out
 
-    async def _rollback(self, actor: Actor, wf: Workflow) -> dict[str, Any]:
+    async def _rollback(self, actor: Actor, wf: Workflow, include_unknown: bool) -> dict[str, Any]:
         async with self._exclusive(wf, "roll back"):
-            return await self.runner.rollback(self._load(wf.id), actor)
+            return await self.runner.rollback(self._load(wf.id), actor, include_unknown)
 
     async def cancel_workflow(
         self,

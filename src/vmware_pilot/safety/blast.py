@@ -31,6 +31,7 @@ __all__ = [
     "cancel_blast_radius",
     "leaves_behind",
     "rollback_blast_radius",
+    "undo_candidates",
 ]
 
 CAP: Final = 16
@@ -160,6 +161,13 @@ def _refs(steps: Sequence[Step], keep: Callable[[Step], bool]) -> list[dict[str,
     return [s.ref() for s in steps if keep(s)]
 
 
+def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
+    """Steps a rollback visits, last first: Pilot's successes and, once the caller acknowledged
+    unknown effects, the steps whose effect is unknown (their undo is attempted best-effort)."""
+    wanted = {StepStatus.SUCCESS.value} | (_UNKNOWN_EFFECT if include_unknown else set())
+    return [s for s in reversed(wf.steps) if _status(s) in wanted]
+
+
 def rollback_blast_radius(
     wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
 ) -> dict[str, Any]:
@@ -172,7 +180,15 @@ def rollback_blast_radius(
         and not s.is_gate
         and not (is_catalog_read(s, catalog) and not s.rollback_tool)
     ]
-    _capped(out, "would_roll_back", [_undo_entry(s) for s in reversed(done) if s.rollback_tool])
+    undo = [s for s in undo_candidates(wf, include_unknown=acknowledge_unknown_effects) if s.rollback_tool]
+    _capped(
+        out,
+        "would_roll_back",
+        [
+            {**_undo_entry(s), "effect_unknown": True} if _status(s) in _UNKNOWN_EFFECT else _undo_entry(s)
+            for s in undo
+        ],
+    )
     left = [s.ref() for s in done if not s.rollback_tool]
     _capped(out, "left_in_place", left)
     out["left_in_place_note"] = LEFT_IN_PLACE_NOTE if left else ""

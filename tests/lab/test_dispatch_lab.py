@@ -1,0 +1,232 @@
+"""Dispatch on the lab: a real `vmware-pilot mcp --dispatch` runs steps in the real companion
+skills (vmware-monitor, vmware-aiops from PyPI) against govmomi's vCenter simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import McpError
+
+from tests.lab.harness import TARGET, Lab, power_state
+from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
+
+pytestmark = pytest.mark.lab
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Proceed?"}}
+
+
+def read(tool: str, **params: Any) -> dict[str, Any]:
+    return {"action": tool, "skill": "monitor", "tool": tool, "params": {"target": TARGET, **params}}
+
+
+def power_off(vm: str) -> dict[str, Any]:
+    return {
+        "action": f"power_off_{vm}",
+        "skill": "aiops",
+        "tool": "power_off_vm",
+        "params": {"vm_name": vm, "force": True, "confirm": True, "target": TARGET},
+        "rollback_tool": "power_on_vm",
+        "rollback_params": {"vm_name": vm, "target": TARGET},
+    }
+
+
+@asynccontextmanager
+async def pilot(lab: Lab, home: Path, **settings: str) -> AsyncIterator[PilotClient]:
+    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_DISPATCH": "stdio", **settings}
+    command, args = server_command()
+    with (home.parent / f"{home.name}-pilot.log").open("a") as errlog:
+        async with connect_stdio(command, args, env=env, errlog=errlog) as client:
+            yield client
+
+
+async def create(client: PilotClient, steps: list[dict[str, Any]]) -> str:
+    reply = await client.call("create_workflow", {"name": "lab-ops", "description": "lab", "steps": steps})
+    assert not reply.is_error, reply.payload
+    wid: str = reply.payload["workflow_id"]
+    return wid
+
+
+async def ensure_on(lab: Lab, vm: str) -> None:
+    from tests.lab.harness import call_companion
+
+    if await power_state(lab, vm) != "poweredOn":
+        answer = await call_companion(lab, "aiops", "power_on_vm", {"vm_name": vm, "target": TARGET})
+        assert not answer.is_error, answer.text
+
+
+def companion_children(skill: str) -> list[int]:
+    """Pids of `vmware-<skill>-mcp` processes whose parent is a vmware-pilot server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parent = (Path("/proc") / str(ppid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if f"vmware-{skill}-mcp" in cmd and ("vmware-pilot" in parent or "vmware_pilot" in parent):
+            found.append(int(entry.name))
+    return found
+
+
+async def test_reads_gate_approve_power_off_completes(lab: Lab, tmp_path: Path) -> None:
+    vm = "DC0_H0_VM0"
+    await ensure_on(lab, vm)
+    async with pilot(lab, tmp_path / "pilot") as client:
+        wid = await create(client, [read("get_vm_info", vm_name=vm), read("get_alarms"), GATE, power_off(vm)])
+        run = await client.call("run_workflow", {"workflow_id": wid})
+        assert run.payload["outcome"] == "awaiting_approval", run.payload
+        assert [s["status"] for s in run.payload["steps"][:2]] == ["success", "success"]
+        assert run.payload["steps"][0]["result"]["power_state"] == "poweredOn"
+        assert "pending_dispatch" not in run.payload
+
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, total, message))
+
+        result = await client.session.call_tool(
+            "approve", {"workflow_id": wid, "approver": "alice"}, progress_callback=on_progress
+        )
+        assert not result.isError
+        done = result.structuredContent
+        assert done is not None and done["outcome"] == "completed" and done["state"] == "completed", done
+        assert done["steps"][3]["result"]["action"] == "powered_off"
+        assert any("power_off_vm" in (m or "") for _, _, m in progress), progress
+    assert await power_state(lab, vm) == "poweredOff"
+
+
+async def test_failure_after_a_change_rolls_back_and_restores_the_vm(lab: Lab, tmp_path: Path) -> None:
+    vm = "DC0_H0_VM1"
+    await ensure_on(lab, vm)
+    broken = {
+        "action": "bad",
+        "skill": "aiops",
+        "tool": "power_off_vm",
+        "params": {"vm_name": "no-such-vm", "force": True, "confirm": True, "target": TARGET},
+    }
+    async with pilot(lab, tmp_path / "pilot") as client:
+        wid = await create(client, [GATE, power_off(vm), broken, read("get_alarms")])
+        await client.call("run_workflow", {"workflow_id": wid})
+        failed = await client.call("approve", {"workflow_id": wid, "approver": "alice"})
+        assert failed.is_error and failed.payload["outcome"] == "failed"
+        assert [s["status"] for s in failed.payload["steps"]] == ["success", "success", "failed", "skipped"]
+        assert await power_state(lab, vm) == "poweredOff"
+
+        preview = await client.call("rollback", {"workflow_id": wid})
+        assert not preview.is_error and preview.payload["action"] == "preview"
+        assert [e["index"] for e in preview.payload["blast_radius"]["would_roll_back"]] == [1]
+        assert await power_state(lab, vm) == "poweredOff", "a preview changes nothing"
+
+        done = await client.call("rollback", {"workflow_id": wid, "confirm": True})
+        assert not done.is_error, done.payload
+        assert done.payload["action"] == "rolled_back"
+        assert done.payload["steps"][1]["status"] == "rolled_back"
+    assert await power_state(lab, vm) == "poweredOn"
+
+
+async def test_companion_killed_mid_call_interrupts_and_blocks_rollback(lab: Lab, tmp_path: Path) -> None:
+    vm = "DC0_C0_RP0_VM0"
+    await ensure_on(lab, vm)
+    lab.set_delay("PowerOffVM_Task", 8000)
+    try:
+        async with pilot(lab, tmp_path / "pilot") as client:
+            wid = await create(client, [GATE, power_off(vm), read("get_alarms")])
+            await client.call("run_workflow", {"workflow_id": wid})
+            approve = asyncio.create_task(client.call("approve", {"workflow_id": wid, "approver": "alice"}))
+            victims: list[int] = []
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                status = await client.call("get_workflow_status", {"workflow_id": wid})
+                victims = companion_children("aiops")
+                if status.payload.get("in_flight") and victims:
+                    break
+            assert status.payload["in_flight"][0]["index"] == 1, "status shows the step in flight"
+            assert victims, "the aiops server Pilot started was not found"
+            # Let the server finish its handshake and send PowerOffVM_Task, held 8 s by the simulator.
+            await asyncio.sleep(3)
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            reply = await approve
+            assert reply.payload["outcome"] == "failed"
+            assert reply.payload["steps"][1]["status"] == "interrupted"
+            assert "UNKNOWN" in reply.payload["steps"][1]["result"]["error"]
+
+            # The operator checks the target system: the abandoned power-off did land.
+            for _ in range(150):
+                if await power_state(lab, vm) == "poweredOff":
+                    break
+                await asyncio.sleep(0.1)
+            assert await power_state(lab, vm) == "poweredOff"
+            refused = await client.call("rollback", {"workflow_id": wid, "confirm": True})
+            assert refused.is_error
+            assert refused.payload["blast_radius"]["unknown_effects"][0]["index"] == 1
+            done = await client.call(
+                "rollback", {"workflow_id": wid, "confirm": True, "acknowledge_unknown_effects": True}
+            )
+            assert not done.is_error, done.payload
+            assert done.payload["action"] == "rolled_back"
+    finally:
+        lab.set_delay("PowerOffVM_Task", 0)
+    assert await power_state(lab, vm) == "poweredOn"
+
+
+async def test_four_read_group_runs_concurrently(lab: Lab, tmp_path: Path) -> None:
+    group = [
+        {**read("list_virtual_machines"), "group_id": "g"},
+        {**read("list_esxi_hosts"), "group_id": "g"},
+        {**read("get_alarms"), "group_id": "g"},
+        {**read("get_vm_info", vm_name="DC0_H0_VM1"), "group_id": "g"},
+    ]
+    async with pilot(lab, tmp_path / "pilot") as client:
+        wid = await create(client, group)
+        reply = await client.call("run_workflow", {"workflow_id": wid})
+        assert reply.payload["outcome"] == "completed", reply.payload
+        steps = reply.payload["steps"]
+        assert all(s["status"] == "success" for s in steps)
+        vm_names = (
+            {v.get("name") for v in steps[0]["result"]} if isinstance(steps[0]["result"], list) else set()
+        )
+        assert "DC0_H0_VM0" in vm_names or "DC0_H0_VM0" in str(steps[0]["result"])
+        starts = sorted(s["started_at"] for s in steps)
+        ends = sorted(s["completed_at"] for s in steps)
+        assert starts[-1] < ends[0], "every member started before any finished"
+
+
+async def test_run_goes_on_when_the_client_gives_up_waiting(lab: Lab, tmp_path: Path) -> None:
+    vm = "DC0_C0_RP0_VM1"
+    await ensure_on(lab, vm)
+    lab.set_delay("PowerOffVM_Task", 2500)
+    try:
+        async with pilot(lab, tmp_path / "pilot") as client:
+            wid = await create(client, [GATE, power_off(vm)])
+            await client.call("run_workflow", {"workflow_id": wid})
+            with pytest.raises(McpError):
+                await client.session.call_tool(
+                    "approve",
+                    {"workflow_id": wid, "approver": "alice"},
+                    read_timeout_seconds=timedelta(seconds=0.5),
+                )
+            racing = await client.call("approve", {"workflow_id": wid, "approver": "bob"})
+            assert racing.is_error and "running" in racing.payload["error"]
+            state = ""
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                state = (await client.call("get_workflow_status", {"workflow_id": wid})).payload["state"]
+                if state == "completed":
+                    break
+            assert state == "completed"
+    finally:
+        lab.set_delay("PowerOffVM_Task", 0)
+    assert await power_state(lab, vm) == "poweredOff"
+    await ensure_on(lab, vm)
