@@ -10,11 +10,11 @@ from vmware_pilot.cli.main import app
 runner = CliRunner()
 
 
-def test_mcp_refuses_a_network_transport_with_a_hint() -> None:
-    result = runner.invoke(app, ["mcp", "--transport", "http"])
+def test_mcp_refuses_an_unknown_transport_with_a_hint() -> None:
+    result = runner.invoke(app, ["mcp", "--transport", "sse"])
     assert result.exit_code == 2
-    assert "transport 'http' is not available" in result.output
-    assert "--transport stdio" in result.output
+    assert "transport 'sse' is not available" in result.output
+    assert "--transport stdio" in result.output and "https" in result.output
 
 
 @pytest.mark.parametrize("value", ["http", "yes", "stdio2"])

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vmware_pilot import __version__
-from vmware_pilot.cli import audit, catalog, demo, serve
+from vmware_pilot.cli import audit, catalog, demo, serve, tokens
 
 __all__ = ["app", "main", "mcp_main"]
 
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 app.add_typer(audit.app, name="audit")
 app.add_typer(catalog.app, name="catalog")
+app.add_typer(tokens.app, name="token")
 app.command(name="mcp")(serve.mcp)
 app.command(name="demo")(demo.demo)
 

@@ -1,4 +1,4 @@
-"""`vmware-pilot mcp`: serve the 13 tools to an MCP client over stdio.
+"""`vmware-pilot mcp`: serve the 13 tools to an MCP client over stdio (or HTTPS: cli/network.py).
 
 Settings are read once, the app is built once, the caller is the OS user; the log goes to
 stderr only, because stdout carries the protocol.
@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["configure_logging", "mcp"]
 
-_TRANSPORTS = ("stdio",)
+_TRANSPORTS = ("stdio", "https", "http")
 
 
 def configure_logging(level: str) -> None:
@@ -58,7 +59,11 @@ async def _serve(app: PilotApp, actor: Actor) -> None:
 
 def mcp(
     transport: Annotated[
-        str, typer.Option(help="How clients connect. Only 'stdio' is available in this version.")
+        str,
+        typer.Option(
+            help="stdio (the MCP client starts this command), https, or http (loopback only, for a "
+            "TLS-terminating proxy). Network transports need a token: `vmware-pilot token create`."
+        ),
     ] = "stdio",
     dispatch: Annotated[
         bool,
@@ -67,13 +72,24 @@ def mcp(
             help="Let Pilot run each step in that skill's own MCP server instead of handing it back.",
         ),
     ] = False,
+    host: Annotated[str, typer.Option(help="https/http: address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="https/http: port to listen on (0 picks a free one).")] = 8443,
+    cert: Annotated[Path | None, typer.Option(help="https: PEM certificate file.")] = None,
+    key: Annotated[Path | None, typer.Option(help="https: PEM private key file.")] = None,
+    public_name: Annotated[
+        str, typer.Option(help="https/http: comma-separated names clients use (checked in Host and Origin).")
+    ] = "",
 ) -> None:
-    """Serve the MCP tools on stdio (configure this command in your MCP client)."""
-    if transport.strip().lower() not in _TRANSPORTS:
+    """Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS."""
+    kind = transport.strip().lower()
+    if kind not in _TRANSPORTS:
         raise _fail(
             f"transport {transport!r} is not available",
-            "Use --transport stdio (the default) and let the MCP client start this command.",
+            "Use --transport stdio (the default; the MCP client starts this command), https or http.",
         )
+    from vmware_pilot.cli.network import http_options, serve_network
+
+    network = http_options(kind, host, port, cert, key, public_name)
     try:
         settings = Settings()
         if dispatch:
@@ -81,6 +97,9 @@ def mcp(
         configure_logging(settings.log_level)
     except (ValidationError, ValueError) as exc:
         raise _fail(f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables.") from None
+    if network is not None:
+        serve_network(settings, network)
+        return
     from vmware_pilot.app import build_app
 
     try:

@@ -40,6 +40,13 @@ _APPROVE_HINT = (
 )
 
 
+class _HiddenToolNotice(logging.Filter):
+    """Drop the SDK's warning that a called tool was not in the (role-filtered) tools/list."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Tool '%s' not listed")
+
+
 class PilotFastMCP(FastMCP[Any]):
     """FastMCP whose tool list and tool calls are filtered by the caller's role."""
 
@@ -55,6 +62,10 @@ class PilotFastMCP(FastMCP[Any]):
         self._role_of = role_of
         self._load_workflow = load_workflow
         super().__init__(*args, **kwargs)
+        if role_of is not None:
+            lowlevel = logging.getLogger("mcp.server.lowlevel.server")
+            if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
+                lowlevel.addFilter(_HiddenToolNotice())
 
     def _role(self) -> tuple[Actor, Role]:
         assert self._role_of is not None

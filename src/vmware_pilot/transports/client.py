@@ -1,12 +1,14 @@
 """A small MCP client for Pilot's own tools (demo, benchmarks): start `vmware-pilot mcp`, call tools.
 
-It talks to the server exactly as an MCP client would: a subprocess over stdio, one session.
+It talks to the server exactly as an MCP client would: a subprocess over stdio, or streamable
+HTTP(S) with a bearer token; one session each.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -14,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-__all__ = ["PilotClient", "ToolReply", "connect_stdio", "server_command"]
+__all__ = ["PilotClient", "ToolReply", "connect_http", "connect_stdio", "server_command"]
 
 
 @dataclass(frozen=True)
@@ -70,5 +74,25 @@ async def connect_stdio(
     """Start the server subprocess, initialize a session; stop the process on exit."""
     params = StdioServerParameters(command=command, args=args, env={**os.environ, **(env or {})})
     async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+
+
+@asynccontextmanager
+async def connect_http(
+    url: str,
+    token: str,
+    *,
+    verify: ssl.SSLContext | bool = True,
+    headers: Mapping[str, str] | None = None,
+) -> AsyncIterator[PilotClient]:
+    """Open a session to ``url`` (``…/mcp``) sending ``token`` as the bearer; closes it on exit."""
+    all_headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
+    timeout = httpx.Timeout(30.0, read=300.0)
+    async with (
+        httpx.AsyncClient(headers=all_headers, verify=verify, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
         init = await session.initialize()
         yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)

@@ -1,0 +1,114 @@
+"""`vmware-pilot mcp --transport https|http`: check the options and tokens, then serve over HTTP.
+
+Refusals before serving exit 2 (bad options, no usable token) or 1 (the store, the port or the
+start-up self-check failed), each with a message and what to do on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+from pathlib import Path
+
+import typer
+
+from vmware_pilot.config import Settings
+from vmware_pilot.errors import InvalidInput, PilotError
+from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_names, serve_http
+from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
+from vmware_pilot.transports.tokens import TOKENS_FILE, TokenStore
+
+__all__ = ["http_options", "role_book", "serve_network", "token_store"]
+
+_log = logging.getLogger("vmware_pilot")
+
+
+def token_store(settings: Settings) -> TokenStore:
+    return TokenStore(settings.home_path / TOKENS_FILE)
+
+
+def role_book(settings: Settings) -> RoleBook:
+    return RoleBook(settings.home_path / ROLES_FILE, TOOL_NAMES)
+
+
+def _refuse(message: str, hint: str, code: int) -> typer.Exit:
+    typer.echo(f"vmware-pilot mcp: {message}", err=True)
+    if hint:
+        typer.echo(f"  {hint}", err=True)
+    return typer.Exit(code)
+
+
+def http_options(
+    transport: str, host: str, port: int, cert: Path | None, key: Path | None, public_name: str
+) -> HttpOptions | None:
+    """The network options, or None for stdio; refuses network options given with stdio."""
+    if transport == "stdio":
+        given = [
+            flag
+            for flag, value, default in (
+                ("--host", host, "127.0.0.1"),
+                ("--port", port, 8443),
+                ("--cert", cert, None),
+                ("--key", key, None),
+                ("--public-name", public_name, ""),
+            )
+            if value != default
+        ]
+        if given:
+            raise _refuse(
+                f"{', '.join(given)} only apply to --transport https or http",
+                "Drop them for stdio, or choose a network transport.",
+                2,
+            )
+        return None
+    kind: Transport = "https" if transport == "https" else "http"
+    return HttpOptions(kind, host.strip(), port, cert, key, parse_public_names(public_name))
+
+
+def serve_network(settings: Settings, options: HttpOptions) -> None:
+    """Validate, build the app and serve until SIGINT/SIGTERM."""
+    try:
+        options = options.validated()
+    except InvalidInput as exc:
+        raise _refuse(exc.message, exc.hint, 2) from None
+    tokens, roles = token_store(settings), role_book(settings)
+    try:
+        entries = tokens.entries()
+    except PilotError as exc:
+        raise _refuse(exc.message, exc.hint, 2) from None
+    if not entries:
+        raise _refuse(
+            "no token exists, so nobody could call this server",
+            "Create one first: `vmware-pilot token create NAME [--role admin|reader|…]` prints its secret.",
+            2,
+        )
+    usable = roles.listing()
+    for entry in entries:
+        if entry.role not in usable.roles:
+            _log.warning(
+                "token %s has role %r, which cannot be used; its calls are refused%s",
+                entry.name,
+                entry.role,
+                f" ({usable.problem})" if usable.problem else "",
+            )
+    from vmware_pilot.app import build_app
+
+    try:
+        app = build_app(settings)
+    except PilotError as exc:
+        raise _refuse(exc.message, exc.hint, 1) from None
+
+    async def run() -> None:
+        try:
+            await serve_http(app, options, tokens, roles, service_account=getpass.getuser())
+        finally:
+            await app.aclose()
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run())
+    except PilotError as exc:
+        raise _refuse(exc.message, exc.hint, 1) from None

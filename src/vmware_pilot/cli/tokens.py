@@ -1,0 +1,119 @@
+"""`vmware-pilot token create|list|revoke|set-role|roles`: who may call the network transport.
+
+``create`` prints the secret on stdout, once (a note goes to stderr), so a script can capture it.
+Only its hash is kept. Changes apply to a running server on its next request. Errors exit 2.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from vmware_pilot.cli.network import role_book, token_store
+from vmware_pilot.config import Settings
+from vmware_pilot.errors import PilotError
+from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.roles import RoleBook
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", no_args_is_help=True
+)
+
+Name = Annotated[str, typer.Argument(help="Token name: who the caller is in workflows and the audit trail.")]
+RoleArg = Annotated[str, typer.Argument(help="admin, reader, or a role from roles.yaml in the pilot home.")]
+
+
+def _fail(message: str, hint: str = "") -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    return typer.Exit(2)
+
+
+def _check_role(book: RoleBook, role: str) -> None:
+    listing = book.listing()
+    if role in listing.roles:
+        return
+    known = ", ".join(listing.roles)
+    if listing.problem:
+        raise _fail(f"role {role!r} is not usable: {listing.problem}", f"Usable roles now: {known}.")
+    raise _fail(f"role {role!r} is not defined", f"Use one of {known}, or define it in {book.path}.")
+
+
+@app.command()
+def create(
+    name: Name,
+    role: Annotated[
+        str,
+        typer.Option(help="admin (every tool, approves anything), reader (the four read tools) or custom."),
+    ] = "admin",
+) -> None:
+    """Create a token and print its secret once. Clients send `Authorization: Bearer <secret>`."""
+    settings = Settings()
+    _check_role(role_book(settings), role)
+    try:
+        secret = token_store(settings).create(name, role)
+    except PilotError as exc:
+        raise _fail(exc.message, exc.hint) from None
+    typer.echo(secret)
+    typer.echo(
+        f"Token {name!r} created with role {role}. The secret above is shown only now; store it in the "
+        "client's configuration. A running server accepts it from its next request.",
+        err=True,
+    )
+
+
+@app.command(name="list")
+def list_tokens() -> None:
+    """Token names with their role and creation time (never the secrets)."""
+    settings = Settings()
+    try:
+        entries = token_store(settings).entries()
+    except PilotError as exc:
+        raise _fail(exc.message, exc.hint) from None
+    if not entries:
+        typer.echo("No tokens. Create one with `vmware-pilot token create NAME --role ROLE`.")
+        return
+    usable = role_book(settings).listing().roles
+    for entry in entries:
+        note = "" if entry.role in usable else "  (role not usable: its calls are refused)"
+        typer.echo(f"{entry.name}\t{entry.role}\t{entry.created_at}{note}")
+
+
+@app.command()
+def revoke(name: Name) -> None:
+    """Delete a token; a running server refuses it from its next request (401)."""
+    try:
+        token_store(Settings()).revoke(name)
+    except PilotError as exc:
+        raise _fail(exc.message, exc.hint) from None
+    typer.echo(f"Token {name!r} revoked.")
+
+
+@app.command(name="set-role")
+def set_role(name: Name, role: RoleArg) -> None:
+    """Give a token another role; applies from the server's next request."""
+    settings = Settings()
+    _check_role(role_book(settings), role)
+    try:
+        token_store(settings).set_role(name, role)
+    except PilotError as exc:
+        raise _fail(exc.message, exc.hint) from None
+    typer.echo(f"Token {name!r} now has role {role}.")
+
+
+@app.command()
+def roles() -> None:
+    """The roles tokens can have; exit 1 when the roles file is broken (custom roles are then off)."""
+    book = role_book(Settings())
+    listing = book.listing()
+    for role in listing.roles.values():
+        visible = role.visible(TOOL_NAMES)
+        tools = "all tools" if len(visible) == len(TOOL_NAMES) else ", ".join(visible)
+        typer.echo(f"{role.name}\tapprove: {role.approve}\t{tools}")
+    if listing.problem:
+        typer.echo(f"error: custom roles are off: {listing.problem}", err=True)
+        raise typer.Exit(1)

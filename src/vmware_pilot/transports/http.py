@@ -1,0 +1,359 @@
+"""Serve the Pilot MCP server over streamable HTTP at ``/mcp``: HTTPS, or plain HTTP on loopback.
+
+Every request to ``/mcp`` needs ``Authorization: Bearer <token>`` (tokens.py); the token's name is
+the caller and its role limits what the caller sees and may do (server/access.py). Before auth,
+the Host header must name the server (421) and a browser Origin must be the server's own (403),
+which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}`` to anyone and says
+nothing else. At start, requests without a token are sent to the app in-process and the server
+refuses to start unless each one is refused with 401.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import re
+import socket
+import ssl
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Literal
+
+import httpx
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.lowlevel.server import request_ctx
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import InvalidInput, PilotError
+from vmware_pilot.server import create_server
+from vmware_pilot.transports.roles import RoleBook
+from vmware_pilot.transports.tokens import TokenStore
+
+__all__ = ["HttpOptions", "build_http_app", "parse_public_names", "self_check", "serve_http"]
+
+_log = logging.getLogger("vmware_pilot.http")
+
+Transport = Literal["https", "http"]
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+_DNS_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$")
+_GRACEFUL_SECONDS = 5
+
+
+def parse_public_names(text: str) -> tuple[str, ...]:
+    """``a.example.com, 10.0.0.5`` → ``("a.example.com", "10.0.0.5")`` (blank entries dropped)."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_form(name: str) -> str:
+    """How a name appears in a Host header or URL (IPv6 literals in brackets)."""
+    return f"[{name}]" if ":" in name else name
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How to serve: ``https`` (cert, key, public names) or ``http`` (loopback, behind a TLS proxy).
+
+    ``port`` 0 picks a free port (the banner names it).
+    """
+
+    transport: Transport
+    host: str = "127.0.0.1"
+    port: int = 8443
+    cert: Path | None = None
+    key: Path | None = None
+    public_names: tuple[str, ...] = ()
+
+    @property
+    def scheme(self) -> str:
+        return self.transport
+
+    def validated(self) -> HttpOptions:
+        """These options, checked; raises ``InvalidInput`` saying what to change."""
+        if not 0 <= self.port <= 65535:
+            raise InvalidInput(f"port {self.port} is out of range", field="port", hint="Use 1-65535.")
+        for name in self.public_names:
+            if not (_is_ip(name) or (_DNS_NAME.match(name) and ".." not in name)):
+                raise InvalidInput(
+                    f"public name {name!r} is neither a DNS name nor an IP address",
+                    field="public_name",
+                    hint="Give the names clients use to reach this server, comma-separated.",
+                )
+        if self.transport == "http":
+            if not _is_loopback(self.host):
+                raise InvalidInput(
+                    f"--transport http serves plain HTTP and only on loopback, not on {self.host!r}",
+                    field="host",
+                    hint="Use --host 127.0.0.1 behind a TLS-terminating proxy, or --transport https.",
+                )
+            return self
+        if not self.public_names:
+            raise InvalidInput(
+                "--transport https needs at least one --public-name",
+                field="public_name",
+                hint="Pass the DNS names or addresses clients use, e.g. --public-name pilot.example.com.",
+            )
+        for flag, path in (("--cert", self.cert), ("--key", self.key)):
+            if path is None or not path.expanduser().is_file():
+                raise InvalidInput(
+                    f"--transport https needs {flag} naming an existing file (got {path or 'nothing'})",
+                    field=flag.lstrip("-"),
+                    hint="Pass the PEM certificate (--cert) and its private key (--key).",
+                )
+        assert self.cert is not None and self.key is not None
+        cert, key = self.cert.expanduser(), self.key.expanduser()
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise InvalidInput(
+                f"the certificate and key cannot be used together ({exc})",
+                field="cert",
+                hint="Check that --cert is a PEM certificate and --key its unencrypted private key.",
+            ) from None
+        return replace(self, cert=cert, key=key)
+
+    def names(self) -> tuple[str, ...]:
+        """Names a client may use: the public names; on loopback HTTP also the loopback names."""
+        if self.transport == "http":
+            return tuple(dict.fromkeys([*self.public_names, *_LOOPBACK_NAMES]))
+        return self.public_names
+
+    def allowed_hosts(self, port: int) -> list[str]:
+        return [h for n in self.names() for h in (_host_form(n).lower(), f"{_host_form(n).lower()}:{port}")]
+
+    def allowed_origins(self, port: int) -> list[str]:
+        schemes = ("https",) if self.transport == "https" else ("http", "https")
+        return [f"{s}://{h}" for s in schemes for h in self.allowed_hosts(port)]
+
+
+class _Guard:
+    """``/healthz`` first (no checks), then Host → 421 and Origin → 403 for everything else."""
+
+    def __init__(self, app: ASGIApp, hosts: list[str], origins: list[str]) -> None:
+        self.app = app
+        self.hosts = frozenset(hosts)
+        self.origins = frozenset(origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] in ("/healthz", "/healthz/"):
+            if scope["method"] in ("GET", "HEAD"):
+                await _respond(send, 200, b'{"status":"ok"}', "application/json", scope["method"] == "HEAD")
+            else:
+                await _respond(send, 405, b"Method Not Allowed", "text/plain")
+            return
+        headers = Headers(scope=scope)
+        if headers.get("host", "").lower() not in self.hosts:
+            await _respond(send, 421, b"Invalid Host header", "text/plain")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in self.origins:
+            await _respond(send, 403, b"Invalid Origin header", "text/plain")
+            return
+        await self.app(scope, receive, send)
+
+
+async def _respond(send: Send, status: int, body: bytes, content_type: str, head: bool = False) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+class _Verifier:
+    """The SDK's TokenVerifier over the token file; the role travels in the token's claims."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        entry = self._tokens.verify(token)
+        if entry is None:
+            return None
+        # ``token`` is not kept: nothing downstream needs the secret.
+        return AccessToken(
+            token="", client_id=entry.name, scopes=[], subject=entry.name, claims={"role": entry.role}
+        )
+
+
+def current_caller() -> Actor:
+    """The token caller of the MCP request being handled (read from that HTTP request)."""
+    try:
+        request = request_ctx.get().request
+    except LookupError:
+        request = None
+    user = getattr(request, "scope", {}).get("user") if request is not None else None
+    if not isinstance(user, AuthenticatedUser):
+        raise PilotError(
+            "No authenticated caller for this request",
+            hint="Send the token in the Authorization header: `Authorization: Bearer <token>`.",
+        )
+    token = user.access_token
+    return Actor(name=token.client_id, kind="token", role=str((token.claims or {}).get("role", "")))
+
+
+def build_http_app(
+    app: PilotApp, options: HttpOptions, port: int, tokens: TokenStore, roles: RoleBook
+) -> ASGIApp:
+    """The guarded ASGI app for validated ``options`` on the bound ``port``."""
+    hosts, origins = options.allowed_hosts(port), options.allowed_origins(port)
+    if app.settings.log_level.upper() != "DEBUG":
+        # Per-session and per-request INFO lines (session ids, the self-check's requests) are noise.
+        for name in ("httpx", "mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    server = create_server(
+        app,
+        actor=current_caller,
+        role_of=lambda actor: roles.lookup(actor.role),
+        token_verifier=_Verifier(tokens),
+        # The issuer is only a label here: tokens are issued by `vmware-pilot token create`.
+        auth=AuthSettings(issuer_url=f"https://{_host_form(options.names()[0])}", resource_server_url=None),
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        ),
+    )
+    return _Guard(server.streamable_http_app(), hosts, origins)
+
+
+async def self_check(asgi: ASGIApp, host: str) -> None:
+    """Refuse to serve unless POST, GET and DELETE to /mcp without a valid token all get 401."""
+    transport = httpx.ASGITransport(app=asgi)
+    failures: list[str] = []
+    async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+        for method, auth in (("POST", None), ("GET", None), ("DELETE", None), ("POST", "Bearer not-a-token")):
+            headers = {"host": host, "content-type": "application/json", "accept": "application/json"}
+            if auth:
+                headers["authorization"] = auth
+            try:
+                response = await client.request(method, "/mcp", headers=headers, content=b"{}")
+                status: int | str = response.status_code
+            except Exception as exc:
+                status = f"{type(exc).__name__}"
+            if status != 401:
+                failures.append(
+                    f"{method} /mcp {'with a bad token' if auth else 'without a token'} → {status}"
+                )
+    if failures:
+        raise PilotError(
+            "start-up check failed: unauthenticated requests were not refused (" + "; ".join(failures) + ")",
+            hint="This is a bug in this build of vmware-pilot; do not expose it. Report the message.",
+        )
+
+
+class _Server(uvicorn.Server):
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # Shut down gracefully and return (so runs drain and the store closes) instead of
+        # re-raising the signal once uvicorn stops.
+        self._captured_signals.clear()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if host == "localhost":
+        host = "127.0.0.1"
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise PilotError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc})",
+            hint="Pick another --port, or stop whatever listens there.",
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _tls_context(
+    cert: Path, key: Path
+) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    def factory(_config: uvicorn.Config, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cert, key)
+        return context
+
+    return factory
+
+
+async def serve_http(
+    app: PilotApp, options: HttpOptions, tokens: TokenStore, roles: RoleBook, *, service_account: str
+) -> None:
+    """Serve until SIGINT/SIGTERM, then let runs still going finish; the caller closes ``app``."""
+    sock = _bind(options.host, options.port)
+    port = int(sock.getsockname()[1])
+    asgi = build_http_app(app, options, port, tokens, roles)
+    await self_check(asgi, options.allowed_hosts(port)[1])
+    config = uvicorn.Config(
+        asgi,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=_GRACEFUL_SECONDS,
+        ssl_certfile=options.cert if options.transport == "https" else None,
+        ssl_keyfile=options.key if options.transport == "https" else None,
+        ssl_context_factory=(
+            _tls_context(options.cert, options.key)
+            if options.transport == "https" and options.cert and options.key
+            else None
+        ),
+    )
+    names = ", ".join(options.names())
+    url = f"{options.scheme}://{_host_form(options.names()[0])}:{port}/mcp"
+    dispatch = (
+        f"steps run in the skills' servers as {service_account}"
+        if app.dispatcher is not None
+        else "steps are handed back to the callers"
+    )
+    sys.stderr.write(
+        f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
+        f"Every caller needs a bearer token; {dispatch}.\n"
+    )
+    sys.stderr.flush()
+    try:
+        await _Server(config).serve(sockets=[sock])
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+        await app.service.drain()
+    _log.info("vmware-pilot MCP server on port %d stopped", port)

@@ -1,0 +1,264 @@
+"""Bearer tokens for the network transport: a file of names, roles and SHA-256 hashes.
+
+The secret (``vpt_`` + ``secrets.token_urlsafe(32)``) is shown once at creation and never stored;
+the file holds ``sha256:<hex>`` of it. The file is private (0600, owned by this user, in a folder
+others cannot write), replaced atomically (temporary file + rename, under an exclusive lock) and
+re-read whenever it changes, so create/revoke/set-role apply to the next request without a
+restart. Verification hashes the presented secret and compares it with every entry in constant
+time. An unsafe or unreadable file yields no tokens: every request is then refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vmware_pilot.errors import InvalidInput, PilotError
+from vmware_pilot.safety.duties import is_valid_name
+
+__all__ = [
+    "SECRET_PREFIX",
+    "TOKENS_FILE",
+    "TokenEntry",
+    "TokenStore",
+    "TokenStoreError",
+    "hash_secret",
+]
+
+_log = logging.getLogger(__name__)
+
+TOKENS_FILE = "tokens.json"
+SECRET_PREFIX = "vpt_"  # noqa: S105 (a marker for secret scanners, not a secret)
+_FORMAT = 1
+_MAX_SECRET = 256
+
+
+class TokenStoreError(PilotError):
+    """The token file cannot be used (unsafe permissions, unreadable, malformed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEntry:
+    name: str
+    role: str
+    hash: str
+    created_at: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "role": self.role, "hash": self.hash, "created_at": self.created_at}
+
+
+def hash_secret(secret: str) -> str:
+    return "sha256:" + hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _check_private(path: Path, st: os.stat_result) -> None:
+    """Refuse a file others could read or replace: it decides who may act on the platform."""
+    if st.st_uid != os.geteuid():
+        raise TokenStoreError(
+            f"{path} is owned by uid {st.st_uid}, not by the user running Pilot (uid {os.geteuid()})",
+            hint=f"Run Pilot as the file's owner, or recreate the tokens as this user (remove {path}).",
+        )
+    if st.st_mode & 0o077:
+        raise TokenStoreError(
+            f"{path} is accessible to other users (mode {stat.S_IMODE(st.st_mode):04o})",
+            hint=f"chmod 600 {path}",
+        )
+    parent = path.parent.stat()
+    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
+        raise TokenStoreError(
+            f"{path.parent} can be written by other users, who could replace the token file",
+            hint=f"chmod go-w {path.parent}",
+        )
+
+
+def _parse(path: Path, text: str) -> list[TokenEntry]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise TokenStoreError(
+            f"{path} is not valid JSON ({exc})",
+            hint="Restore it from a backup, or remove it and create the tokens again.",
+        ) from None
+    items = doc.get("tokens") if isinstance(doc, dict) else None
+    if not isinstance(items, list) or doc.get("format") != _FORMAT:
+        raise TokenStoreError(
+            f"{path} is not a vmware-pilot token file (format {_FORMAT})",
+            hint="Remove it and create the tokens again with `vmware-pilot token create`.",
+        )
+    entries: list[TokenEntry] = []
+    for i, item in enumerate(items):
+        fields = (item.get(k) if isinstance(item, dict) else None for k in ("name", "role", "hash"))
+        name, role, digest = fields
+        if not (
+            isinstance(name, str)
+            and is_valid_name(name)
+            and isinstance(role, str)
+            and isinstance(digest, str)
+            and digest.startswith("sha256:")
+            and len(digest) == len("sha256:") + 64
+        ):
+            raise TokenStoreError(
+                f"{path}: entry {i} is malformed",
+                hint="Fix or remove that entry (`vmware-pilot token revoke NAME` rewrites the file).",
+            )
+        entries.append(TokenEntry(name, role, digest, str(item.get("created_at", ""))))
+    return entries
+
+
+class TokenStore:
+    """The token file at ``path``. Reads are cached until the file changes; writes are atomic."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._guard = threading.Lock()
+        self._data: bytes | None = None
+        self._entries: list[TokenEntry] = []
+        self._problem: str | None = None
+
+    # --- reading ----------------------------------------------------------------------------
+    def _raw(self) -> bytes | None:
+        """The file's bytes (None when it does not exist), after checking it is private."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        _check_private(self.path, st)
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise TokenStoreError(f"{self.path} cannot be read ({exc})", hint="Check the file.") from None
+
+    def _read(self) -> list[TokenEntry]:
+        data = self._raw()
+        return [] if data is None else _parse(self.path, data.decode("utf-8", "replace"))
+
+    def _current(self) -> list[TokenEntry]:
+        """The entries, parsed again whenever the file's bytes changed; raises when unusable.
+
+        The file is small and read on every call, so a change is never missed (no reliance on
+        timestamps) and takes effect on the next request.
+        """
+        with self._guard:
+            try:
+                data = self._raw()
+                if data != self._data:
+                    text = "" if data is None else data.decode("utf-8", "replace")
+                    self._entries = [] if data is None else _parse(self.path, text)
+                    self._data = data
+            except TokenStoreError as exc:
+                if exc.message != self._problem:
+                    _log.error("token file unusable, every token is refused: %s", exc.message)
+                    self._problem = exc.message
+                raise
+            self._problem = None
+            return list(self._entries)
+
+    def entries(self) -> list[TokenEntry]:
+        """Every token; raises ``TokenStoreError`` when the file is unusable."""
+        return self._current()
+
+    def verify(self, secret: str) -> TokenEntry | None:
+        """The token whose secret this is, or None (also when the file is unusable)."""
+        if not secret or len(secret) > _MAX_SECRET:
+            return None
+        try:
+            entries = self._current()
+        except TokenStoreError:
+            return None
+        digest = hash_secret(secret)
+        found: TokenEntry | None = None
+        for entry in entries:  # every entry is compared, so timing does not tell which matched
+            if hmac.compare_digest(entry.hash, digest):
+                found = entry
+        return found
+
+    # --- writing ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[list[TokenEntry]]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self._read()
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _write(self, entries: list[TokenEntry]) -> None:
+        doc: dict[str, Any] = {"format": _FORMAT, "tokens": [e.to_dict() for e in entries]}
+        data = (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # left by a crash; we hold the lock, so nobody else is writing it
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @staticmethod
+    def _check_name(name: str) -> None:
+        if not is_valid_name(name):
+            raise InvalidInput(
+                f"token name {name!r} is not valid",
+                field="name",
+                hint="Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+            )
+
+    def create(self, name: str, role: str) -> str:
+        """Add token ``name`` with ``role``; returns the secret (shown once, never stored)."""
+        self._check_name(name)
+        with self._locked() as entries:
+            if any(e.name == name for e in entries):
+                raise InvalidInput(
+                    f"a token named {name!r} already exists",
+                    field="name",
+                    hint=f"Pick another name, or `vmware-pilot token revoke {name}` first.",
+                )
+            secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+            created = datetime.now(UTC).isoformat(timespec="seconds")
+            self._write([*entries, TokenEntry(name, role, hash_secret(secret), created)])
+        return secret
+
+    def _missing(self, name: str) -> InvalidInput:
+        return InvalidInput(
+            f"no token named {name!r}", field="name", hint="`vmware-pilot token list` shows the tokens."
+        )
+
+    def revoke(self, name: str) -> None:
+        with self._locked() as entries:
+            kept = [e for e in entries if e.name != name]
+            if len(kept) == len(entries):
+                raise self._missing(name)
+            self._write(kept)
+
+    def set_role(self, name: str, role: str) -> None:
+        with self._locked() as entries:
+            if not any(e.name == name for e in entries):
+                raise self._missing(name)
+            self._write(
+                [TokenEntry(e.name, role, e.hash, e.created_at) if e.name == name else e for e in entries]
+            )

@@ -1,0 +1,312 @@
+"""A real `vmware-pilot mcp --transport https` process, called with the SDK's streamable HTTP client.
+
+One server for the module (self-signed certificate made here, tokens and a roles file in its own
+pilot home); tokens are added, changed and revoked while it runs, as an operator would.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.transports.server_proc import PILOT, PilotProcess, clean_env, make_cert, start_server
+from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.client import PilotClient, connect_http
+from vmware_pilot.transports.tokens import TokenStore
+
+READS = ["review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"]
+INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU"}
+ROLES = """roles:
+  operator:
+    approve: others
+    tools: "*"
+"""
+
+
+@dataclass
+class Team:
+    server: PilotProcess
+    home: Path
+    secrets: dict[str, str]
+
+    @property
+    def tokens(self) -> TokenStore:
+        return TokenStore(self.home / ".vmware" / "tokens.json")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(PILOT), *args],
+            check=False,
+            env=clean_env(self.home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    @asynccontextmanager
+    async def client(self, name: str, **headers: str) -> AsyncIterator[PilotClient]:
+        async with connect_http(
+            self.server.url, self.secrets[name], verify=self.server.verify(), headers=headers
+        ) as client:
+            yield client
+
+    async def raw(self, method: str, path: str = "/mcp", **headers: str) -> httpx.Response:
+        async with httpx.AsyncClient(verify=self.server.verify(), timeout=30) as http:
+            return await http.request(
+                method,
+                self.server.base + path,
+                headers={"content-type": "application/json", "accept": "application/json, text/event-stream"}
+                | headers,
+                content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}' if method == "POST" else None,
+            )
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    home = tmp_path_factory.mktemp("https")
+    pilot_home = home / ".vmware"
+    pilot_home.mkdir(mode=0o700)
+    roles = pilot_home / "roles.yaml"
+    roles.write_text(ROLES)
+    roles.chmod(0o600)
+    store = TokenStore(pilot_home / "tokens.json")
+    secrets = {
+        "alice": store.create("alice", "admin"),
+        "rita": store.create("rita", "reader"),
+        "carol": store.create("carol", "operator"),
+        "dave": store.create("dave", "operator"),
+        "erin": store.create("erin", "operator"),
+    }
+    cert, key = make_cert(home)
+    args = [
+        "--transport",
+        "https",
+        "--cert",
+        str(cert),
+        "--key",
+        str(key),
+        "--public-name",
+        "localhost,127.0.0.1",
+    ]
+    with start_server(home, args, ca=cert) as server:
+        yield Team(server, home, secrets)
+        assert server.stop() == 0, server.stderr()
+    # Pilot's own failures are logged as ERROR by vmware_pilot loggers (with a correlation id).
+    assert "ERROR vmware_pilot" not in server.stderr(), server.stderr()
+
+
+def _statuses(exc: BaseException) -> list[int]:
+    """HTTP statuses inside an exception (group) raised by the SDK client."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return [exc.response.status_code]
+    if isinstance(exc, BaseExceptionGroup):
+        return [s for e in exc.exceptions for s in _statuses(e)]
+    return []
+
+
+async def _refused(team: Team, token: str) -> list[int]:
+    try:
+        with anyio.fail_after(30):
+            async with connect_http(team.server.url, token, verify=team.server.verify()):
+                pass
+    except BaseException as exc:
+        return _statuses(exc)
+    return []
+
+
+async def _incident_at_gate(client: PilotClient) -> str:
+    created = await client.call(
+        "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
+    )
+    assert not created.is_error, created.payload
+    workflow_id = str(created.payload["workflow_id"])
+    ran = await client.call("run_workflow", {"workflow_id": workflow_id})
+    assert ran.payload["state"] == "awaiting_approval", ran.payload
+    return workflow_id
+
+
+async def _approve(client: PilotClient, workflow_id: str, **extra: Any) -> dict[str, Any]:
+    reply = await client.call(
+        "approve", {"workflow_id": workflow_id, "acknowledge_not_executed": True, **extra}
+    )
+    return reply.payload
+
+
+# --- HTTP surface ---------------------------------------------------------------------------
+async def test_healthz_answers_without_a_token_and_says_nothing_else(team: Team) -> None:
+    response = await team.raw("GET", "/healthz", host="anything.example")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+    assert "server" not in response.headers
+    head = await team.raw("HEAD", "/healthz")
+    assert head.status_code == 200 and head.content == b""
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
+async def test_mcp_without_a_token_is_401_with_a_bearer_challenge(team: Team, method: str) -> None:
+    response = await team.raw(method)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"] == "invalid_token"
+
+
+async def test_a_wrong_token_or_one_outside_the_authorization_header_is_401(team: Team) -> None:
+    assert (await team.raw("POST", authorization="Bearer vpt_not-a-real-token")).status_code == 401
+    assert (await team.raw("POST", authorization=f"Basic {team.secrets['alice']}")).status_code == 401
+    assert (await team.raw("POST", f"/mcp?access_token={team.secrets['alice']}")).status_code == 401
+    assert (await team.raw("POST", cookie=f"token={team.secrets['alice']}")).status_code == 401
+    assert await _refused(team, "vpt_not-a-real-token") == [401]
+
+
+async def test_a_host_the_server_is_not_named_by_is_421_even_with_a_valid_token(team: Team) -> None:
+    response = await team.raw("POST", host="evil.example", authorization=f"Bearer {team.secrets['alice']}")
+    assert response.status_code == 421
+    assert (await team.raw("POST", host="evil.example")).status_code == 421
+
+
+async def test_a_foreign_origin_is_403_and_the_servers_own_origin_is_accepted(team: Team) -> None:
+    bearer = f"Bearer {team.secrets['alice']}"
+    response = await team.raw("POST", origin="https://evil.example", authorization=bearer)
+    assert response.status_code == 403
+    own = f"https://localhost:{team.server.port}"
+    async with team.client("alice", Origin=own) as client:
+        assert not (await client.call("list_workflows")).is_error
+
+
+# --- identity and roles ---------------------------------------------------------------------
+async def test_an_admin_sees_all_13_tools_and_is_recorded_as_the_creator(team: Team) -> None:
+    async with team.client("alice") as client:
+        assert client.server_name == "vmware-pilot"
+        tools = await client.session.list_tools()
+        assert [t.name for t in tools.tools] == list(TOOL_NAMES)
+        workflow_id = await _incident_at_gate(client)
+        status = (await client.call("get_workflow_status", {"workflow_id": workflow_id})).payload
+    assert status["created_by"] == "token:alice"
+    assert {e["actor"] for e in status["audit_log"]} == {"token:alice"}
+
+
+async def test_a_reader_sees_only_the_four_read_tools_and_cannot_approve(team: Team) -> None:
+    async with team.client("alice") as admin:
+        workflow_id = await _incident_at_gate(admin)
+    async with team.client("rita") as reader:
+        tools = await reader.session.list_tools()
+        assert [t.name for t in tools.tools] == READS
+        refused = await reader.call("approve", {"workflow_id": workflow_id, "acknowledge_not_executed": True})
+        assert refused.is_error
+        assert "Role 'reader' may not call approve" in refused.payload["error"]
+        assert refused.payload["hint"]
+        created = await reader.call(
+            "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
+        )
+        assert created.is_error and "may not call create_workflow_from_template" in created.payload["error"]
+        status = await reader.call("get_workflow_status", {"workflow_id": workflow_id})
+    assert not status.is_error
+    assert status.payload["state"] == "awaiting_approval" and status.payload["approved_by"] == ""
+
+
+async def test_four_eyes_refuses_the_creator_and_lets_a_colleague_approve(team: Team) -> None:
+    async with team.client("carol") as carol:
+        workflow_id = await _incident_at_gate(carol)
+        own = await _approve(carol, workflow_id)
+        assert "you created" in own["error"] and own["role"] == "operator"
+        assert "Have someone whose role allows approving" in own["hint"]
+    async with team.client("dave") as dave:
+        approved = await _approve(dave, workflow_id)
+    assert "error" not in approved, approved
+    assert approved["approved_by"] == "token:dave"
+    actors = [(e["action"], e["actor"]) for e in approved["audit_log"]]
+    assert actors[0] == ("run_started", "token:carol")
+    assert ("awaiting_approval", "token:carol") in actors and ("approved", "token:dave") in actors
+
+
+async def test_four_eyes_refuses_whoever_edited_the_draft(team: Team) -> None:
+    gate = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "ok?"}}
+    read = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+    async with team.client("carol") as carol:
+        draft = (await carol.call("design_workflow", {"goal": "inventory"})).payload["workflow_id"]
+    async with team.client("dave") as dave:
+        edited = await dave.call(
+            "update_draft", {"workflow_id": draft, "name": "inventory", "steps": [read, gate, read]}
+        )
+        assert not edited.is_error, edited.payload
+        confirmed = await dave.call("confirm_draft", {"workflow_id": draft})
+        assert not confirmed.is_error, confirmed.payload
+    async with team.client("erin") as erin:
+        ran = await erin.call("run_workflow", {"workflow_id": draft})
+        assert ran.payload["state"] == "awaiting_approval", ran.payload
+    async with team.client("dave") as dave:
+        refused = await _approve(dave, draft)
+        assert "you edited" in refused["error"]
+    async with team.client("erin") as erin:
+        approved = await _approve(erin, draft)
+    assert approved["approved_by"] == "token:erin", approved
+    assert approved["created_by"] == "token:carol" and approved["authors"] == ["token:dave"]
+
+
+async def test_an_approver_naming_someone_else_is_refused_and_the_callers_own_name_accepted(
+    team: Team,
+) -> None:
+    async with team.client("alice") as alice:
+        first, second = await _incident_at_gate(alice), await _incident_at_gate(alice)
+        other = await _approve(alice, first, approver="dave")
+        assert "differs from the authenticated caller 'token:alice'" in other["error"]
+        assert (await alice.call("get_workflow_status", {"workflow_id": first})).payload["approved_by"] == ""
+        assert (await _approve(alice, first, approver="alice"))["approved_by"] == "token:alice"
+        assert (await _approve(alice, second, approver="token:alice"))["approved_by"] == "token:alice"
+
+
+# --- changes while the server runs ------------------------------------------------------------
+async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_request(team: Team) -> None:
+    team.secrets["temp"] = team.tokens.create("temp", "admin")
+    async with team.client("alice"):
+        pass  # another caller's session is unaffected below
+    with pytest.raises(BaseException) as raised:
+        with anyio.fail_after(30):
+            async with team.client("temp") as temp:
+                assert not (await temp.call("list_workflows")).is_error
+                revoked = team.cli("token", "revoke", "temp")
+                assert revoked.returncode == 0, revoked.stderr
+                await temp.call("list_workflows")
+    assert _statuses(raised.value) == [401]
+    assert await _refused(team, team.secrets["temp"]) == [401]
+    async with team.client("alice") as alice:
+        assert not (await alice.call("list_workflows")).is_error
+
+
+async def test_a_new_token_and_a_role_change_apply_without_a_restart(team: Team) -> None:
+    created = team.cli("token", "create", "newcomer", "--role", "reader")
+    assert created.returncode == 0, created.stderr
+    team.secrets["newcomer"] = created.stdout.strip()
+    async with team.client("newcomer") as client:
+        assert [t.name for t in (await client.session.list_tools()).tools] == READS
+        changed = team.cli("token", "set-role", "newcomer", "admin")
+        assert changed.returncode == 0, changed.stderr
+        assert [t.name for t in (await client.session.list_tools()).tools] == list(TOOL_NAMES)
+        reply = await client.call(
+            "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
+        )
+    assert not reply.is_error and reply.payload["state"] == "pending"
+
+
+async def test_a_role_that_disappears_from_the_roles_file_refuses_its_callers_with_the_reason(
+    team: Team,
+) -> None:
+    team.secrets["gina"] = team.tokens.create("gina", "auditor")
+    roles = team.home / ".vmware" / "roles.yaml"
+    async with team.client("gina") as gina:
+        assert (await gina.session.list_tools()).tools == []
+        refused = await gina.call("list_workflows")
+        assert refused.is_error and "Role 'auditor' is not defined" in refused.payload["error"]
+        roles.write_text(ROLES + "  auditor:\n    approve: none\n    tools: read\n")
+        try:
+            assert [t.name for t in (await gina.session.list_tools()).tools] == READS
+            assert not (await gina.call("list_workflows")).is_error
+        finally:
+            roles.write_text(ROLES)
