@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
+from vmware_pilot.engine.notify import Notifier
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
@@ -20,6 +22,9 @@ from vmware_pilot.templates.registry import TemplateRegistry
 __all__ = ["CatalogSource", "PilotApp", "build_app", "stdio_dispatcher"]
 
 _log = logging.getLogger(__name__)
+
+# How long shutdown waits for queued notifications (each attempt has its own timeout).
+NOTIFY_DRAIN_SECONDS = 5.0
 
 
 @dataclass
@@ -48,14 +53,19 @@ class PilotApp:
     store: SqlStore
     service: PilotService
     dispatcher: Dispatcher | None = None
+    notifier: Notifier | None = None
 
     async def aclose(self) -> None:
-        """Release pooled sessions and the store."""
+        """Release pooled sessions and the store; give queued notifications a bounded time to go out."""
         if self.dispatcher is not None:
             await self.dispatcher.aclose()
+        if self.notifier is not None:
+            await asyncio.to_thread(self.notifier.close, NOTIFY_DRAIN_SECONDS)
         self.store.close()
 
     def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close(NOTIFY_DRAIN_SECONDS)
         self.store.close()
 
 
@@ -84,6 +94,16 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
     templates = TemplateRegistry(settings.resolved_templates_dir, catalog, home=Path.home())
-    runner = Runner(store, catalog, dispatcher, SecretVault(), environ=os.environ)
-    service = PilotService(store, catalog, templates, runner)
-    return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher)
+    notifier = (
+        Notifier(
+            settings.notify_url,
+            settings.notify_secret.get_secret_value(),
+            timeout=settings.notify_timeout,
+            attempts=settings.notify_attempts,
+        )
+        if settings.notify_url
+        else None
+    )
+    runner = Runner(store, catalog, dispatcher, SecretVault(), environ=os.environ, events=notifier)
+    service = PilotService(store, catalog, templates, runner, approvals=settings.approvals)
+    return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)

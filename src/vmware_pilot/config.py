@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["ENV_PREFIX", "Settings"]
@@ -60,6 +61,39 @@ class Settings(BaseSettings):
     dispatch_pool_size: int = Field(
         default=4, ge=1, le=32, description="Most sessions kept per skill (parallel groups use several)."
     )
+
+    approvals: Literal["agent", "elicit", "human"] = Field(
+        default="agent",
+        description="Who may approve through the MCP approve tool: 'agent' (the approver it names), "
+        "'elicit' (the person, through an MCP form), 'human' (nobody: only `vmware-pilot approve`).",
+    )
+    notify_url: str = Field(
+        default="",
+        description="http(s) URL that receives a signed JSON POST on awaiting_approval, completed, failed, "
+        "rolled back and cancelled; empty: no notifications.",
+    )
+    notify_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="HMAC-SHA256 key for the X-Pilot-Signature header of notifications (never logged).",
+    )
+
+    notify_timeout: float = Field(
+        default=5.0, gt=0, le=120, description="Seconds one notification attempt may take."
+    )
+    notify_attempts: int = Field(
+        default=4, ge=1, le=10, description="Attempts per notification, with doubling backoff from 0.5 s."
+    )
+
+    @field_validator("notify_url")
+    @classmethod
+    def _check_notify_url(cls, value: str) -> str:
+        url = value.strip()
+        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+            raise ValueError(
+                f"VMWARE_PILOT_NOTIFY_URL={url!r} is not an http(s) URL with a host; set it to the "
+                "receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
+            )
+        return url
 
     @field_validator("dispatch")
     @classmethod

@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.service import PilotService, ProgressFn
 from vmware_pilot.server.descriptions import DESCRIPTIONS
+from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import ServiceCall, call_guarded
 from vmware_pilot.server.results import to_result
 
@@ -225,10 +226,11 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
     ) -> CallToolResult:
         progress = _progress_for(ctx)
+        ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         return await respond(
             "approve",
             lambda: service.approve(
-                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress
+                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
             ),
             workflow_id,
         )

@@ -1,0 +1,88 @@
+"""The approval form: asks the person at the MCP client through elicitation (approvals = elicit).
+
+The form shows the gate message, the steps the gate releases with their risk tier, what ran
+before it and the plan digest, and asks for a decision (approve or reject), the person's name
+and, to reject, a reason. What comes back is the person's answer, never the agent's arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.fastmcp import Context
+from mcp.shared.exceptions import McpError
+from mcp.types import ClientCapabilities, ElicitationCapability
+from pydantic import BaseModel, Field, ValidationError
+
+from vmware_pilot.engine.policy import AskHuman, HumanAnswer, describe_gate
+from vmware_pilot.errors import PilotError
+
+__all__ = ["ApprovalForm", "human_asker"]
+
+_log = logging.getLogger("vmware_pilot.server")
+
+DECISIONS = ("approve", "reject")
+
+
+class ApprovalForm(BaseModel):
+    """The elicitation schema (primitive fields only, as the MCP form mode requires)."""
+
+    decision: str = Field(
+        title="Decision",
+        description="approve lets the run go on; reject cancels the workflow (give a reason).",
+        json_schema_extra={"enum": list(DECISIONS)},
+    )
+    approver: str = Field(
+        default="",
+        title="Your name",
+        description="Recorded in the audit trail as the approver.",
+    )
+    reason: str = Field(default="", title="Reason", description="Why you reject (required to reject).")
+
+
+def _can_elicit(ctx: Context[Any, Any, Any]) -> bool:
+    try:
+        session = ctx.request_context.session
+    except ValueError:  # no request in flight
+        return False
+    return bool(session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())))
+
+
+def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
+    """The form for this request's client, or None when the client cannot show forms."""
+    if not _can_elicit(ctx):
+        return None
+
+    async def ask(view: Mapping[str, Any]) -> HumanAnswer:
+        message = describe_gate(view)
+        if view.get("default_approver"):
+            message += f"\n(Leave your name empty to be recorded as {view['default_approver']}.)"
+        try:
+            result = await ctx.elicit(message, ApprovalForm)
+        except ValidationError as exc:
+            raise PilotError(
+                "The approval form came back in a shape Pilot cannot read; nothing was approved",
+                hint="Call approve again and answer the form (decision: approve or reject).",
+                workflow_id=view.get("workflow_id", ""),
+            ) from exc
+        except McpError as exc:
+            _log.warning("approval form failed: %s", exc.error.message)
+            raise PilotError(
+                f"The MCP client could not show the approval form ({exc.error.message}); nothing was approved",
+                hint=f"Ask the user to run `vmware-pilot approve {view.get('workflow_id', '')}` on the Pilot host.",
+                workflow_id=view.get("workflow_id", ""),
+            ) from exc
+        if result.action != "accept":
+            return HumanAnswer("decline")
+        data = result.data
+        if data.decision not in DECISIONS:
+            return HumanAnswer("decline")
+        return HumanAnswer(
+            "approve" if data.decision == "approve" else "reject",
+            approver=data.approver.strip(),
+            reason=data.reason.strip(),
+        )
+
+    return ask

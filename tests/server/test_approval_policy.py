@@ -1,0 +1,267 @@
+"""The approvals policy through a real MCP client session, one that answers elicitation forms.
+
+``elicit``: approve asks the person through a form and records their answer; ``human``: approve
+is refused and names the CLI; ``agent``: the reference's behaviour. Plus plan changes, expiry and
+quorum seen from an MCP client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.types import ElicitRequestFormParams, ElicitResult
+
+from tests.server.conftest import READ_STEP, Client
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server import create_server
+
+OFF = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "web-01"},
+    "rollback_tool": "power_on_vm",
+    "rollback_params": {"vm_name": "web-01"},
+}
+
+
+def gate(**options: Any) -> dict[str, Any]:
+    params = {"message": "Power off web-01 for maintenance?", **options}
+    return {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": params}
+
+
+Answer = Callable[[ElicitRequestFormParams], Awaitable[ElicitResult]]
+
+
+class Person:
+    """Answers the approval form the way a test scripts it, and keeps what it was shown."""
+
+    def __init__(self, answer: Answer | dict[str, Any] | str) -> None:
+        self.answer = answer
+        self.forms: list[ElicitRequestFormParams] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        assert isinstance(params, ElicitRequestFormParams)
+        self.forms.append(params)
+        if callable(self.answer):
+            return await self.answer(params)
+        if isinstance(self.answer, str):
+            return ElicitResult(action=self.answer)  # type: ignore[arg-type]
+        return ElicitResult(action="accept", content=self.answer)
+
+
+def policy_app(settings: Settings, policy: str) -> PilotApp:
+    return build_app(Settings(home=settings.home, approvals=policy))
+
+
+@pytest.fixture
+def elicit_app(settings: Settings) -> Iterator[PilotApp]:
+    app = policy_app(settings, "elicit")
+    yield app
+    app.close()
+
+
+@asynccontextmanager
+async def session(app: PilotApp, person: Person | None = None) -> AsyncIterator[Client]:
+    server = create_server(app, actor=Actor("tester"))
+    async with create_connected_server_and_client_session(server, elicitation_callback=person) as s:
+        yield Client(s)
+
+
+async def at_gate(client: Client, *steps: dict[str, Any]) -> str:
+    wf = await client.custom(list(steps) or [gate(), OFF])
+    out = await client.ok("run_workflow", workflow_id=wf)
+    assert out["outcome"] == "awaiting_approval"
+    return wf
+
+
+def audit(status: dict[str, Any], action: str) -> list[str]:
+    return [e["detail"] for e in status["audit_log"] if e["action"] == action]
+
+
+# --- elicit ------------------------------------------------------------------------------
+async def test_elicit_shows_the_gate_and_records_the_persons_answer(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client)
+        digest = (await client.status(wf))["gates"][0]["digest"]
+        out = await client.ok("approve", workflow_id=wf, approver="agent-bot")
+        status = await client.status(wf)
+    assert out["outcome"] == "dispatch_required" and out["approved_by"] == "carol"
+    (form,) = person.forms
+    for shown in ("Power off web-01 for maintenance?", "aiops.power_off_vm", digest, wf):
+        assert shown in form.message
+    assert "[write]" in form.message or "[destructive]" in form.message
+    assert form.requestedSchema["properties"]["decision"]["enum"] == ["approve", "reject"]
+    (approved,) = audit(status, "approved")
+    assert "carol" in approved and digest in approved and "agent-bot" not in approved
+    assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [("carol", "elicit")]
+
+
+async def test_elicit_with_no_name_records_the_caller(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client)
+        out = await client.ok("approve", workflow_id=wf, approver="agent-bot")
+    assert out["approved_by"] == "tester"
+    assert "tester" in person.forms[0].message
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_elicit_decline_leaves_the_gate_waiting(elicit_app: PilotApp, action: str) -> None:
+    async with session(elicit_app, Person(action)) as client:
+        wf = await at_gate(client)
+        out = await client.refused("approve", workflow_id=wf, approver="agent-bot")
+        status = await client.status(wf)
+    assert out["refused"] == "declined" and out["state"] == "awaiting_approval"
+    assert status["state"] == "awaiting_approval" and status["gates"][0]["approvals"] == []
+    assert audit(status, "approved") == [] and audit(status, "cancelled") == []
+
+
+async def test_elicit_reject_with_a_reason_cancels_the_workflow(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "reject", "approver": "carol", "reason": "web-01 serves traffic now"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client)
+        out = await client.ok("approve", workflow_id=wf, approver="agent-bot")
+        status = await client.status(wf)
+    assert (out["state"], out["outcome"], out["action"], out["rejected_by"]) == (
+        "cancelled",
+        "cancelled",
+        "cancelled",
+        "carol",
+    )
+    assert "blast_radius" in out
+    assert audit(status, "rejected") == ["carol rejected the gate at step 0: web-01 serves traffic now"]
+    assert status["steps"][1]["status"] == "skipped"
+
+
+async def test_elicit_reject_without_a_reason_keeps_the_gate_waiting(elicit_app: PilotApp) -> None:
+    async with session(elicit_app, Person({"decision": "reject"})) as client:
+        wf = await at_gate(client)
+        out = await client.refused("approve", workflow_id=wf)
+        assert "reason" in out["error"]
+        assert (await client.status(wf))["state"] == "awaiting_approval"
+
+
+async def test_elicit_refuses_a_client_without_elicitation_and_names_the_cli(elicit_app: PilotApp) -> None:
+    async with session(elicit_app) as client:
+        wf = await at_gate(client)
+        out = await client.refused("approve", workflow_id=wf, approver="agent-bot")
+        status = await client.status(wf)
+    assert out["refused"] == "elicitation_unsupported"
+    assert (
+        f"vmware-pilot approve {wf}" in out["hint"] and out["approve_command"] == f"vmware-pilot approve {wf}"
+    )
+    assert status["state"] == "awaiting_approval"
+
+
+async def test_elicit_refuses_unacknowledged_handed_out_steps_before_asking(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client, READ_STEP, gate(), OFF)
+        out = await client.refused("approve", workflow_id=wf)
+        assert out["not_executed_before_gate"] == [
+            {"index": 0, "skill": "aiops", "tool": "list_virtual_machines"}
+        ]
+        assert person.forms == []
+        done = await client.ok("approve", workflow_id=wf, acknowledge_not_executed=True)
+    assert done["steps"][0]["status"] == "reported_done"
+    assert "list_virtual_machines (not_executed)" in person.forms[0].message
+
+
+async def test_a_plan_changed_while_the_form_was_open_is_refused(elicit_app: PilotApp) -> None:
+    async def edit_then_approve(params: ElicitRequestFormParams) -> ElicitResult:
+        # Another writer of the database changes the released step while the person reads.
+        wf = elicit_app.store.load(wf_id[0])
+        wf.steps[1].params["vm_name"] = "db-01"
+        await asyncio.to_thread(elicit_app.store.save, wf)
+        return ElicitResult(action="accept", content={"decision": "approve", "approver": "carol"})
+
+    wf_id: list[str] = []
+    async with session(elicit_app, Person(edit_then_approve)) as client:
+        wf_id.append(await at_gate(client))
+        out = await client.refused("approve", workflow_id=wf_id[0])
+        status = await client.status(wf_id[0])
+    assert out["refused"] == "plan_changed"
+    assert out["approved_digest"] == status["gates"][0]["digest"] != out["current_digest"]
+    assert status["state"] == "awaiting_approval" and audit(status, "approved") == []
+
+
+async def test_a_plan_changed_after_the_gate_is_refused_without_asking(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client)
+        stored = elicit_app.store.load(wf)
+        stored.steps[1].rollback_tool = ""
+        elicit_app.store.save(stored)
+        out = await client.refused("approve", workflow_id=wf)
+    assert out["refused"] == "plan_changed" and person.forms == []
+
+
+async def test_an_expired_gate_is_refused_without_asking_and_status_says_expired(
+    elicit_app: PilotApp,
+) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client, gate(expires_in_minutes=0.001), OFF)
+        await asyncio.sleep(0.1)
+        out = await client.refused("approve", workflow_id=wf)
+        status = await client.status(wf)
+        cancelled = await client.ok("cancel_workflow", workflow_id=wf, reason="expired", confirm=True)
+    assert out["refused"] == "gate_expired" and person.forms == []
+    assert status["gates"][0]["expired"] is True and status["gates"][0]["expires_at"]
+    assert cancelled["state"] == "cancelled"
+
+
+async def test_a_quorum_gate_needs_distinct_people(elicit_app: PilotApp) -> None:
+    names = iter(["carol", "carol", "dave"])
+
+    async def next_person(params: ElicitRequestFormParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"decision": "approve", "approver": next(names)})
+
+    person = Person(next_person)
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client, gate(approvals_required=2), OFF)
+        first = await client.ok("approve", workflow_id=wf)
+        again = await client.refused("approve", workflow_id=wf)
+        last = await client.ok("approve", workflow_id=wf)
+    assert (first["outcome"], first["approvals_missing"]) == ("awaiting_approval", 1)
+    assert first["pending_gate"]["approvals"][0]["approver"] == "carol"
+    assert again["refused"] == "same_approver"
+    assert last["outcome"] == "dispatch_required" and last["approved_by"] == "carol, dave"
+    assert "so far: carol" in person.forms[1].message
+
+
+# --- human and agent ---------------------------------------------------------------------
+async def test_human_policy_refuses_the_tool_and_names_the_cli(settings: Settings) -> None:
+    app = policy_app(settings, "human")
+    person = Person({"decision": "approve", "approver": "carol"})
+    try:
+        async with session(app, person) as client:
+            wf = await at_gate(client)
+            out = await client.refused("approve", workflow_id=wf, approver="alice")
+            status = await client.status(wf)
+    finally:
+        app.close()
+    assert out["refused"] == "human_approval_required"
+    assert f"vmware-pilot approve {wf}" in out["hint"]
+    assert person.forms == [] and status["state"] == "awaiting_approval"
+
+
+async def test_agent_policy_records_the_agents_approver_without_a_form(settings: Settings) -> None:
+    app = policy_app(settings, "agent")
+    person = Person({"decision": "approve", "approver": "carol"})
+    try:
+        async with session(app, person) as client:
+            wf = await at_gate(client)
+            out = await client.ok("approve", workflow_id=wf, approver="alice")
+    finally:
+        app.close()
+    assert out["approved_by"] == "alice" and person.forms == []
