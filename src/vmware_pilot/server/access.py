@@ -5,12 +5,18 @@ the network). With a role lookup configured, ``tools/list`` shows only the tools
 role allows, and a call outside the role, or an approval the role forbids (``approve: none``,
 or ``approve: others`` on a workflow the caller created or edited), is refused with an error
 payload before the tool runs. Without a role lookup (stdio) every tool is available.
+
+Calls never wait for each other, except quick writes to one existing workflow (``QUEUED_TOOLS``),
+which take turns per workflow so many callers editing one draft never conflict. Runs, approvals
+and rollbacks are kept one-at-a-time per workflow by the service itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio.to_thread
@@ -24,7 +30,7 @@ from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approval_refusal, tool_refusal
 from vmware_pilot.server.results import to_result
 
-__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
+__all__ = ["QUEUED_TOOLS", "ActorSource", "PilotFastMCP", "RoleOf"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -33,6 +39,8 @@ ActorSource = Callable[[], Actor]
 RoleOf = Callable[[Actor], Role]
 """The caller's role, looked up on every call; raises ``PilotError`` when it cannot be used."""
 LoadWorkflow = Callable[[str], Workflow]
+
+QUEUED_TOOLS = frozenset({"update_draft", "confirm_draft", "cancel_workflow"})
 
 _APPROVE_HINT = (
     "Have someone whose role allows approving (approve: any, or approve: others for a workflow "
@@ -61,6 +69,7 @@ class PilotFastMCP(FastMCP[Any]):
         self._caller = caller
         self._role_of = role_of
         self._load_workflow = load_workflow
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         super().__init__(*args, **kwargs)
         if role_of is not None:
             lowlevel = logging.getLogger("mcp.server.lowlevel.server")
@@ -91,7 +100,26 @@ class PilotFastMCP(FastMCP[Any]):
             if refusal is not None:
                 # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
                 return refusal  # type: ignore[return-value]
+        workflow_id = arguments.get("workflow_id")
+        if name in QUEUED_TOOLS and isinstance(workflow_id, str):
+            async with self._turn(workflow_id):
+                return await super().call_tool(name, arguments)
         return await super().call_tool(name, arguments)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, workflow_id: str) -> AsyncIterator[None]:
+        """Wait for the other queued calls on this workflow; the lock is dropped when unused."""
+        lock, users = self._turns.get(workflow_id, (asyncio.Lock(), 0))
+        self._turns[workflow_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._turns[workflow_id]
+            if users == 1:
+                del self._turns[workflow_id]
+            else:
+                self._turns[workflow_id] = (lock, users - 1)
 
     async def _refusal(self, name: str, arguments: dict[str, Any]) -> CallToolResult | None:
         """The error result refusing this call, or None when the caller may make it."""
