@@ -383,7 +383,9 @@ def test_blocking_kinds_and_run_blocking_findings(known: Catalog) -> None:
         frozenset({"ungated_destructive", "ungated_unclassified", "destructive_in_parallel_group"})
         == BLOCKING_KINDS
     )
-    assert BLOCKING_KINDS | {"unknown_tool", "invalid_params"} == RUN_BLOCKING_KINDS
+    assert (
+        BLOCKING_KINDS | {"unknown_tool", "invalid_params", "write_in_parallel_group"} == RUN_BLOCKING_KINDS
+    )
     wf = plan(
         step("monitor", "get_vm_info", {"vm_name": "TODO"}),
         step("aiops", "power_off_vm", {"vm_name": "a"}),
@@ -399,3 +401,17 @@ def test_blocking_kinds_and_run_blocking_findings(known: Catalog) -> None:
         "ungated_destructive",
         "ungated_unclassified",
     ]
+
+
+def test_only_reads_may_share_a_parallel_group(known: Catalog) -> None:
+    wf = plan(
+        step("monitor", "get_alarms", {}, group_id="g"),
+        step("aiops", "power_on_vm", {"vm_name": "a"}, group_id="g"),
+        step("monitor", "get_events", {}, group_id="g"),
+    )
+    result = review(wf, known)
+    kinds = [(f["kind"], f["step_index"], f["severity"]) for f in result["findings"]]
+    assert ("write_in_parallel_group", 1, "high") in kinds
+    assert not any(k == "write_in_parallel_group" and i != 1 for k, i, _ in kinds)
+    assert [f["kind"] for f in blocking_findings(result)] == ["write_in_parallel_group"]
+    assert result["verdict"] == "needs_revision"

@@ -51,12 +51,14 @@ FINDING_KINDS: Final = (
     "ungated_unclassified",
     "non_contiguous_group",
     "destructive_in_parallel_group",
+    "write_in_parallel_group",
 )
 BLOCKING_KINDS: Final = frozenset(
     {"ungated_destructive", "ungated_unclassified", "destructive_in_parallel_group"}
 )
 SCHEMA_KINDS: Final = frozenset({"unknown_tool", "invalid_params"})
-RUN_BLOCKING_KINDS: Final = BLOCKING_KINDS | SCHEMA_KINDS
+# Members of a parallel group run at the same time, so only reads may share one.
+RUN_BLOCKING_KINDS: Final = BLOCKING_KINDS | SCHEMA_KINDS | {"write_in_parallel_group"}
 
 _EMPTY_EXEMPT = frozenset({"target", "description"})
 _PLACEHOLDER_WORDS = frozenset({"REVIEW", "TODO", "FIXME", "TBD", "CHANGEME"})
@@ -250,6 +252,17 @@ def review(wf: Workflow, catalog: Catalog) -> dict[str, Any]:
                         step.index,
                         f"{_label(step)} is destructive ({tiers[step.index][1]}) but sits in parallel group "
                         f"'{group_id}'; take it out of the group so it runs on its own.",
+                    )
+                )
+            elif not step.is_gate and tiers[step.index][0] in (Tier.WRITE, Tier.UNKNOWN):
+                findings.append(
+                    _finding(
+                        "high",
+                        "write_in_parallel_group",
+                        step.index,
+                        f"{_label(step)} is not a read ({tiers[step.index][1]}) but sits in parallel group "
+                        f"'{group_id}', whose steps run at the same time; only reads may share a group. "
+                        "Take it out of the group.",
                     )
                 )
 
