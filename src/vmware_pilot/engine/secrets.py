@@ -15,11 +15,10 @@ from typing import Any
 
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import SecretUnavailable
-from vmware_pilot.safety.redaction import is_secret_key, redact
+from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact
 
 __all__ = ["MASK", "SecretVault", "find_masked_secrets", "is_secret_ref", "resolve_secret_refs"]
 
-MASK = "***"
 
 _Key = tuple[str, int, str]
 
@@ -68,11 +67,6 @@ def find_masked_secrets(value: Any, path: str = "") -> list[str]:
         for i, item in enumerate(value):
             found.extend(find_masked_secrets(item, f"{path}[{i}]"))
     return found
-
-
-def is_secret_ref(value: object) -> bool:
-    """``{"$env": "NAME"}``: a secret named by reference, resolved only at dispatch."""
-    return isinstance(value, dict) and set(value) == {"$env"} and isinstance(value["$env"], str)
 
 
 def resolve_secret_refs(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
