@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vmware_pilot import __version__
-from vmware_pilot.cli import audit, catalog, demo, serve, tokens
+from vmware_pilot.cli import audit, catalog, demo, operator, run, serve, tokens
 
 __all__ = ["app", "main", "mcp_main"]
 
@@ -22,6 +22,9 @@ app.add_typer(catalog.app, name="catalog")
 app.add_typer(tokens.app, name="token")
 app.command(name="mcp")(serve.mcp)
 app.command(name="demo")(demo.demo)
+for _name in ("workflows", "status", "review", "templates", "approve", "reject", "cancel", "rollback"):
+    app.command(name=_name)(getattr(operator, _name))
+app.command(name="run")(run.run)
 
 
 @app.command()

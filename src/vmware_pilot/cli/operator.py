@@ -1,0 +1,276 @@
+"""Operator commands: the people who answer for production, on the same engine, rules and store.
+
+`workflows`, `status`, `review`, `templates` read; `approve`, `reject`, `cancel`, `rollback`
+show what they would do and ask before acting. The person is the OS user; `approve` is the door
+the `human` approvals policy leaves open, and it binds the approval to the plan digest shown.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from vmware_pilot.cli import views
+from vmware_pilot.cli.common import (
+    JsonOption,
+    Output,
+    YesOption,
+    confirm,
+    fail,
+    open_app,
+    operator,
+    refuse,
+    run_async,
+)
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.engine.progress import ProgressFn
+from vmware_pilot.errors import PilotError
+
+__all__ = [
+    "approve",
+    "cancel",
+    "printer",
+    "reject",
+    "review",
+    "rollback",
+    "status",
+    "templates",
+    "workflows",
+]
+
+WorkflowArg = Annotated[str, typer.Argument(help="Workflow id (wf-…), as `vmware-pilot workflows` lists.")]
+AckUnknown = Annotated[
+    bool,
+    typer.Option(
+        "--ack-unknown-effects",
+        help="Accept steps whose effect is unknown (running/interrupted) after checking the target system.",
+    ),
+]
+
+
+def printer(out: Output) -> ProgressFn:
+    """Progress lines for a run: ``[done/total] message``."""
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        count = f"{int(done)}/{int(total)}" if total else f"{int(done)}"
+        out.show(f"[dim][{count}][/] {message}")
+
+    return progress
+
+
+def workflows(
+    state: Annotated[
+        list[WorkflowState] | None, typer.Option("--state", "-s", help="Only this state (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Most workflows shown, newest first.")] = 50,
+    json_output: JsonOption = False,
+) -> None:
+    """List workflows, newest first."""
+    out = Output(json_output)
+    with open_app() as app:
+        try:
+            rows = app.store.list_all(limit, 0, state or None)
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result({"workflows": rows, "count": len(rows)})
+    if not json_output:
+        out.show(views.workflows_table(rows))
+
+
+def status(
+    workflow_id: WorkflowArg,
+    audit: Annotated[int, typer.Option(min=0, help="Audit events shown (latest).")] = 10,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a workflow: its steps with status and gate messages, gates, changes and audit tail."""
+    out = Output(json_output)
+    with open_app() as app:
+        try:
+            result = app.service.get_workflow_status(workflow_id)
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(views.status_panel(result, audit))
+
+
+def review(workflow_id: WorkflowArg, json_output: JsonOption = False) -> None:
+    """Review a workflow's plan: findings, summary and verdict."""
+    out = Output(json_output)
+    with open_app() as app:
+        try:
+            result = app.service.review_workflow(workflow_id)
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(views.review_panel(result))
+
+
+def templates(json_output: JsonOption = False) -> None:
+    """List the built-in and custom templates `vmware-pilot run` can start."""
+    out = Output(json_output)
+    with open_app() as app:
+        rows = app.service.list_workflows(limit=1)["templates"]
+    out.result({"templates": rows})
+    if not json_output:
+        out.show(views.templates_table(rows))
+
+
+def _pending_gate(app: Any, workflow_id: str, out: Output, json_output: bool) -> dict[str, Any]:
+    try:
+        view: dict[str, Any] = app.service.pending_gate(workflow_id)
+    except PilotError as exc:
+        fail(exc, json_output)
+    out.show(views.gate_panel(view))
+    return view
+
+
+def approve(
+    workflow_id: WorkflowArg,
+    ack_not_executed: Annotated[
+        bool,
+        typer.Option(
+            "--ack-not-executed",
+            help="State that you performed the steps handed out before this gate and checked their results.",
+        ),
+    ] = False,
+    yes: YesOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Approve the gate a workflow waits at, as yourself, after seeing what it releases."""
+    out = Output(json_output)
+    person = operator()
+    with open_app() as app:
+        view = _pending_gate(app, workflow_id, out, json_output)
+        gate = view["gate"]
+        if gate.get("expired"):
+            refuse(
+                f"the gate expired at {gate['expires_at']}; it can no longer be approved",
+                f"Reject it with `vmware-pilot reject {workflow_id} --reason ...` (or cancel it) and plan again.",
+            )
+        if gate.get("plan_changed"):
+            refuse(
+                "the steps this gate releases changed after the gate was reached; nobody approved this plan",
+                f"Reject it with `vmware-pilot reject {workflow_id} --reason ...` and create a new workflow.",
+            )
+        unrun = view.get("not_executed_before_gate") or []
+        if unrun and not ack_not_executed:
+            labels = ", ".join(f"step {s['index']} ({s['skill']}.{s['tool']})" for s in unrun)
+            refuse(
+                f"{labels} before this gate were handed out and Pilot has no record that they ran",
+                "Add --ack-not-executed only if they were performed and you checked their results; "
+                f"otherwise `vmware-pilot reject {workflow_id} --reason ...`.",
+            )
+        confirm(f"Approve this gate as {person.label}?", yes, json_output)
+        try:
+            result = run_async(
+                app,
+                app.service.approve(
+                    person,
+                    workflow_id,
+                    person.label,
+                    ack_not_executed,
+                    progress=printer(out),
+                    channel="cli",
+                    expected_digest=str(gate["digest"]),
+                ),
+            )
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(views.outcome_panel(result))
+    if result.get("outcome") == "failed" or result.get("error"):
+        raise typer.Exit(1)
+
+
+def reject(
+    workflow_id: WorkflowArg,
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why: written to the audit trail.")],
+    yes: YesOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Reject the gate a workflow waits at: the workflow is cancelled, the rejection audited."""
+    out = Output(json_output)
+    person = operator()
+    if not reason.strip():
+        refuse("a rejection needs a reason", "Pass --reason 'what is wrong'.", code=2)
+    with open_app() as app:
+        _pending_gate(app, workflow_id, out, json_output)
+        confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
+        try:
+            result = app.service.reject(person, workflow_id, reason, rejected_by=person.label)
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(f"[bold]{workflow_id}[/] rejected by {person.label} and cancelled: {reason}")
+
+
+def cancel(
+    workflow_id: WorkflowArg,
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why: written to the audit trail.")] = "",
+    ack_unknown_effects: AckUnknown = False,
+    yes: YesOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel a workflow: shows what stays applied and what is skipped, asks, then cancels."""
+    out = Output(json_output)
+    person = operator()
+    with open_app() as app:
+        service = app.service
+        try:
+            preview = run_async(
+                app, service.cancel_workflow(person, workflow_id, reason, False, ack_unknown_effects)
+            )
+            out.show(views.blast_panel("cancel", preview["blast_radius"]))
+            radius = preview["blast_radius"]
+            if radius.get("blockers") or radius.get("unmeasured"):
+                refuse(
+                    "cancel is blocked: " + "; ".join([*radius["blockers"], *radius["unmeasured"]]),
+                    f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
+                )
+            confirm(f"Cancel {workflow_id}?", yes, json_output)
+            result = run_async(
+                app, service.cancel_workflow(person, workflow_id, reason, True, ack_unknown_effects)
+            )
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(f"[bold]{workflow_id}[/] cancelled" + (f": {reason}" if reason else ""))
+
+
+def rollback(
+    workflow_id: WorkflowArg,
+    ack_unknown_effects: AckUnknown = False,
+    yes: YesOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Roll back what Pilot ran, last first: shows the blast radius, asks, then acts."""
+    out = Output(json_output)
+    person = operator()
+    with open_app() as app:
+        service = app.service
+        try:
+            preview = run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
+            radius = preview["blast_radius"]
+            out.show(views.blast_panel("rollback", radius))
+            if radius.get("blockers") or radius.get("unmeasured"):
+                refuse(
+                    "rollback is blocked: " + "; ".join([*radius["blockers"], *radius["unmeasured"]]),
+                    f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
+                )
+            confirm(f"Roll back {workflow_id}?", yes, json_output)
+            result = run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects))
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(views.outcome_panel({**result, "outcome": result.get("outcome") or result.get("action")}))
+        for entry in result.get("rollback_results") or []:
+            out.show(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}")
+    if result.get("outcome") == "failed":
+        raise typer.Exit(1)

@@ -1,0 +1,184 @@
+"""`vmware-pilot run`: create a workflow from a template (or a steps file) and run it from a terminal.
+
+Progress is printed as the run goes. At each approval gate the person at the terminal sees what
+the gate releases and decides; their approval is recorded as theirs (the OS user), bound to the
+plan digest shown. Without dispatch (hand-back mode) Pilot runs nothing: it prints the steps to
+perform, and approving a gate after handed-out steps states that they were performed. With
+`--dispatch` (or VMWARE_PILOT_DISPATCH=stdio) Pilot runs the steps in each skill's own server.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+import yaml
+
+from vmware_pilot.cli import views
+from vmware_pilot.cli.common import (
+    EXIT_USAGE,
+    JsonOption,
+    Output,
+    fail,
+    open_app,
+    operator,
+    refuse,
+    run_async,
+)
+from vmware_pilot.cli.operator import printer
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import PilotError
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
+
+__all__ = ["parse_params", "run"]
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs; a value that reads as JSON (number, true, list, object) is taken as such."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            refuse(f"-p {pair!r} is not key=value", "Example: -p vm_name=web-01 -p cpu=4", EXIT_USAGE)
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        params[key.strip()] = value
+    return params
+
+
+def _load_steps(path: Path) -> tuple[str, str, list[Any]]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        refuse(f"cannot read {path}: {exc}", "Give a YAML file with a list of steps.", EXIT_USAGE)
+    name, description = path.stem, f"steps from {path.name}"
+    if isinstance(doc, dict):
+        name = str(doc.get("name") or name)
+        description = str(doc.get("description") or description)
+        doc = doc.get("steps")
+    if not isinstance(doc, list) or not doc:
+        refuse(
+            f"{path} holds no steps",
+            "The file is a list of steps, or a mapping with name, description and steps.",
+            EXIT_USAGE,
+        )
+    return name, description, doc
+
+
+def _create(
+    app: PilotApp, person: Actor, template: str | None, params: dict[str, Any], steps: Path | None
+) -> str:
+    if steps is not None:
+        name, description, items = _load_steps(steps)
+        created = app.service.create_workflow(person, name, description, items)
+    else:
+        assert template is not None
+        created = app.service.create_workflow_from_template(person, template, params)
+    return str(created["workflow_id"])
+
+
+async def _drive(
+    app: PilotApp, person: Actor, workflow_id: str, force: bool, yes: bool, out: Output
+) -> dict[str, Any]:
+    """Run, and at each gate ask the person; returns the last result."""
+    result = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
+    while result.get("outcome") == "awaiting_approval":
+        out.show(views.outcome_panel(result))
+        view = app.service.pending_gate(workflow_id)
+        out.show(views.gate_panel(view))
+        gate = view["gate"]
+        if gate.get("approvals") and any(a.get("approver") == person.label for a in gate["approvals"]):
+            return result  # this person already approved; others still have to
+        unrun = view.get("not_executed_before_gate") or []
+        question = f"Approve this gate as {person.label}?"
+        if unrun:
+            question = (
+                f"Did you perform the {len(unrun)} step(s) listed above and check their results, "
+                f"and do you approve this gate as {person.label}?"
+            )
+        if not yes and (
+            not sys.stdin.isatty() or not typer.confirm(question, default=False, err=out.json_mode)
+        ):
+            return result  # nobody to ask, or the person said no: the workflow waits at the gate
+        result = await app.service.approve(
+            person,
+            workflow_id,
+            person.label,
+            bool(unrun),
+            progress=printer(out),
+            channel="cli",
+            expected_digest=str(gate["digest"]),
+        )
+        pending = result.get("pending_gate") or {}
+        if result.get("outcome") == "awaiting_approval" and pending.get("index") == gate.get("index"):
+            out.show(views.outcome_panel(result))
+            return result  # a quorum gate: more people have to approve
+    return result
+
+
+def run(
+    template: Annotated[str | None, typer.Argument(help="Template name (`vmware-pilot templates`).")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Template parameter key=value (repeatable).")
+    ] = None,
+    steps: Annotated[
+        Path | None,
+        typer.Option("--steps", help="YAML file of steps (a custom workflow) instead of a template."),
+    ] = None,
+    dispatch: Annotated[
+        bool, typer.Option("--dispatch", help="Let Pilot run each step in that skill's own MCP server.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Run a built-in despite blocking review findings (you checked them)."),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every gate as yourself without asking.")
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Create a workflow and run it here: progress, and each approval gate asked at this terminal."""
+    if (template is None) == (steps is None):
+        refuse(
+            "give a template name or --steps FILE.yaml (one of them)",
+            "`vmware-pilot templates` lists templates.",
+            EXIT_USAGE,
+        )
+    if steps is not None and param:
+        refuse(
+            "-p parameters go with a template, not with --steps",
+            "Put the values in the steps file.",
+            EXIT_USAGE,
+        )
+    params = parse_params(param or [])
+    out = Output(json_output)
+    person = operator()
+    with open_app(dispatch) as app:
+        try:
+            workflow_id = _create(app, person, template, params, steps)
+            mode = "Pilot runs the steps" if app.dispatcher is not None else "steps are handed back to you"
+            out.show(f"Created [bold]{workflow_id}[/] ({mode}).")
+            result = run_async(app, _drive(app, person, workflow_id, force, yes, out))
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        if result.get("outcome") != "awaiting_approval":  # a gate's result was shown with the gate
+            out.show(views.outcome_panel(result))
+        if result.get("outcome") == "awaiting_approval":
+            out.show(
+                f"It waits at the gate. Approve with `vmware-pilot approve {workflow_id}`"
+                + (" --ack-not-executed" if result.get("pending_dispatch") else "")
+                + f", or reject with `vmware-pilot reject {workflow_id} --reason ...`."
+            )
+        elif result.get("outcome") == "dispatch_required":
+            out.show("Perform the steps above yourself, in order; Pilot did not run them.")
+    if result.get("outcome") == "failed" or result.get("error"):
+        raise typer.Exit(1)

@@ -1,0 +1,270 @@
+"""Rich renderings of service results for the operator CLI (tables and panels, secrets masked)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from vmware_pilot.safety.redaction import redact
+
+__all__ = [
+    "audit_table",
+    "blast_panel",
+    "gate_panel",
+    "gates_table",
+    "handout_table",
+    "outcome_panel",
+    "review_panel",
+    "status_panel",
+    "steps_table",
+    "templates_table",
+    "workflows_table",
+]
+
+_STATE_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "dim",
+    "awaiting_approval": "bold yellow",
+    "running": "cyan",
+    "rolling_back": "magenta",
+}
+_TIER_STYLE = {"destructive": "bold red", "write": "yellow", "read": "green", "unknown": "magenta"}
+
+
+def _table(*columns: str, keep: tuple[str, ...] = ("#", "id", "state", "status")) -> Table:
+    """A plain table; the ``keep`` columns never wrap (ids, states), the others fold."""
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column in keep)
+    return table
+
+
+def _state(state: str) -> Text:
+    return Text(state, style=_STATE_STYLE.get(state, ""))
+
+
+def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
+    if not rows:
+        return Text("No workflows.", style="dim")
+    table = _table("id", "type", "state", "updated", keep=("id", "state", "updated"))
+    for row in rows:
+        table.add_row(
+            str(row["id"]),
+            str(row["type"]),
+            _state(str(row["state"])),
+            str(row["updated_at"])[:16].replace("T", " "),
+        )
+    return table
+
+
+def templates_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
+    table = _table("name", "type", "steps", "description")
+    for row in rows:
+        note = f"[red]{row['error']}[/]" if row.get("error") else str(row.get("description", ""))
+        table.add_row(str(row.get("name", "")), str(row.get("type", "")), str(row.get("steps", "")), note)
+    return table
+
+
+def _step_note(step: Mapping[str, Any]) -> str:
+    if step.get("action") == "require_approval":
+        return str((step.get("params") or {}).get("message", ""))
+    result = step.get("result")
+    if isinstance(result, Mapping) and result.get("error"):
+        return f"error: {result['error']}"
+    return ""
+
+
+def steps_table(steps: Sequence[Mapping[str, Any]]) -> Table:
+    table = _table("#", "step", "skill.tool", "status", "note")
+    for step in steps:
+        gate = step.get("action") == "require_approval"
+        table.add_row(
+            str(step.get("index", "")),
+            "[bold yellow]approval gate[/]" if gate else str(step.get("action", "")),
+            f"{step.get('skill', '')}.{step.get('tool', '')}",
+            str(step.get("status", "")),
+            _step_note(step),
+        )
+    return table
+
+
+def gates_table(gates: Sequence[Mapping[str, Any]]) -> Table:
+    table = _table("gate", "status", "approvals", "expires", "plan digest")
+    for gate in gates:
+        names = ", ".join(str(a.get("approver", "")) for a in gate.get("approvals") or []) or "-"
+        expires = str(gate.get("expires_at") or "never")[:19]
+        if gate.get("expired"):
+            expires = f"[bold red]EXPIRED[/] {expires}"
+        table.add_row(
+            f"step {gate.get('index')}",
+            str(gate.get("status", "")),
+            f"{len(gate.get('approvals') or [])}/{gate.get('approvals_required', 1)} ({names})",
+            expires,
+            str(gate.get("digest", "")),
+        )
+    return table
+
+
+def audit_table(events: Sequence[Mapping[str, Any]]) -> Table:
+    table = _table("time", "actor", "action", "detail")
+    for event in events:
+        table.add_row(
+            str(event.get("ts", ""))[:19],
+            str(event.get("actor", "")),
+            str(event.get("action", "")),
+            str(event.get("detail", "")),
+        )
+    return table
+
+
+def status_panel(status: Mapping[str, Any], audit_tail: int) -> RenderableType:
+    status = redact(status)
+    head = Text.assemble(
+        (str(status["id"]), "bold"),
+        f"  {status['workflow_type']}  ",
+        _state(str(status["state"])),
+    )
+    facts = [f"created by {status.get('created_by') or '-'}"]
+    if status.get("approved_by"):
+        facts.append(f"approved by {status['approved_by']}")
+    if status.get("blocked_reason"):
+        facts.append(f"reason: {status['blocked_reason']}")
+    parts: list[RenderableType] = [head, Text("; ".join(facts), style="dim"), steps_table(status["steps"])]
+    if status.get("gates"):
+        parts += [Text("\nGates", style="bold"), gates_table(status["gates"])]
+    summary = (status.get("diff_report") or {}).get("summary")
+    if summary:
+        parts += [Text("\nChanges", style="bold"), Text(str(summary))]
+    events = list(status.get("audit_log") or [])[-audit_tail:] if audit_tail > 0 else []
+    if events:
+        parts += [Text(f"\nAudit (last {len(events)})", style="bold"), audit_table(events)]
+    return Group(*parts)
+
+
+def review_panel(review: Mapping[str, Any]) -> RenderableType:
+    verdict = str(review.get("verdict", ""))
+    style = "green" if verdict == "approved" else "bold red"
+    summary = ", ".join(f"{k}={v}" for k, v in (review.get("summary") or {}).items())
+    findings = _table("severity", "kind", "step", "message")
+    for f in review.get("findings") or []:
+        findings.add_row(str(f["severity"]), str(f["kind"]), str(f["step_index"]), str(f["message"]))
+    body: list[RenderableType] = [Text(f"verdict: {verdict}", style=style), Text(summary, style="dim")]
+    body.append(findings if review.get("findings") else Text("No findings.", style="green"))
+    return Group(*body)
+
+
+def gate_panel(view: Mapping[str, Any]) -> RenderableType:
+    """The pending gate: its message, what it releases (risk tier), what ran before, the digest."""
+    gate: Mapping[str, Any] = view.get("gate") or {}
+    releases = _table("#", "skill.tool", "risk", "undo")
+    for r in view.get("releases") or []:
+        tier = str(r.get("tier", ""))
+        releases.add_row(
+            str(r["index"]),
+            f"{r['skill']}.{r['tool']}",
+            Text(tier, style=_TIER_STYLE.get(tier, "")),
+            str(r.get("rollback_tool") or "-"),
+        )
+    ran = _table("#", "skill.tool", "status")
+    for s in view.get("already_ran") or []:
+        style = "yellow" if s["status"] == "not_executed" else ""
+        ran.add_row(str(s["index"]), f"{s['skill']}.{s['tool']}", Text(str(s["status"]), style=style))
+    lines: list[RenderableType] = [
+        Text(str(gate.get("message") or "(no message)"), style="bold"),
+        Text("\nReleases (runs once approved):", style="bold"),
+        releases if view.get("releases") else Text("nothing: approving ends this part", style="dim"),
+    ]
+    if view.get("already_ran"):
+        lines += [Text("\nBefore this gate:", style="bold"), ran]
+    facts = [f"plan digest {gate.get('digest', '')}"]
+    required = int(gate.get("approvals_required") or 1)
+    if required > 1:
+        names = ", ".join(str(a.get("approver")) for a in gate.get("approvals") or []) or "none yet"
+        facts.append(f"approvals {len(gate.get('approvals') or [])}/{required} ({names})")
+    if gate.get("expires_at"):
+        facts.append(("EXPIRED at " if gate.get("expired") else "expires ") + str(gate["expires_at"])[:19])
+    lines.append(Text("\n" + "\n".join(facts), style="dim"))
+    title = (
+        f"{view.get('workflow_id')} ({view.get('workflow_type')}): approval gate at step {gate.get('index')}"
+    )
+    return Panel(Group(*lines), title=title, title_align="left", border_style="yellow")
+
+
+def handout_table(pending: Sequence[Mapping[str, Any]]) -> Table:
+    """Steps handed to the person to perform themselves, in order (secrets masked)."""
+    table = _table("#", "skill.tool", "params", "undo")
+    for step in pending:
+        params = json.dumps(redact(step.get("params") or {}), ensure_ascii=False)
+        table.add_row(
+            str(step.get("index", "")),
+            f"{step.get('skill')}.{step.get('tool')}",
+            params,
+            str(step.get("rollback_tool") or "-"),
+        )
+    return table
+
+
+def blast_panel(verb: str, radius: Mapping[str, Any]) -> RenderableType:
+    """What a rollback or cancel would do and leave (the blast radius)."""
+    table = _table("list", "count", "steps")
+    for key in (
+        "would_roll_back",
+        "left_in_place",
+        "not_reversed_by_pilot",
+        "not_reversible_outside_pilot",
+        "left_behind_by_earlier_rollback",
+        "performed_outside_pilot",
+        "would_skip",
+        "handed_out_to_caller",
+        "unknown_effects",
+    ):
+        if key not in radius and f"{key}_count" not in radius:
+            continue
+        entries = radius.get(key) or []
+        names = ", ".join(f"{e.get('index')}:{e.get('skill')}.{e.get('tool')}" for e in entries) or "-"
+        table.add_row(key, str(radius.get(f"{key}_count", len(entries))), names)
+    notes = [str(v) for k, v in radius.items() if k.endswith("_note") and v]
+    problems = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
+    body: list[RenderableType] = [table, *(Text(n, style="dim") for n in notes)]
+    body += [Text(f"blocked: {p}", style="bold red") for p in problems]
+    state_after = radius.get("state_after", "")
+    title = f"{verb} preview: workflow ends '{state_after}'" if state_after else f"{verb} preview"
+    return Panel(Group(*body), title=title, title_align="left", border_style="magenta")
+
+
+def outcome_panel(result: Mapping[str, Any]) -> RenderableType:
+    """A run/approve result: outcome and state, steps handed back, the error, the next gate."""
+    outcome = str(result.get("outcome") or result.get("action") or "")
+    parts: list[RenderableType] = [
+        Text.assemble(("outcome ", "bold"), _state(outcome), "  state ", _state(str(result.get("state", ""))))
+    ]
+    if result.get("error"):
+        parts.append(Text(str(result["error"]), style="red"))
+    pending = result.get("pending_dispatch") or []
+    if pending:
+        parts += [
+            Text("\nPilot ran none of these: perform them yourself, in order, with the skill's own tool:"),
+            handout_table(pending),
+        ]
+    gate = result.get("pending_gate") or {}
+    if gate and outcome == "awaiting_approval":
+        missing = int(gate.get("approvals_missing") or 0)
+        quorum = int(gate.get("approvals_required") or 1) > 1
+        parts.append(
+            Text(
+                f"\nWaiting at the gate at step {gate.get('index')}: {gate.get('message', '')}"
+                + (f" ({missing} more approval(s) needed)" if quorum and missing else ""),
+                style="yellow",
+            )
+        )
+    style = "red" if outcome == "failed" else "green" if outcome == "completed" else "cyan"
+    return Panel(
+        Group(*parts), title=str(result.get("workflow_id") or result.get("id") or ""), border_style=style
+    )

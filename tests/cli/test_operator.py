@@ -1,0 +1,257 @@
+"""The operator commands through the `vmware-pilot` entry point (typer CliRunner, no terminal).
+
+The person is the OS user; ``LOGNAME`` (read first by getpass) stands in for different people.
+Workflows are set up through the same service a server would use on the same store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.cli.main import app as cli
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+
+runner = CliRunner()
+AGENT = Actor("agent")
+GATE = {
+    "action": "require_approval",
+    "skill": "pilot",
+    "tool": "approve",
+    "params": {"message": "Power off web-01?"},
+}
+READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+OFF = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "web-01", "vc_password": "hunter2"},
+    "rollback_tool": "power_on_vm",
+    "rollback_params": {"vm_name": "web-01"},
+}
+
+
+@pytest.fixture
+def pilot(settings: Settings) -> Iterator[PilotApp]:
+    app = build_app(settings)
+    yield app
+    app.close()
+
+
+def invoke(*args: str, user: str = "olivia", input: str | None = None, **env: str) -> Result:
+    return runner.invoke(cli, list(args), input=input, env={"LOGNAME": user, **env})
+
+
+def at_gate(pilot: PilotApp, *steps: dict[str, Any]) -> str:
+    wid = str(pilot.service.create_workflow(AGENT, "off-web", "d", list(steps) or [GATE, OFF])["workflow_id"])
+    out = asyncio.run(pilot.service.run_workflow(AGENT, wid))
+    assert out["outcome"] == "awaiting_approval"
+    return wid
+
+
+def status(pilot: PilotApp, wid: str) -> dict[str, Any]:
+    return pilot.service.get_workflow_status(wid)
+
+
+def actions(pilot: PilotApp, wid: str) -> list[str]:
+    return [e["action"] for e in status(pilot, wid)["audit_log"]]
+
+
+# --- reads ---------------------------------------------------------------------------------
+def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> None:
+    waiting = at_gate(pilot)
+    other = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"])
+    listed = json.loads(invoke("workflows", "--json").stdout)
+    assert [w["id"] for w in listed["workflows"]] == [other, waiting] and listed["count"] == 2
+    only = json.loads(invoke("workflows", "--state", "awaiting_approval", "--json").stdout)
+    assert [w["id"] for w in only["workflows"]] == [waiting]
+    assert [
+        w["id"] for w in json.loads(invoke("workflows", "--limit", "1", "--json").stdout)["workflows"]
+    ] == [other]
+    table = invoke("workflows")
+    assert table.exit_code == 0 and waiting in table.stdout and "awaiting_approval" in table.stdout
+    assert invoke("workflows", "--state", "sleeping").exit_code == 2
+
+
+def test_status_shows_steps_gate_message_gates_and_audit(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    shown = invoke("status", wid)
+    assert shown.exit_code == 0
+    digest = status(pilot, wid)["gates"][0]["digest"]
+    for text in ("Power off web-01?", "aiops.power_off_vm", "pending", "awaiting_approval", digest[:30]):
+        assert text in shown.stdout
+    assert "hunter2" not in shown.stdout
+    data = json.loads(invoke("status", wid, "--json").stdout)
+    assert data["gates"][0]["digest"] == digest and data["steps"][1]["params"]["vc_password"] == "***"
+
+
+def test_an_unknown_id_is_a_usage_error_with_a_hint(pilot: PilotApp) -> None:
+    for command in ("status", "review", "approve", "rollback", "cancel"):
+        result = invoke(command, "wf-nope")
+        assert result.exit_code == 2, command
+        assert "not found" in result.stderr and "vmware-pilot workflows" in result.stderr
+
+
+def test_review_and_templates(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    review = json.loads(invoke("review", wid, "--json").stdout)
+    assert review["summary"]["approval_gates"] == 1 and review["workflow_id"] == wid
+    assert "verdict" in invoke("review", wid).stdout
+    names = [t["name"] for t in json.loads(invoke("templates", "--json").stdout)["templates"]]
+    assert "incident_response" in names and "rolling_restart" in names
+    assert "incident_response" in invoke("templates").stdout
+
+
+# --- approve -------------------------------------------------------------------------------
+def test_approve_without_a_terminal_or_yes_refuses_and_changes_nothing(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    result = invoke("approve", wid)
+    assert result.exit_code == 1
+    assert "no terminal" in result.stderr and "--yes" in result.stderr
+    assert "Power off web-01?" in result.stdout, "the gate is shown before anything is asked"
+    assert status(pilot, wid)["state"] == "awaiting_approval"
+
+
+def test_approve_records_the_os_user_bound_to_the_digest_shown(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    digest = status(pilot, wid)["gates"][0]["digest"]
+    result = invoke("approve", wid, "--yes", "--json", user="olivia")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["approved_by"] == "olivia" and data["outcome"] == "dispatch_required"
+    after = status(pilot, wid)
+    assert [(a["approver"], a["channel"], a["digest"]) for a in after["gates"][0]["approvals"]] == [
+        ("olivia", "cli", digest)
+    ]
+    approved = [e for e in after["audit_log"] if e["action"] == "approved"]
+    assert approved[0]["actor"] == "olivia" and digest in approved[0]["detail"]
+    assert "hunter2" not in result.stdout
+
+
+def test_approve_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)
+    result = invoke("approve", wid)
+    for text in (
+        "Power off web-01?",
+        "aiops.power_off_vm",
+        "power_on_vm",
+        "list_virtual_machines",
+        "not_executed",
+    ):
+        assert text in result.stdout
+    assert "write" in result.stdout or "destructive" in result.stdout
+
+
+def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)
+    refused = invoke("approve", wid, "--yes")
+    assert refused.exit_code == 1 and "--ack-not-executed" in refused.stderr
+    assert status(pilot, wid)["state"] == "awaiting_approval"
+    done = invoke("approve", wid, "--yes", "--ack-not-executed")
+    assert done.exit_code == 0, done.output
+    assert [s["status"] for s in status(pilot, wid)["steps"]] == ["reported_done", "success", "not_executed"]
+    assert "aiops.power_off_vm" in done.stdout, "the steps to perform now are printed"
+
+
+def test_the_cli_approves_when_the_policy_reserves_approval_for_people(settings: Settings) -> None:
+    human = build_app(Settings(home=settings.home, approvals="human"))
+    try:
+        wid = at_gate(human)
+        result = invoke("approve", wid, "--yes", VMWARE_PILOT_APPROVALS="human")
+        assert result.exit_code == 0, result.output
+        assert status(human, wid)["approved_by"] == "olivia"
+    finally:
+        human.close()
+
+
+def test_approve_refuses_an_expired_gate_and_reject_still_works(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "expires_in_minutes": 0.001}}, OFF)
+    asyncio.run(asyncio.sleep(0.1))
+    expired = invoke("approve", wid, "--yes")
+    assert expired.exit_code == 1 and "expired" in expired.stderr and "reject" in expired.stderr
+    assert "EXPIRED" in invoke("status", wid).stdout
+    rejected = invoke("reject", wid, "--reason", "too late", "--yes")
+    assert rejected.exit_code == 0, rejected.output
+    assert status(pilot, wid)["state"] == "cancelled" and "rejected" in actions(pilot, wid)
+
+
+def test_approve_refuses_a_plan_changed_since_the_gate(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    wf = pilot.store.load(wid)  # another writer of the database changes the released step
+    wf.steps[1].params["vm_name"] = "db-01"
+    pilot.store.save(wf)
+    result = invoke("approve", wid, "--yes")
+    assert result.exit_code == 1 and "changed" in result.stderr
+    assert "approved" not in actions(pilot, wid)
+
+
+def test_a_quorum_gate_takes_distinct_people(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "approvals_required": 2}}, OFF)
+    first = invoke("approve", wid, "--yes", user="olivia")
+    assert first.exit_code == 0 and "1 more approval" in first.stdout
+    assert status(pilot, wid)["state"] == "awaiting_approval"
+    again = invoke("approve", wid, "--yes", user="olivia")
+    assert again.exit_code == 1 and "already approved" in again.stderr
+    second = invoke("approve", wid, "--yes", "--json", user="peter")
+    assert second.exit_code == 0 and json.loads(second.stdout)["approved_by"] == "olivia, peter"
+    assert actions(pilot, wid).count("approval_recorded") == 1
+
+
+def test_approve_of_a_workflow_not_at_a_gate_is_refused(pilot: PilotApp) -> None:
+    wid = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"])
+    result = invoke("approve", wid, "--yes")
+    assert result.exit_code == 1 and "not waiting at an approval gate" in result.stderr
+
+
+# --- reject, cancel, rollback --------------------------------------------------------------
+def test_reject_needs_a_reason_and_audits_it(pilot: PilotApp) -> None:
+    wid = at_gate(pilot)
+    assert invoke("reject", wid, "--yes").exit_code == 2
+    assert invoke("reject", wid, "--reason", " ", "--yes").exit_code == 2
+    assert invoke("reject", wid, "--reason", "wrong vm").exit_code == 1  # no terminal, no --yes
+    result = invoke("reject", wid, "--reason", "wrong vm", "--yes", "--json", user="peter")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["state"], data["outcome"], data["action"], data["rejected_by"]) == (
+        "cancelled",
+        "cancelled",
+        "cancelled",
+        "peter",
+    )
+    log = status(pilot, wid)["audit_log"]
+    assert [e["detail"] for e in log if e["action"] == "rejected"] == [
+        "peter rejected the gate at step 0: wrong vm"
+    ]
+
+
+def test_cancel_previews_the_blast_radius_then_cancels(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)
+    preview = invoke("cancel", wid, "--reason", "change freeze")
+    assert preview.exit_code == 1 and "cancel preview" in preview.stdout
+    assert status(pilot, wid)["state"] == "awaiting_approval"
+    done = invoke("cancel", wid, "--reason", "change freeze", "--yes", "--json")
+    assert done.exit_code == 0 and json.loads(done.stdout)["state"] == "cancelled"
+    again = invoke("cancel", wid, "--yes")
+    assert again.exit_code == 1 and "blocked" in again.stderr
+
+
+def test_rollback_previews_then_acts(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)
+    preview = invoke("rollback", wid)
+    assert preview.exit_code == 1 and "rollback preview" in preview.stdout
+    assert status(pilot, wid)["state"] == "awaiting_approval"
+    done = invoke("rollback", wid, "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["action"] == "rolled_back"
+    assert status(pilot, wid)["state"] == "failed"
+    cancelled = at_gate(pilot)
+    assert invoke("cancel", cancelled, "--yes").exit_code == 0
+    blocked = invoke("rollback", cancelled, "--yes")
+    assert blocked.exit_code == 1 and "blocked" in blocked.stderr and "cancelled" in blocked.stderr

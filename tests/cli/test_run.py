@@ -1,0 +1,123 @@
+"""`vmware-pilot run` through the entry point: hand-back and dispatch, gates asked at the terminal."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner, Result
+
+from vmware_pilot.app import build_app
+from vmware_pilot.cli.main import app as cli
+from vmware_pilot.cli.run import parse_params
+from vmware_pilot.config import Settings
+
+runner = CliRunner()
+FAKE_SKILL = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Echo?"}}
+INCIDENT = ("run", "incident_response", "-p", "alert_entity=web-01", "-p", "alert_name=High CPU")
+
+
+def invoke(*args: str, user: str = "olivia", **env: str) -> Result:
+    return runner.invoke(cli, list(args), env={"LOGNAME": user, **env})
+
+
+def stored(settings: Settings, workflow_id: str) -> dict[str, Any]:
+    app = build_app(settings)
+    try:
+        return app.service.get_workflow_status(workflow_id)
+    finally:
+        app.close()
+
+
+def steps_file(tmp_path: Path, steps: list[dict[str, Any]], name: str = "echo-test") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "description": "echo through a skill", "steps": steps}))
+    return path
+
+
+def test_params_read_json_values_and_keep_text() -> None:
+    assert parse_params(["cpu=4", "on=true", 'vms=["a","b"]', "name=web-01", "note=a=b"]) == {
+        "cpu": 4,
+        "on": True,
+        "vms": ["a", "b"],
+        "name": "web-01",
+        "note": "a=b",
+    }
+
+
+def test_run_hands_back_and_approves_each_gate_as_the_os_user(settings: Settings) -> None:
+    result = invoke(*INCIDENT, "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["outcome"], data["approved_by"]) == ("dispatch_required", "olivia")
+    assert [p["tool"] for p in data["pending_dispatch"]] == ["acknowledge_vcenter_alarm"]
+    assert "monitor.get_alarms" in result.stderr, "the steps to perform before the gate were shown"
+    status = stored(settings, data["id"])
+    assert [s["status"] for s in status["steps"]] == [
+        "reported_done",
+        "reported_done",
+        "success",
+        "not_executed",
+    ]
+    assert status["gates"][0]["approvals"][0]["channel"] == "cli"
+
+
+def test_run_without_a_terminal_stops_at_the_gate(settings: Settings) -> None:
+    result = invoke(*INCIDENT)
+    assert result.exit_code == 0, result.output
+    assert "vmware-pilot approve" in result.stdout and "--ack-not-executed" in result.stdout
+    assert "monitor.get_alarms" in result.stdout
+    (row,) = json.loads(invoke("workflows", "--json").stdout)["workflows"]
+    assert row["state"] == "awaiting_approval"
+
+
+def test_run_refuses_unusable_arguments() -> None:
+    assert invoke("run").exit_code == 2
+    assert invoke("run", "incident_response", "--steps", "x.yaml").exit_code == 2
+    bad = invoke("run", "incident_response", "-p", "alert_entity")
+    assert bad.exit_code == 2 and "key=value" in bad.stderr
+    missing = invoke("run", "incident_response", "-p", "alert_entity=web-01")
+    assert missing.exit_code == 2 and "alert_name" in missing.stderr
+    unknown = invoke("run", "no_such_template")
+    assert unknown.exit_code != 0 and "no_such_template" in unknown.stderr
+
+
+def test_run_of_a_steps_file_applies_the_gate_rule(tmp_path: Path) -> None:
+    ungated = steps_file(
+        tmp_path, [{"action": "rm", "skill": "aiops", "tool": "delete_vm", "params": {"vm_name": "x"}}]
+    )
+    result = invoke("run", "--steps", str(ungated), "--yes")
+    assert result.exit_code == 1
+    assert "require_approval" in result.stderr
+    assert json.loads(invoke("workflows", "--json").stdout)["count"] == 0, "nothing was created"
+
+
+def test_run_with_dispatch_runs_the_steps_in_the_skill(tmp_path: Path, settings: Settings) -> None:
+    path = steps_file(
+        tmp_path, [GATE, {"action": "echo", "skill": "aiops", "tool": "echo", "params": {"value": "hi"}}]
+    )
+    commands = json.dumps({"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])})
+    result = invoke(
+        "run", "--steps", str(path), "--dispatch", "--yes", "--json", VMWARE_PILOT_SKILL_COMMANDS=commands
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["outcome"] == "completed" and "pending_dispatch" not in data
+    step = stored(settings, data["id"])["steps"][1]
+    assert step["status"] == "success" and step["result"]["value"] == "hi"
+
+
+def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path) -> None:
+    gate = {**GATE, "params": {"message": "Echo?", "approvals_required": 2}}
+    path = steps_file(tmp_path, [gate, {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}])
+    result = invoke("run", "--steps", str(path), "--yes")
+    assert result.exit_code == 0, result.output
+    assert "1 more approval" in result.stdout
+    (row,) = json.loads(invoke("workflows", "--json").stdout)["workflows"]
+    second = invoke("approve", row["id"], "--yes", "--json", user="peter")
+    assert json.loads(second.stdout)["approved_by"] == "olivia, peter"

@@ -1,0 +1,127 @@
+"""The confirmation a person types at a real terminal: `vmware-pilot` in a subprocess on a pty."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmware_pilot.app import build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+
+CLI = Path(sys.executable).with_name("vmware-pilot")
+GATE = {
+    "action": "require_approval",
+    "skill": "pilot",
+    "tool": "approve",
+    "params": {"message": "Power off web-01?"},
+}
+OFF = {"action": "off", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
+
+
+class Terminal:
+    """A subprocess whose stdin, stdout and stderr are one pseudo-terminal."""
+
+    def __init__(self, *args: str, user: str) -> None:
+        self.master, slave = pty.openpty()
+        env = {**os.environ, "LOGNAME": user, "COLUMNS": "120", "TERM": "dumb"}
+        self.proc = subprocess.Popen(
+            [str(CLI), *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+        )
+        os.close(slave)
+        self.seen = ""
+
+    def read_until(self, text: str, timeout: float = 60.0) -> str:
+        """Collect output until ``text`` appears (the test fails if it never does)."""
+        while text not in self.seen:
+            ready, _, _ = select.select([self.master], [], [], timeout)
+            assert ready, f"no {text!r} in:\n{self.seen}"
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+            assert chunk, f"the command ended without {text!r}:\n{self.seen}"
+            self.seen += chunk.decode(errors="replace")
+        return self.seen
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\r")
+
+    def finish(self, timeout: float = 60.0) -> int:
+        while True:
+            ready, _, _ = select.select([self.master], [], [], timeout)
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.seen += chunk.decode(errors="replace")
+        code = self.proc.wait(timeout)
+        os.close(self.master)
+        return code
+
+
+@pytest.fixture
+def waiting(settings: Settings) -> str:
+    app = build_app(settings)
+    try:
+        wid = str(app.service.create_workflow(Actor("agent"), "off-web", "d", [GATE, OFF])["workflow_id"])
+        asyncio.run(app.service.run_workflow(Actor("agent"), wid))
+        return wid
+    finally:
+        app.close()
+
+
+def state_of(settings: Settings, wid: str) -> tuple[str, str]:
+    app = build_app(settings)
+    try:
+        status = app.service.get_workflow_status(wid)
+        return status["state"], status["approved_by"]
+    finally:
+        app.close()
+
+
+def test_approve_asks_at_the_terminal_and_yes_approves(settings: Settings, waiting: str) -> None:
+    term = Terminal("approve", waiting, user="tess")
+    shown = term.read_until("[y/N]")
+    assert "Power off web-01?" in shown and "aiops.power_off_vm" in shown and "sha256:" in shown
+    assert "Approve this gate as tess?" in shown
+    term.type("y")
+    assert term.finish() == 0, term.seen
+    assert state_of(settings, waiting) == ("pending", "tess")
+
+
+def test_approve_answered_no_changes_nothing(settings: Settings, waiting: str) -> None:
+    term = Terminal("approve", waiting, user="tess")
+    term.read_until("[y/N]")
+    term.type("n")
+    assert term.finish() == 1
+    assert "nothing was changed" in term.seen
+    assert state_of(settings, waiting) == ("awaiting_approval", "")
+
+
+def test_run_stops_at_the_gate_and_asks_the_person(settings: Settings) -> None:
+    term = Terminal(
+        "run", "incident_response", "-p", "alert_entity=web-01", "-p", "alert_name=CPU", user="tess"
+    )
+    shown = term.read_until("[y/N]")
+    assert "monitor.get_alarms" in shown and "Did you perform the 2 step(s)" in shown
+    term.type("y")
+    assert term.finish() == 0, term.seen
+    assert "aiops.acknowledge_vcenter_alarm" in term.seen
+    app = build_app(settings)
+    try:
+        (row,) = app.store.list_all()
+        assert app.service.get_workflow_status(row["id"])["approved_by"] == "tess"
+    finally:
+        app.close()
