@@ -194,3 +194,33 @@ def test_gates_with_options_still_count_as_gates_in_review(app: PilotApp, actor:
     review = app.service.review_workflow(wid)
     assert review["summary"]["approval_gates"] == 1
     assert not [f for f in review["findings"] if f["kind"].startswith("ungated")]
+
+
+YAML = """\
+name: restart_web
+description: Restart one web VM
+parameters:
+  vm_name: {type: string, required: true}
+  approvers: {type: integer, default: 2}
+steps:
+  - action: require_approval
+    params: {message: "Restart {{vm_name}}?", approvals_required: "{{approvers}}", expires_in_minutes: 30}
+  - {action: stop, skill: aiops, tool: power_off_vm, params: {vm_name: "{{vm_name}}"}}
+"""
+
+
+async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
+    app: PilotApp, actor: Actor
+) -> None:
+    folder = app.service.templates.templates_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "restart_web.yaml").write_text(YAML)
+    listed = {t["name"]: t for t in app.service.list_workflows()["templates"]}
+    assert "error" not in listed["restart_web"]
+    wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"})["workflow_id"]
+    assert app.store.load(wid).steps[0].params["approvals_required"] == 2
+    await app.service.run_workflow(actor, wid)
+    (record,) = app.service.get_workflow_status(wid)["gates"]
+    assert record["approvals_required"] == 2 and record["expires_at"]
+    with pytest.raises(StepValidationError):
+        app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01", "approvers": 0})

@@ -117,6 +117,13 @@ the results. They become 'reported_done' and are not handed out again.
 The run then continues as with run_workflow: with --dispatch Pilot runs the next steps (a long \
 call; never perform them yourself), without it they come back in pending_dispatch for you.
 
+The approval is bound to the plan recorded when the gate was reached; it is refused if that plan \
+changed, after the gate's expires_in_minutes, or from someone who already approved a gate that \
+needs approvals_required people (the result then says how many are missing). Depending on this \
+Pilot's approvals setting, the user may be asked directly in a form (your approver is ignored; \
+they may also reject, which cancels the workflow), or approve may be refused: then the user \
+runs `vmware-pilot approve <id>` on the Pilot host.
+
 Returns the workflow with outcome, like run_workflow."""
 
 _ROLLBACK = """\
