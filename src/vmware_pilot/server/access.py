@@ -19,7 +19,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, ContentBlock
 from mcp.types import Tool as MCPTool
@@ -139,7 +138,7 @@ class PilotFastMCP(FastMCP[Any]):
             if not isinstance(workflow_id, str):
                 return None  # argument validation reports it
             try:
-                wf = await anyio.to_thread.run_sync(self._load_workflow, workflow_id)
+                wf = self._load_workflow(workflow_id)
             except WorkflowNotFound:
                 return None  # the tool reports the unknown id in the reference's words
             except PilotError as exc:

@@ -33,6 +33,12 @@ _HINTS: dict[str, str] = {
     "get_workflow_status": "Use list_workflows() to see active workflow IDs.",
     "list_workflows": "The workflow store or template registry failed; the server log has the details.",
 }
+# Tools whose service method writes synchronously (a transaction and an fsync, or a wait for
+# another process's lock): run in a worker thread so the event loop keeps serving others. Reads
+# stay on the loop: they are short, CPU-bound and would only pay thread hand-offs under the GIL.
+_THREADED = frozenset(
+    {"create_workflow", "design_workflow", "update_draft", "confirm_draft", "create_workflow_from_template"}
+)
 _DEFAULT_HINT = (
     "Check the arguments (get_skill_catalog lists skill and tool names; list_workflows the "
     "templates) and try again; the server log has the details under that correlation id."
@@ -61,12 +67,12 @@ ServiceCall = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
 async def call_guarded(tool: str, call: ServiceCall, *, workflow_id: str = "") -> Mapping[str, Any]:
     """Run ``call`` (sync or async) and return its result, or the payload its failure translates to.
 
-    ``call`` itself runs in a worker thread, so a synchronous service method (store reads and
-    writes) never holds up other callers' requests; a coroutine it returns is awaited on the event
-    loop. Synchronous service methods must therefore not touch the event loop.
+    For the writing tools (``_THREADED``) ``call`` runs in a worker thread, so a commit never holds
+    up other callers' requests; those service methods must not touch the event loop. A coroutine
+    ``call`` returns is awaited on the event loop.
     """
     try:
-        result = await anyio.to_thread.run_sync(call)
+        result = await anyio.to_thread.run_sync(call) if tool in _THREADED else call()
         if inspect.isawaitable(result):
             result = await result
         if not isinstance(result, Mapping):

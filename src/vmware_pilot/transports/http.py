@@ -288,7 +288,9 @@ def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if host == "localhost":
         host = "127.0.0.1"
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto must be TCP for asyncio to disable Nagle on accepted connections (else every
+    # response written in two parts waits ~40 ms for the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
