@@ -217,7 +217,9 @@ async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
     (folder / "restart_web.yaml").write_text(YAML)
     listed = {t["name"]: t for t in app.service.list_workflows()["templates"]}
     assert "error" not in listed["restart_web"]
-    wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"})["workflow_id"]
+    wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"})[
+        "workflow_id"
+    ]
     assert app.store.load(wid).steps[0].params["approvals_required"] == 2
     await app.service.run_workflow(actor, wid)
     (record,) = app.service.get_workflow_status(wid)["gates"]
