@@ -50,21 +50,27 @@ def test_params_read_json_values_and_keep_text() -> None:
     }
 
 
-def test_run_hands_back_and_approves_each_gate_as_the_os_user(settings: Settings) -> None:
-    result = invoke(*INCIDENT, "--yes", "--json")
+def test_run_hands_back_and_approves_a_gate_as_the_os_user(tmp_path: Path, settings: Settings) -> None:
+    read = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}
+    result = invoke("run", "--steps", str(steps_file(tmp_path, [GATE, read])), "--yes", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert (data["outcome"], data["approved_by"]) == ("dispatch_required", "olivia")
-    assert [p["tool"] for p in data["pending_dispatch"]] == ["acknowledge_vcenter_alarm"]
-    assert "monitor.get_alarms" in result.stderr, "the steps to perform before the gate were shown"
+    assert [p["tool"] for p in data["pending_dispatch"]] == ["list_virtual_machines"]
+    assert "Echo?" in result.stderr, "the gate was shown"
     status = stored(settings, data["id"])
-    assert [s["status"] for s in status["steps"]] == [
-        "reported_done",
-        "reported_done",
-        "success",
-        "not_executed",
-    ]
+    assert [s["status"] for s in status["steps"]] == ["success", "not_executed"]
     assert status["gates"][0]["approvals"][0]["channel"] == "cli"
+
+
+def test_run_yes_does_not_vouch_for_steps_it_just_handed_out(settings: Settings) -> None:
+    result = invoke(*INCIDENT, "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["outcome"], data["approved_by"]) == ("awaiting_approval", "")
+    assert [p["tool"] for p in data["pending_dispatch"]] == ["get_alarms", "get_events"]
+    status = stored(settings, data["id"])
+    assert [s["status"] for s in status["steps"]] == ["not_executed", "not_executed", "pending", "pending"]
 
 
 def test_run_without_a_terminal_stops_at_the_gate(settings: Settings) -> None:

@@ -97,6 +97,8 @@ async def _drive(
         if gate.get("approvals") and any(a.get("approver") == person.label for a in gate["approvals"]):
             return result  # this person already approved; others still have to
         unrun = view.get("not_executed_before_gate") or []
+        if unrun and yes:
+            return result  # --yes cannot state that steps printed a moment ago were performed
         question = f"Approve this gate as {person.label}?"
         if unrun:
             question = (
@@ -140,7 +142,12 @@ def run(
         typer.Option("--force", help="Run a built-in despite blocking review findings (you checked them)."),
     ] = False,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Approve every gate as yourself without asking.")
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Approve gates as yourself without asking (not one that follows steps handed to you).",
+        ),
     ] = False,
     json_output: JsonOption = False,
 ) -> None:
