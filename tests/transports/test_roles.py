@@ -98,3 +98,12 @@ def test_a_file_others_can_write_is_not_trusted(book: RoleBook) -> None:
         book.lookup("operator")
     book.path.chmod(0o600)
     assert book.lookup("operator").approve == "others"
+
+
+def test_the_readme_roles_example_is_a_valid_roles_file() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Network transport", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    roles = parse_roles("\n".join(line.removeprefix("  ") for line in block.splitlines()), TOOL_NAMES)
+    assert roles["operator"].approve == "others" and roles["operator"].tools is None
+    assert roles["planner"].approve == "none" and "confirm_draft" in (roles["planner"].tools or ())
