@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 from pathlib import Path
 
 import typer
 
 from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_names, serve_http
@@ -103,7 +103,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
 
     async def run() -> None:
         try:
-            await serve_http(app, options, tokens, roles, service_account=getpass.getuser())
+            await serve_http(
+                app, options, tokens, roles, service_account=Actor.os_user().name or "this account"
+            )
         finally:
             await app.aclose()
 
