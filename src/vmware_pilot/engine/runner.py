@@ -22,7 +22,7 @@ from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gates, undo
 from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.progress import ProgressFn, report
@@ -34,8 +34,6 @@ from vmware_pilot.errors import (
     PilotError,
     SecretUnavailable,
 )
-from vmware_pilot.safety.blast import leaves_behind, undo_candidates
-from vmware_pilot.safety.classify import is_catalog_read
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
@@ -55,10 +53,6 @@ _HANDBACK_MESSAGE = (
 )
 _NO_DISPATCH_UNDO = "No dispatch configured: Pilot cannot run this undo and is refusing to fake execution"
 _COMMIT_ATTEMPTS = 8
-
-
-def _append_result(w: Workflow, entry: dict[str, Any]) -> None:
-    w.rollback_results.append(entry)
 
 
 def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
@@ -304,7 +298,7 @@ class Runner:
                 w.steps[index].started_at = now
 
         wf, _ = self.commit(wf, mark_running)
-        outcomes = await asyncio.gather(*(self._call(wf, index, bound=index) for index in batch))
+        outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
         failed = False
         for index, outcome in zip(batch, outcomes, strict=True):
             wf, ok = self.commit(
@@ -313,15 +307,15 @@ class Runner:
             failed = failed or not ok
         return wf, failed
 
-    async def _call(self, wf: Workflow, index: int, *, bound: int, undo: bool = False) -> StepOutcome:
+    async def call_step(self, wf: Workflow, index: int, *, bound: int, reverse: bool = False) -> StepOutcome:
         """Resolve references and secrets, then dispatch; every exception becomes an outcome."""
         step = wf.steps[index]
-        field = "rollback_params" if undo else "params"
-        tool = step.rollback_tool if undo else step.tool
+        field = "rollback_params" if reverse else "params"
+        tool = step.rollback_tool if reverse else step.tool
         if self.dispatcher is None:
             return StepOutcome(OutcomeKind.FAILED, None, _NO_DISPATCH_UNDO)
         try:
-            stored = step.rollback_params if undo else step.params
+            stored = step.rollback_params if reverse else step.params
             params = resolve_refs(self.vault.restore(wf.id, index, field, stored), wf.steps, bound)
             params = resolve_secret_refs(params, self.environ)
             masked = find_masked_secrets(params)
@@ -401,102 +395,9 @@ class Runner:
 
     # --- rollback and cancel ----------------------------------------------------------------
     async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> dict[str, Any]:
-        """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest.
-
-        ``include_unknown`` (the caller acknowledged unknown effects) also attempts the undo of
-        steps whose effect is unknown.
-        """
-
-        def start(w: Workflow) -> None:
-            fire(w, Event.START_ROLLBACK)
-            w.log("rollback_started", "", actor.label)
-            w.rollback_results = []
-            for step in w.steps:
-                if step.status is S.PARTIALLY_ROLLED_BACK:
-                    w.rollback_results.append(
-                        {
-                            "step": step.index,
-                            "tool": step.rollback_tool,
-                            "status": "partial",
-                            "reason": "rolled back by an earlier rollback call; not run again",
-                            "left_behind": leaves_behind(step),
-                        }
-                    )
-
-        wf, _ = self.commit(wf, start)
-        for index in [s.index for s in undo_candidates(wf, include_unknown=include_unknown)]:
-            step = wf.steps[index]
-            if not step.rollback_tool:
-                if step.is_gate or (step.status is S.SUCCESS and is_catalog_read(step, self.catalog)):
-                    continue
-                entry = {
-                    "step": index,
-                    "tool": step.tool,
-                    "status": "not_reversible",
-                    "reason": "no rollback defined: the change stays applied; reverse it by hand",
-                }
-                wf, _ = self.commit(wf, functools.partial(_append_result, entry=entry))
-                continue
-            outcome = await self._call(wf, index, bound=index + 1, undo=True)
-            wf, _ = self.commit(
-                wf, functools.partial(self._record_undo, index=index, outcome=outcome, actor=actor)
-            )
-        bad = [r for r in wf.rollback_results if r["status"] in ("failed", "unknown")]
-
-        def finish(w: Workflow) -> None:
-            fire(w, Event.FINISH_ROLLBACK)
-            if bad:
-                w.blocked_reason = "rollback_failed"
-            w.log("rollback_completed", "", actor.label)
-
-        wf, _ = self.commit(wf, finish)
-        out = self.result(wf)
-        if bad:
-            listed = "; ".join(f"step {r['step']} {r['tool']} {r['status']}" for r in bad)
-            out["outcome"] = Outcome.FAILED.value
-            out["error"] = (
-                f"{len(bad)} undo(s) did not complete: {listed}. Check those in the target system; "
-                "get_workflow_status shows each step."
-            )
-        return out
-
-    def _record_undo(self, w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> None:
-        step = w.steps[index]
-        entry: dict[str, Any] = {"step": index, "tool": step.rollback_tool}
-        if outcome.ok:
-            left = leaves_behind(step)
-            step.status = S.PARTIALLY_ROLLED_BACK if left else S.ROLLED_BACK
-            entry.update(status="partial" if left else "success", result=outcome.payload)
-            if left:
-                entry["left_behind"] = left
-            w.log("rollback_step", f"Step {index}: {step.rollback_tool} → {entry['status']}", actor.label)
-        elif outcome.kind is OutcomeKind.EFFECT_UNKNOWN:
-            step.status = S.INTERRUPTED
-            entry.update(status="unknown", error=outcome.message)
-            w.log("rollback_unknown", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
-        else:
-            entry.update(status="failed", error=outcome.message)
-            w.log("rollback_failed", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
-        w.rollback_results.append(entry)
+        """Undo what Pilot did, last step first (``engine.undo.rollback``)."""
+        return await undo.rollback(self, wf, actor, include_unknown)
 
     def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
-        """Move to the terminal 'cancelled' state; pending steps become skipped.
-
-        ``rejected_by``: a person rejected the gate the workflow waits at (audited ``rejected``)."""
-        why = reason.strip()
-
-        def change(w: Workflow) -> None:
-            if rejected_by:
-                gate = gates.pending_gate(w)
-                where = f"the gate at step {gate.index}" if gate is not None else "the workflow"
-                w.log("rejected", f"{rejected_by} rejected {where}: {why}", actor.label)
-            fire(w, Event.CANCEL)
-            w.blocked_reason = why or "cancelled"
-            w.log("cancelled", why or "no reason given", actor.label)
-            for step in w.steps:
-                if step.status is S.PENDING:
-                    step.status = S.SKIPPED
-
-        wf, _ = self.commit(wf, change)
-        self.vault.forget(wf.id)
-        return self.result(wf, Outcome.CANCELLED)
+        """Move to the terminal 'cancelled' state (``engine.undo.cancel``)."""
+        return undo.cancel(self, wf, actor, reason, rejected_by)

@@ -1,0 +1,206 @@
+"""Authoring operations: create_workflow, design/update/confirm drafts, templates, save-as-template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import Event, WorkflowState
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine.core import ServiceCore, step_summary
+from vmware_pilot.errors import (
+    InvalidInput,
+    StateRefused,
+)
+from vmware_pilot.safety import gate
+from vmware_pilot.safety.redaction import redact
+from vmware_pilot.templates.steps import steps_from_dicts
+
+__all__ = ["Authoring"]
+
+W = WorkflowState
+
+
+class Authoring(ServiceCore):
+    """Workflows come into being here; every plan passes the approval-gate rule before it is saved."""
+
+    def _save_template(self, name: str, description: str, wf: Workflow) -> str:
+        authors = [a for a in [wf.created_by, *wf.authors] if a]
+        return str(self.templates.save_as_template(name, description, wf.steps, authors))
+
+    # --- creation ---------------------------------------------------------------------------
+    def create_workflow(
+        self,
+        actor: Actor,
+        name: str,
+        description: str,
+        steps: list[dict[str, Any]],
+        save_as_template: bool = False,
+    ) -> dict[str, Any]:
+        if not name.strip():
+            raise InvalidInput(
+                "name must not be empty", field="name", hint="Give the workflow a short descriptive name."
+            )
+        if save_as_template:
+            self.templates.validate_template_name(name)
+        built = steps_from_dicts(steps)
+        wf = Workflow.new(
+            name, W.PENDING, built, {"description": description, "custom": True}, created_by=actor.label
+        )
+        gate.enforce(
+            wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
+        )
+        self.runner.create(wf)
+        out: dict[str, Any] = {
+            "workflow_id": wf.id,
+            "workflow_type": wf.workflow_type,
+            "state": wf.state.value,
+            "steps": [step_summary(s) for s in wf.steps],
+            "saved_as_template": False,
+            "message": f"Custom workflow created. Call run_workflow('{wf.id}') to execute.",
+        }
+        if save_as_template:
+            out["template_file"] = self._save_template(name, description, wf)
+            out["saved_as_template"] = True
+        return out
+
+    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> dict[str, Any]:
+        wf = Workflow.new(
+            "custom_draft",
+            W.DRAFT,
+            params={"goal": goal, "constraints": constraints, "custom": True},
+            created_by=actor.label,
+        )
+        wf.log("draft_created", f"Goal: {goal}", actor.label)
+        self.runner.create(wf)
+        return {
+            "workflow_id": wf.id,
+            "state": wf.state.value,
+            "goal": goal,
+            "constraints": constraints,
+            "available_skills": self.catalog.skills(),
+            "next_step": (
+                "Call get_skill_catalog() for the tools each skill offers, then "
+                f"update_draft('{wf.id}', name=..., steps=[...]) with the steps (insert a "
+                "require_approval step before anything destructive), show the draft to the user, and "
+                f"call confirm_draft('{wf.id}') once they approve."
+            ),
+        }
+
+    def _require_draft(self, wf: Workflow) -> None:
+        if wf.state is not W.DRAFT:
+            raise StateRefused(
+                f"Workflow '{wf.id}' is not a draft (state: {wf.state.value})",
+                hint="Only drafts can be edited or confirmed; create_workflow a new one instead.",
+            )
+
+    def update_draft(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        name: str = "",
+        description: str = "",
+        steps: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        wf = self._load(workflow_id)
+        self._require_draft(wf)
+        built = steps_from_dicts(steps) if steps is not None else None  # validate before saving
+
+        def change(w: Workflow) -> None:
+            self._require_draft(w)
+            if name:
+                w.workflow_type = name
+            if description:
+                w.params["description"] = description
+            if built is not None:
+                w.steps = list(built)
+                w.log("steps_updated", f"{len(built)} steps", actor.label)
+            w.with_author(actor.label)
+
+        if built is not None:
+            probe = Workflow.new("probe", W.DRAFT, built)
+            probe.id = workflow_id
+            self.runner.vault.remember(probe)
+        wf, _ = self.runner.commit(wf, change)
+        violations = gate.gate_violations(wf, self.catalog)
+        if violations:
+            first = violations[0]
+            message = (
+                f"Draft saved, but confirm_draft will refuse it: {len(violations)} step(s) need a "
+                f"require_approval gate before them (first: step {first['step_index']} "
+                f"{first['skill']}.{first['tool']}). Insert "
+                f"{gate.fix_for(violations)['step']} before step {first['step_index']}."
+            )
+        else:
+            message = "Draft updated. Show it to the user for review. Call confirm_draft() when approved."
+        return {
+            "workflow_id": wf.id,
+            "workflow_type": wf.workflow_type,
+            "state": wf.state.value,
+            "steps": [
+                {**step_summary(s), "has_rollback": bool(s.rollback_tool), "group_id": s.group_id}
+                for s in wf.steps
+            ],
+            "approval_gate_violations": violations,
+            "message": message,
+        }
+
+    def confirm_draft(self, actor: Actor, workflow_id: str, save_as_template: bool = False) -> dict[str, Any]:
+        wf = self._load(workflow_id)
+        self._require_draft(wf)
+        if not wf.steps:
+            raise StateRefused(
+                "Cannot confirm a draft with no steps. Call update_draft() first.",
+                hint=f"update_draft('{wf.id}', steps=[...]) adds the steps.",
+            )
+        gate.enforce(
+            wf,
+            self.catalog,
+            verb="confirm",
+            retry=f"update_draft('{wf.id}', steps=[...]) and confirm_draft again",
+        )
+        if save_as_template:
+            if wf.workflow_type == "custom_draft":
+                raise InvalidInput(
+                    "Cannot save the draft as a template while it is still named 'custom_draft'; "
+                    "nothing was confirmed or saved",
+                    field="save_as_template",
+                    hint="Rename the draft via update_draft(name=...) first.",
+                )
+            self.templates.validate_template_name(wf.workflow_type)
+
+        def change(w: Workflow) -> None:
+            fire(w, Event.CONFIRM)
+            w.log("draft_confirmed", f"Confirmed with {len(w.steps)} steps", actor.label)
+            w.with_author(actor.label)
+
+        wf, _ = self.runner.commit(wf, change)
+        out: dict[str, Any] = {
+            "workflow_id": wf.id,
+            "workflow_type": wf.workflow_type,
+            "state": wf.state.value,
+            "steps_count": len(wf.steps),
+            "saved_as_template": False,
+            "message": f"Workflow confirmed. Call run_workflow('{wf.id}') to execute.",
+        }
+        if save_as_template:
+            out["template_file"] = self._save_template(
+                wf.workflow_type, str(wf.params.get("description") or wf.params.get("goal") or ""), wf
+            )
+            out["saved_as_template"] = True
+        return out
+
+    def create_workflow_from_template(
+        self, actor: Actor, workflow_type: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        wf = self.templates.create(workflow_type, params, actor.label)
+        self.runner.create(wf)
+        return {
+            "workflow_id": wf.id,
+            "workflow_type": wf.workflow_type,
+            "state": wf.state.value,
+            "steps": [step_summary(s) for s in wf.steps],
+            "params": redact(wf.params),
+            "message": f"Workflow created and saved. Call run_workflow('{wf.id}') to execute.",
+        }

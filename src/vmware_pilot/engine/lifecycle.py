@@ -1,0 +1,106 @@
+"""Ending operations: rollback and cancel (preview first, act on confirm) and rejecting a gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.errors import (
+    InvalidInput,
+    StateRefused,
+)
+from vmware_pilot.safety.blast import cancel_blast_radius, rollback_blast_radius
+
+__all__ = ["Lifecycle"]
+
+W = WorkflowState
+
+
+def _preview(wf: Workflow, radius: dict[str, Any], what: str, tool: str) -> dict[str, Any]:
+    return {
+        "action": "preview",
+        "workflow_id": wf.id,
+        "blast_radius": radius,
+        "hint": f"{what} Show blast_radius to the user; call {tool} again with confirm=True only after "
+        "their explicit decision.",
+    }
+
+
+class Lifecycle(ServiceCore):
+    """Rollback and cancel show their blast radius and change nothing until confirmed."""
+
+    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
+        """Cancel a workflow waiting at a gate because a person rejected it (audited ``rejected``)."""
+        wf = self._load_for_gate(workflow_id)
+        if wf.state is not W.AWAITING_APPROVAL:
+            raise StateRefused(
+                f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value}); only a "
+                "gate can be rejected",
+                hint="cancel_workflow (`vmware-pilot cancel`) stops a workflow in any other state.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        if not reason.strip():
+            raise InvalidInput(
+                "A rejection needs a reason; nothing was changed",
+                field="reason",
+                hint="Say why, e.g. --reason 'wrong host'. It is written to the audit trail.",
+            )
+        radius = cancel_blast_radius(wf, self.catalog, acknowledge_unknown_effects=False)
+        self._refuse_unless_clear("reject", wf, radius)
+        who = actor.label if actor.kind == "token" else (rejected_by.strip() or actor.label)
+        out = self.runner.cancel(wf, actor, reason, rejected_by=who)
+        out.update(action="cancelled", rejected_by=who, blast_radius=radius)
+        return out
+
+    async def rollback(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        confirm: bool = False,
+        acknowledge_unknown_effects: bool = False,
+    ) -> dict[str, Any]:
+        wf = self._load_for_gate(workflow_id)
+        radius = rollback_blast_radius(
+            wf, self.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+        )
+        if not confirm:
+            return _preview(wf, radius, "Nothing was rolled back.", "rollback")
+        self._refuse_unless_clear("roll back", wf, radius)
+        out = await self._detached(self._rollback(actor, wf, acknowledge_unknown_effects))
+        out["action"] = "rollback_incomplete" if out.get("outcome") == "failed" else "rolled_back"
+        out["blast_radius"] = radius
+        return out
+
+    async def _rollback(self, actor: Actor, wf: Workflow, include_unknown: bool) -> dict[str, Any]:
+        async with self._exclusive(wf, "roll back"):
+            return await self.runner.rollback(self._load(wf.id), actor, include_unknown)
+
+    async def cancel_workflow(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        reason: str = "",
+        confirm: bool = False,
+        acknowledge_unknown_effects: bool = False,
+    ) -> dict[str, Any]:
+        wf = self._load_for_gate(workflow_id)
+        radius = cancel_blast_radius(
+            wf, self.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+        )
+        if not confirm:
+            return _preview(
+                wf,
+                radius,
+                "Nothing was cancelled. Steps in left_in_place stay applied (rollback reverses what can be "
+                "reversed).",
+                "cancel_workflow",
+            )
+        self._refuse_unless_clear("cancel", wf, radius)
+        out = self.runner.cancel(wf, actor, reason)
+        out["action"] = "cancelled"
+        out["blast_radius"] = radius
+        return out
