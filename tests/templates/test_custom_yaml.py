@@ -109,6 +109,47 @@ def test_without_a_parameters_block_an_unknown_placeholder_is_an_error(
     assert "{{" not in str(registry.create("free", {"vm": "a", "n": 1}, "u").steps[0].params)
 
 
+def test_placeholders_in_labels_and_names_are_filled_as_text(
+    registry: TemplateRegistry, templates_dir: Path
+) -> None:
+    write(
+        templates_dir,
+        "labels.yaml",
+        """\
+        name: labels
+        parameters:
+          vm: {type: string}
+          n: {type: integer, default: 2}
+        steps:
+          - action: "check {{vm}}"
+            skill: monitor
+            tool: get_vm_info
+            params: {vm_name: "{{vm}}"}
+            group_id: "{{n}}"
+          - {action: "list {{ vm }}", skill: monitor, tool: list_virtual_machines, group_id: "{{n}}"}
+        """,
+    )
+    first, second = registry.create("labels", {"vm": "web"}, "u").steps
+    assert (first.action, first.group_id, second.action, second.group_id) == (
+        "check web",
+        "2",
+        "list web",
+        "2",
+    )
+    write(
+        templates_dir,
+        "free_label.yaml",
+        """\
+        name: free_label
+        steps:
+          - {action: "check {{vm}}", skill: monitor, tool: get_vm_info, params: {vm_name: a}}
+        """,
+    )
+    with pytest.raises(TemplateParamError) as info:
+        registry.create("free_label", {}, "u")
+    assert info.value.field == "vm" and "step 0 action" in info.value.message
+
+
 def test_group_id_is_honoured(registry: TemplateRegistry, templates_dir: Path) -> None:
     write(
         templates_dir,

@@ -11,9 +11,10 @@ A file is ``*.yaml`` or ``*.yml`` in the templates folder, re-read on every call
     steps:                       # required, non-empty; step keys as for create_workflow
       - {action: stop, skill: aiops, tool: power_off_vm, params: {vm_name: "{{vm_name}}", force: "{{force}}"}}
 
-``{{name}}`` placeholders in ``params``/``rollback_params`` are replaced; one that is the whole
-string keeps the parameter's type, one inside a longer string is written as text. A placeholder
-without a value is an error, never left in place.
+``{{name}}`` placeholders are replaced everywhere in a step. In ``params``/``rollback_params`` one
+that is the whole string keeps the parameter's type, one inside a longer string is written as
+text; in ``action``, ``skill``, ``tool``, ``rollback_tool`` and ``group_id`` it is always text. A
+placeholder without a value is an error, never left in place.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
 }
+_TEXT_KEYS = ("action", "skill", "tool", "rollback_tool", "group_id")
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _PARAM_NAME = re.compile(r"[A-Za-z]\w*")
 
@@ -159,6 +161,11 @@ class CustomTemplate:
             for key in ("params", "rollback_params"):
                 if isinstance(step.get(key), Mapping):
                     step[key] = self._fill(step[key], values, f"step {i} {key}")
+            # Names and labels are text: a placeholder there is always written as text.
+            for key in _TEXT_KEYS:
+                if isinstance(step.get(key), str):
+                    filled = self._fill(step[key], values, f"step {i} {key}")
+                    step[key] = filled if isinstance(filled, str) else _as_text(filled)
             out.append(step)
         return steps_from_dicts(out)
 
