@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import sys
@@ -15,10 +16,12 @@ from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.cli.run import parse_params
 from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
 
 runner = CliRunner()
 FAKE_SKILL = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Echo?"}}
+ME = Actor.os_user().name
 INCIDENT = ("run", "incident_response", "-p", "alert_entity=web-01", "-p", "alert_name=High CPU")
 
 
@@ -55,7 +58,7 @@ def test_run_hands_back_and_approves_a_gate_as_the_os_user(tmp_path: Path, setti
     result = invoke("run", "--steps", str(steps_file(tmp_path, [GATE, read])), "--yes", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["outcome"], data["approved_by"]) == ("dispatch_required", "olivia")
+    assert (data["outcome"], data["approved_by"]) == ("dispatch_required", ME)
     assert [p["tool"] for p in data["pending_dispatch"]] == ["list_virtual_machines"]
     assert "Echo?" in result.stderr, "the gate was shown"
     status = stored(settings, data["id"])
@@ -118,12 +121,18 @@ def test_run_with_dispatch_runs_the_steps_in_the_skill(tmp_path: Path, settings:
     assert step["status"] == "success" and step["result"]["value"] == "hi"
 
 
-def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path) -> None:
+def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, settings: Settings) -> None:
     gate = {**GATE, "params": {"message": "Echo?", "approvals_required": 2}}
     path = steps_file(tmp_path, [gate, {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}])
     result = invoke("run", "--steps", str(path), "--yes")
     assert result.exit_code == 0, result.output
     assert "1 more approval" in result.stdout
     (row,) = json.loads(invoke("workflows", "--json").stdout)["workflows"]
-    second = invoke("approve", row["id"], "--yes", "--json", user="peter")
-    assert json.loads(second.stdout)["approved_by"] == "olivia, peter"
+    again = invoke("approve", row["id"], "--yes", "--json", user="peter")
+    assert again.exit_code == 1 and "already approved" in again.stderr
+    app = build_app(settings)
+    try:
+        second = asyncio.run(app.service.approve(Actor("peter"), row["id"], "peter"))
+    finally:
+        app.close()
+    assert second["approved_by"] == f"{ME}, peter"

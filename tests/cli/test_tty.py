@@ -23,6 +23,7 @@ GATE = {
     "tool": "approve",
     "params": {"message": "Power off web-01?"},
 }
+ME = Actor.os_user().name
 OFF = {"action": "off", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
 
 
@@ -95,10 +96,10 @@ def test_approve_asks_at_the_terminal_and_yes_approves(settings: Settings, waiti
     term = Terminal("approve", waiting, user="tess")
     shown = term.read_until("[y/N]")
     assert "Power off web-01?" in shown and "aiops.power_off_vm" in shown and "sha256:" in shown
-    assert "Approve this gate as tess?" in shown
+    assert f"Approve this gate as {ME}?" in shown
     term.type("y")
     assert term.finish() == 0, term.seen
-    assert state_of(settings, waiting) == ("pending", "tess")
+    assert state_of(settings, waiting) == ("pending", ME)
 
 
 def test_approve_answered_no_changes_nothing(settings: Settings, waiting: str) -> None:
@@ -122,6 +123,6 @@ def test_run_stops_at_the_gate_and_asks_the_person(settings: Settings) -> None:
     app = build_app(settings)
     try:
         (row,) = app.store.list_all()
-        assert app.service.get_workflow_status(row["id"])["approved_by"] == "tess"
+        assert app.service.get_workflow_status(row["id"])["approved_by"] == ME
     finally:
         app.close()

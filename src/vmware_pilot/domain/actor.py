@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,8 +33,17 @@ class Actor:
 
     @classmethod
     def os_user(cls) -> Actor:
+        """The account this process runs as, from its user id (``LOGNAME``/``USER`` cannot change it:
+        an approval recorded as a person must not be a name anyone can set in the environment)."""
         try:
-            name = getpass.getuser()
-        except (KeyError, OSError):
-            name = ""
-        return cls(name=name, kind="os")
+            import pwd
+        except ImportError:  # not POSIX: the login name is all there is
+            try:
+                return cls(name=getpass.getuser(), kind="os")
+            except (KeyError, OSError):
+                return cls(name="", kind="os")
+        uid = os.getuid()
+        try:
+            return cls(name=pwd.getpwuid(uid).pw_name, kind="os")
+        except KeyError:  # an account without a passwd entry (e.g. a container's arbitrary uid)
+            return cls(name=f"uid-{uid}", kind="os")
