@@ -94,6 +94,22 @@ def test_status_shows_steps_gate_message_gates_and_audit(pilot: PilotApp) -> Non
     assert data["gates"][0]["digest"] == digest and data["steps"][1]["params"]["vc_password"] == "***"
 
 
+def test_text_from_a_workflow_is_shown_literally_never_read_as_markup(pilot: PilotApp) -> None:
+    message = "Power off [web-01]? [/docs] [black on black]hidden[/black on black] done"
+    gate = {**GATE, "params": {"message": message}}
+    off = {**OFF, "action": "[bold]off[/bold]", "params": {"vm_name": "[/x]web-01"}}
+    wid = at_gate(pilot, gate, off)
+    shown = invoke("status", wid, COLUMNS="300")
+    assert shown.exit_code == 0, shown.output
+    flat = " ".join(shown.stdout.split())
+    assert "Power off [web-01]? [/docs]" in flat and "[black on black]hidden" in flat
+    assert "[bold]off[/bold]" in flat
+    asked = invoke("approve", wid, COLUMNS="300")  # shows the gate, then refuses: no terminal to ask on
+    assert asked.exit_code == 1 and "[black on black]hidden" in " ".join(asked.stdout.split())
+    rejected = invoke("reject", wid, "--reason", "not [/now]", "--yes")
+    assert rejected.exit_code == 0 and "not [/now]" in rejected.stdout
+
+
 def test_an_unknown_id_is_a_usage_error_with_a_hint(pilot: PilotApp) -> None:
     for command in ("status", "review", "approve", "rollback", "cancel"):
         result = invoke(command, "wf-nope")

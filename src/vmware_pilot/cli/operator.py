@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from vmware_pilot.cli import views
 from vmware_pilot.cli.common import (
@@ -54,7 +55,7 @@ def printer(out: Output) -> ProgressFn:
 
     async def progress(done: float, total: float | None, message: str) -> None:
         count = f"{int(done)}/{int(total)}" if total else f"{int(done)}"
-        out.show(f"[dim][{count}][/] {message}")
+        out.show(f"[dim]\\[{count}][/] {escape(message)}")
 
     return progress
 
@@ -206,7 +207,7 @@ def reject(
             fail(exc, json_output)
     out.result(result)
     if not json_output:
-        out.show(f"[bold]{workflow_id}[/] rejected by {person.label} and cancelled: {reason}")
+        out.show(f"[bold]{workflow_id}[/] rejected by {escape(person.label)} and cancelled: {escape(reason)}")
 
 
 def cancel(
@@ -240,7 +241,7 @@ def cancel(
             fail(exc, json_output)
     out.result(result)
     if not json_output:
-        out.show(f"[bold]{workflow_id}[/] cancelled" + (f": {reason}" if reason else ""))
+        out.show(f"[bold]{workflow_id}[/] cancelled" + (f": {escape(reason)}" if reason else ""))
 
 
 def rollback(
@@ -271,6 +272,6 @@ def rollback(
     if not json_output:
         out.show(views.outcome_panel({**result, "outcome": result.get("outcome") or result.get("action")}))
         for entry in result.get("rollback_results") or []:
-            out.show(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}")
+            out.show(escape(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}"))
     if result.get("outcome") == "failed":
         raise typer.Exit(1)

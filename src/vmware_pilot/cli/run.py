@@ -180,10 +180,10 @@ def run(
         if result.get("outcome") != "awaiting_approval":  # a gate's result was shown with the gate
             out.show(views.outcome_panel(result))
         if result.get("outcome") == "awaiting_approval":
+            ack = " --ack-not-executed" if result.get("pending_dispatch") else ""
             out.show(
-                f"It waits at the gate. Approve with `vmware-pilot approve {workflow_id}`"
-                + (" --ack-not-executed" if result.get("pending_dispatch") else "")
-                + f", or reject with `vmware-pilot reject {workflow_id} --reason ...`."
+                f"It waits at the gate. Approve with `vmware-pilot approve {workflow_id}{ack}`, "
+                f"or reject with `vmware-pilot reject {workflow_id} --reason ...`."
             )
         elif result.get("outcome") == "dispatch_required":
             out.show("Perform the steps above yourself, in order; Pilot did not run them.")

@@ -1,4 +1,9 @@
-"""Rich renderings of service results for the operator CLI (tables and panels, secrets masked)."""
+"""Rich renderings of service results for the operator CLI (tables and panels, secrets masked).
+
+Everything that comes from a workflow (names, messages, params, audit details, errors of other
+skills) is rendered as plain text, never as Rich markup: a gate message cannot restyle or hide
+what an operator reads, nor break the rendering.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +43,11 @@ _STATE_STYLE = {
 _TIER_STYLE = {"destructive": "bold red", "write": "yellow", "read": "green", "unknown": "magenta"}
 
 
+def _t(value: object, style: str = "") -> Text:
+    """``value`` as literal text (square brackets are shown, not read as markup)."""
+    return Text(str(value), style=style)
+
+
 def _table(*columns: str, keep: tuple[str, ...] = ("#", "id", "state", "status")) -> Table:
     """A plain table; the ``keep`` columns never wrap (ids, states), the others fold."""
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
@@ -56,10 +66,10 @@ def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
     table = _table("id", "type", "state", "updated", keep=("id", "state", "updated"))
     for row in rows:
         table.add_row(
-            str(row["id"]),
-            str(row["type"]),
+            _t(row["id"]),
+            _t(row["type"]),
             _state(str(row["state"])),
-            str(row["updated_at"])[:16].replace("T", " "),
+            _t(str(row["updated_at"])[:16].replace("T", " ")),
         )
     return table
 
@@ -67,8 +77,8 @@ def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
 def templates_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
     table = _table("name", "type", "steps", "description")
     for row in rows:
-        note = f"[red]{row['error']}[/]" if row.get("error") else str(row.get("description", ""))
-        table.add_row(str(row.get("name", "")), str(row.get("type", "")), str(row.get("steps", "")), note)
+        note = _t(row["error"], "red") if row.get("error") else _t(row.get("description", ""))
+        table.add_row(_t(row.get("name", "")), _t(row.get("type", "")), _t(row.get("steps", "")), note)
     return table
 
 
@@ -86,11 +96,11 @@ def steps_table(steps: Sequence[Mapping[str, Any]]) -> Table:
     for step in steps:
         gate = step.get("action") == "require_approval"
         table.add_row(
-            str(step.get("index", "")),
-            "[bold yellow]approval gate[/]" if gate else str(step.get("action", "")),
-            f"{step.get('skill', '')}.{step.get('tool', '')}",
-            str(step.get("status", "")),
-            _step_note(step),
+            _t(step.get("index", "")),
+            _t("approval gate", "bold yellow") if gate else _t(step.get("action", "")),
+            _t(f"{step.get('skill', '')}.{step.get('tool', '')}"),
+            _t(step.get("status", "")),
+            _t(_step_note(step)),
         )
     return table
 
@@ -99,15 +109,15 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Table:
     table = _table("gate", "status", "approvals", "expires", "plan digest")
     for gate in gates:
         names = ", ".join(str(a.get("approver", "")) for a in gate.get("approvals") or []) or "-"
-        expires = str(gate.get("expires_at") or "never")[:19]
+        expires = _t(str(gate.get("expires_at") or "never")[:19])
         if gate.get("expired"):
-            expires = f"[bold red]EXPIRED[/] {expires}"
+            expires = Text.assemble(("EXPIRED", "bold red"), " ", expires)
         table.add_row(
-            f"step {gate.get('index')}",
-            str(gate.get("status", "")),
-            f"{len(gate.get('approvals') or [])}/{gate.get('approvals_required', 1)} ({names})",
+            _t(f"step {gate.get('index')}"),
+            _t(gate.get("status", "")),
+            _t(f"{len(gate.get('approvals') or [])}/{gate.get('approvals_required', 1)} ({names})"),
             expires,
-            str(gate.get("digest", "")),
+            _t(gate.get("digest", "")),
         )
     return table
 
@@ -116,10 +126,10 @@ def audit_table(events: Sequence[Mapping[str, Any]]) -> Table:
     table = _table("time", "actor", "action", "detail")
     for event in events:
         table.add_row(
-            str(event.get("ts", ""))[:19],
-            str(event.get("actor", "")),
-            str(event.get("action", "")),
-            str(event.get("detail", "")),
+            _t(str(event.get("ts", ""))[:19]),
+            _t(event.get("actor", "")),
+            _t(event.get("action", "")),
+            _t(event.get("detail", "")),
         )
     return table
 
@@ -154,7 +164,7 @@ def review_panel(review: Mapping[str, Any]) -> RenderableType:
     summary = ", ".join(f"{k}={v}" for k, v in (review.get("summary") or {}).items())
     findings = _table("severity", "kind", "step", "message")
     for f in review.get("findings") or []:
-        findings.add_row(str(f["severity"]), str(f["kind"]), str(f["step_index"]), str(f["message"]))
+        findings.add_row(_t(f["severity"]), _t(f["kind"]), _t(f["step_index"]), _t(f["message"]))
     body: list[RenderableType] = [Text(f"verdict: {verdict}", style=style), Text(summary, style="dim")]
     body.append(findings if review.get("findings") else Text("No findings.", style="green"))
     return Group(*body)
@@ -167,15 +177,15 @@ def gate_panel(view: Mapping[str, Any]) -> RenderableType:
     for r in view.get("releases") or []:
         tier = str(r.get("tier", ""))
         releases.add_row(
-            str(r["index"]),
-            f"{r['skill']}.{r['tool']}",
+            _t(r["index"]),
+            _t(f"{r['skill']}.{r['tool']}"),
             Text(tier, style=_TIER_STYLE.get(tier, "")),
-            str(r.get("rollback_tool") or "-"),
+            _t(r.get("rollback_tool") or "-"),
         )
     ran = _table("#", "skill.tool", "status")
     for s in view.get("already_ran") or []:
         style = "yellow" if s["status"] == "not_executed" else ""
-        ran.add_row(str(s["index"]), f"{s['skill']}.{s['tool']}", Text(str(s["status"]), style=style))
+        ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), Text(str(s["status"]), style=style))
     lines: list[RenderableType] = [
         Text(str(gate.get("message") or "(no message)"), style="bold"),
         Text("\nReleases (runs once approved):", style="bold"),
@@ -191,7 +201,7 @@ def gate_panel(view: Mapping[str, Any]) -> RenderableType:
     if gate.get("expires_at"):
         facts.append(("EXPIRED at " if gate.get("expired") else "expires ") + str(gate["expires_at"])[:19])
     lines.append(Text("\n" + "\n".join(facts), style="dim"))
-    title = (
+    title = _t(
         f"{view.get('workflow_id')} ({view.get('workflow_type')}): approval gate at step {gate.get('index')}"
     )
     return Panel(Group(*lines), title=title, title_align="left", border_style="yellow")
@@ -203,10 +213,10 @@ def handout_table(pending: Sequence[Mapping[str, Any]]) -> Table:
     for step in pending:
         params = json.dumps(redact(step.get("params") or {}), ensure_ascii=False)
         table.add_row(
-            str(step.get("index", "")),
-            f"{step.get('skill')}.{step.get('tool')}",
-            params,
-            str(step.get("rollback_tool") or "-"),
+            _t(step.get("index", "")),
+            _t(f"{step.get('skill')}.{step.get('tool')}"),
+            _t(params),
+            _t(step.get("rollback_tool") or "-"),
         )
     return table
 
@@ -229,13 +239,13 @@ def blast_panel(verb: str, radius: Mapping[str, Any]) -> RenderableType:
             continue
         entries = radius.get(key) or []
         names = ", ".join(f"{e.get('index')}:{e.get('skill')}.{e.get('tool')}" for e in entries) or "-"
-        table.add_row(key, str(radius.get(f"{key}_count", len(entries))), names)
+        table.add_row(_t(key), _t(radius.get(f"{key}_count", len(entries))), _t(names))
     notes = [str(v) for k, v in radius.items() if k.endswith("_note") and v]
     problems = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
     body: list[RenderableType] = [table, *(Text(n, style="dim") for n in notes)]
     body += [Text(f"blocked: {p}", style="bold red") for p in problems]
     state_after = radius.get("state_after", "")
-    title = f"{verb} preview: workflow ends '{state_after}'" if state_after else f"{verb} preview"
+    title = _t(f"{verb} preview: workflow ends '{state_after}'" if state_after else f"{verb} preview")
     return Panel(Group(*body), title=title, title_align="left", border_style="magenta")
 
 
@@ -266,5 +276,5 @@ def outcome_panel(result: Mapping[str, Any]) -> RenderableType:
         )
     style = "red" if outcome == "failed" else "green" if outcome == "completed" else "cyan"
     return Panel(
-        Group(*parts), title=str(result.get("workflow_id") or result.get("id") or ""), border_style=style
+        Group(*parts), title=_t(result.get("workflow_id") or result.get("id") or ""), border_style=style
     )
