@@ -192,3 +192,24 @@ def test_audit_commands_work_from_the_installed_console_script(trail: tuple[str,
     )
     assert done.returncode == 0, done.stderr
     assert "intact" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["verify", "export"])
+def test_invalid_settings_are_an_error_with_a_hint_not_a_traceback(command: str) -> None:
+    result = runner.invoke(app, ["audit", command], env={"VMWARE_PILOT_DISPATCH_TIMEOUT": "soon"})
+
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "invalid settings" in result.stderr and "dispatch_timeout" in result.stderr
+    assert "hint: fix the VMWARE_PILOT_* environment variables" in result.stderr
+
+
+def test_a_home_that_cannot_be_used_is_an_error_with_a_hint(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("")
+    result = runner.invoke(app, ["audit", "verify"], env={"VMWARE_PILOT_HOME": str(not_a_folder)})
+
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Cannot open the workflow store" in result.stderr
+    assert "hint: Point VMWARE_PILOT_HOME" in result.stderr

@@ -48,3 +48,24 @@ def test_show_an_unknown_skill_fails_with_the_known_ones(cached: Path) -> None:
     assert result.exit_code == 2
     assert "unknown skill 'nope'" in result.stderr
     assert "aiops, monitor" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["show"], ["refresh", "--skill", "monitor"]])
+def test_invalid_settings_are_an_error_with_a_hint_not_a_traceback(args: list[str]) -> None:
+    result = runner.invoke(app, ["catalog", *args], env={"VMWARE_PILOT_SKILL_COMMANDS": "not json"})
+
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "invalid settings" in result.stderr and "skill_commands" in result.stderr
+    assert "hint: fix the VMWARE_PILOT_* environment variables" in result.stderr
+
+
+def test_refresh_into_an_unusable_home_fails_before_probing_with_a_hint(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("")
+    result = runner.invoke(app, ["catalog", "refresh"], env={"VMWARE_PILOT_HOME": str(not_a_folder)})
+
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "cannot write the catalog cache" in result.stderr and "hint:" in result.stderr
+    assert "Probing" not in result.stderr

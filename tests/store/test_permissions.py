@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from vmware_pilot.config import Settings
+from vmware_pilot.errors import StoreError
 from vmware_pilot.store.sql import open_store
 
 from .helpers import sample_workflow
@@ -58,3 +59,12 @@ def test_custom_sqlite_url_gets_a_private_file_in_a_new_folder(tmp_path: Path, l
         store.create(sample_workflow())
     assert _mode(target.parent) == 0o700
     assert _mode(target) == 0o600
+
+
+def test_a_home_that_cannot_be_created_is_a_store_error_with_a_hint(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("")
+    with pytest.raises(StoreError) as info:
+        open_store(Settings(home=not_a_folder))
+    assert "pilot home cannot be used" in info.value.message
+    assert "VMWARE_PILOT_HOME" in info.value.hint

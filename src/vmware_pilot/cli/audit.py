@@ -25,6 +25,15 @@ class ExportFormat(StrEnum):
     JSONL = "jsonl"
 
 
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
+        typer.echo(f"error: invalid settings: {exc}", err=True)
+        typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
+        raise typer.Exit(2) from None
+
+
 def _fail(exc: PilotError) -> typer.Exit:
     typer.echo(f"error: {exc.message}", err=True)
     hint = exc.hint
@@ -38,7 +47,7 @@ def _fail(exc: PilotError) -> typer.Exit:
 @app.command()
 def verify(workflow: WorkflowOption = None) -> None:
     """Check every audit event's hash chain. Exit 0 when intact, 1 naming the first bad event."""
-    settings = Settings()
+    settings = _settings()
     try:
         with open_store(settings) as store:
             report = store.verify_audit(workflow)
@@ -67,7 +76,7 @@ def export(
     ] = ExportFormat.JSONL,
 ) -> None:
     """Print the stored audit events, oldest first (seq, workflow_id, ts, actor, action, detail, hashes)."""
-    settings = Settings()
+    settings = _settings()
     try:
         with open_store(settings) as store:
             for record in store.audit_events(workflow):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Annotated, Any
 
 import typer
@@ -23,6 +24,15 @@ app = typer.Typer(
 )
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
+        typer.echo(f"error: invalid settings: {exc}", err=True)
+        typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
+        raise typer.Exit(2) from None
 
 
 def _progress(result: ProbeResult) -> None:
@@ -67,12 +77,26 @@ def refresh(
     Exit 0 when every installed skill answered (skills that are not installed are only reported),
     1 when a server failed; the cache is written either way.
     """
-    settings = Settings()
+    settings = _settings()
     skills = list(skill) if skill else list(SKILLS)
-    typer.echo(f"Probing {len(skills)} skill(s)…", err=True)
-    report = asyncio.run(
-        refresh_catalog(settings, skills=skills, server_timeout=timeout, on_result=_progress)
-    )
+    cache = settings.catalog_cache_path
+    try:
+        # Find out now, not after probing every server, that the cache cannot be written.
+        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(cache.parent, os.W_OK):
+            raise PermissionError(f"{cache.parent} is not writable")
+        typer.echo(f"Probing {len(skills)} skill(s)…", err=True)
+        report = asyncio.run(
+            refresh_catalog(settings, skills=skills, server_timeout=timeout, on_result=_progress)
+        )
+    except OSError as exc:
+        typer.echo(f"error: cannot write the catalog cache {cache}: {exc}", err=True)
+        typer.echo(
+            "hint: point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
+            "the previous cache (if any) is unchanged.",
+            err=True,
+        )
+        raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(report.payload(), indent=2, ensure_ascii=False))
     else:
@@ -132,7 +156,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
-    settings = Settings()
+    settings = _settings()
     catalog = Catalog.load(settings.catalog_cache_path)
     console = Console()
     if skill is None:

@@ -383,15 +383,23 @@ def open_store(settings: Settings) -> SqlStore:
     The pilot home is created 0700; a SQLite database and its WAL files are kept 0600.
     """
     home = settings.home_path
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    url = settings.resolved_database_url
+    path = sqlite_path(url)
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path is not None:
+            secure_sqlite_files(path)
+    except OSError as exc:
+        where = "the pilot home" if path is None or path.parent == home else "the database folder"
+        raise StoreError(
+            f"Cannot open the workflow store: {where} cannot be used ({exc})",
+            hint="Point VMWARE_PILOT_HOME (or VMWARE_PILOT_DATABASE_URL) at a folder you can write, "
+            "or fix the permissions of the one named.",
+        ) from exc
     try:
         home.chmod(0o700)
     except OSError as exc:
         _log.warning("cannot make %s private (mode 0700): %s", home, exc)
-    url = settings.resolved_database_url
-    path = sqlite_path(url)
-    if path is not None:
-        secure_sqlite_files(path)
     engine = make_engine(url)
     store = SqlStore(engine)
     try:
