@@ -174,6 +174,9 @@ async def test_elicit_refuses_unacknowledged_handed_out_steps_before_asking(elic
         done = await client.ok("approve", workflow_id=wf, acknowledge_not_executed=True)
     assert done["steps"][0]["status"] == "reported_done"
     assert "list_virtual_machines (not_executed)" in person.forms[0].message
+    # The person, not only the agent, is told what approving states about those steps.
+    assert "step 0 (aiops.list_virtual_machines)" in person.forms[0].message
+    assert "Approving states that they were performed" in person.forms[0].message
 
 
 async def test_a_plan_changed_while_the_form_was_open_is_refused(elicit_app: PilotApp) -> None:

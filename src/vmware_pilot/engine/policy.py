@@ -115,6 +115,14 @@ def describe_gate(view: Mapping[str, Any]) -> str:
     ran = view.get("already_ran") or []
     if ran:
         lines.append("Before it: " + ", ".join(f"step {s['index']} {s['tool']} ({s['status']})" for s in ran))
+    unrun = view.get("not_executed_before_gate") or []
+    if unrun:
+        lines.append(
+            "Pilot did not run "
+            + ", ".join(f"step {s['index']} ({s['skill']}.{s['tool']})" for s in unrun)
+            + ": they were handed out to be performed. Approving states that they were performed and "
+            "their results checked."
+        )
     required = int(gate.get("approvals_required") or 1)
     if required > 1:
         names = ", ".join(a.get("approver", "") for a in gate.get("approvals") or []) or "none yet"
