@@ -27,6 +27,10 @@ MASKED_KEYS = [
     "OAuthToken",
     "password2",
     "X-Api-Key",
+    "passwords",
+    "db_passwords",
+    "pwds",
+    "sshKeys",
 ]
 
 KEPT_KEYS = [

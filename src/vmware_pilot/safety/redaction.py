@@ -111,9 +111,14 @@ def is_secret_key(key: str) -> bool:
         return False
     if len(tokens) > 1 and tokens[-1] in _DESCRIPTIVE_LAST:
         return False
-    if any(t in _SECRET_WORDS for t in tokens):
+    if any(_names_secret(t) for t in tokens):
         return True
-    return any(a + b in _SECRET_WORDS for a, b in pairwise(tokens))
+    return any(_names_secret(a + b) for a, b in pairwise(tokens))
+
+
+def _names_secret(word: str) -> bool:
+    # Plurals name secrets too: ``passwords``, ``pwds``, ``sshKeys``.
+    return word in _SECRET_WORDS or (word.endswith("s") and word[:-1] in _SECRET_WORDS)
 
 
 def is_secret_ref(value: object) -> bool:
