@@ -27,6 +27,11 @@ def test_wrong_type_names_the_field_and_lists_the_parameters(registry: TemplateR
     assert list(payload) == ["error", "parameter", "hint"] and payload["parameter"] == "vm_names"
 
 
+def test_a_list_of_objects_reads_as_such_in_the_parameter_list(registry: TemplateRegistry) -> None:
+    err = _refused(registry, "baseline_remediate", {"drift_items": {}})
+    assert "drift_items (array of object, required)" in err.hint
+
+
 def test_missing_parameters_are_all_named(registry: TemplateRegistry) -> None:
     err = _refused(registry, "incident_response", {"target": "x"})
     assert err.field == "alert_entity"

@@ -72,25 +72,29 @@ SecretText = Annotated[
 """A secret given literally (redacted at rest) or as a ``{"$env": NAME}`` reference resolved at dispatch."""
 
 
-def _type_text(schema: Mapping[str, Any]) -> str:
+def _type_text(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and isinstance(defs.get(ref.rsplit("/", 1)[-1]), Mapping):
+        schema = defs[ref.rsplit("/", 1)[-1]]
     if "anyOf" in schema:
-        return " or ".join(_type_text(s) for s in schema["anyOf"])
+        return " or ".join(_type_text(s, defs) for s in schema["anyOf"])
     kind = str(schema.get("type", "any"))
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"array of {_type_text(schema['items'])}"
+        return f"array of {_type_text(schema['items'], defs)}"
     return kind
 
 
 def signature(name: str, model: type[TemplateParams]) -> str:
     """``<name> takes a (string, required), b (integer, default 5), …`` for hints and docs."""
     schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
     required = set(schema.get("required", []))
     parts = []
     for field, spec in schema.get("properties", {}).items():
         if field in required:
-            parts.append(f"{field} ({_type_text(spec)}, required)")
+            parts.append(f"{field} ({_type_text(spec, defs)}, required)")
         else:
-            parts.append(f"{field} ({_type_text(spec)}, default {spec.get('default')!r})")
+            parts.append(f"{field} ({_type_text(spec, defs)}, default {spec.get('default')!r})")
     return f"{name} takes " + (", ".join(parts) if parts else "no parameters")
 
 
