@@ -6,7 +6,10 @@ pilot home); tokens are added, changed and revoked while it runs, as an operator
 
 from __future__ import annotations
 
+import socket
+import ssl
 import subprocess
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -178,6 +181,30 @@ async def test_a_foreign_origin_is_403_and_the_servers_own_origin_is_accepted(te
     own = f"https://localhost:{team.server.port}"
     async with team.client("alice", Origin=own) as client:
         assert not (await client.call("list_workflows")).is_error
+
+
+def _handshake(team: Team, oldest: ssl.TLSVersion, newest: ssl.TLSVersion) -> str:
+    """The TLS version a client offering only ``oldest``..``newest`` gets (raises when refused)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cafile=str(team.server.ca))
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # this client would accept anything the server offers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # setting TLS 1.0/1.1 is deprecated
+        context.minimum_version, context.maximum_version = oldest, newest
+    with (
+        socket.create_connection(("127.0.0.1", team.server.port), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        return str(tls.version())
+
+
+def test_tls_is_1_2_or_later_and_older_clients_are_refused_by_the_server(team: Team) -> None:
+    with pytest.raises(ssl.SSLError) as refused:
+        _handshake(team, ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1)
+    # The server hung up: the client did offer TLS 1.0/1.1 (it did not refuse on its own).
+    assert "NO_PROTOCOLS_AVAILABLE" not in str(refused.value)
+    assert _handshake(team, ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert _handshake(team, ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
 
 
 # --- identity and roles ---------------------------------------------------------------------
