@@ -104,6 +104,14 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         if settings.notify_url
         else None
     )
-    runner = Runner(store, catalog, dispatcher, SecretVault(), environ=os.environ, events=notifier)
+    runner = Runner(
+        store,
+        catalog,
+        dispatcher,
+        SecretVault(),
+        environ=os.environ,
+        events=notifier,
+        stale_after=settings.dispatch_timeout + settings.dispatch_start_timeout,
+    )
     service = PilotService(store, catalog, templates, runner, approvals=settings.approvals)
     return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)

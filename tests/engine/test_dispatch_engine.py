@@ -12,7 +12,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.errors import StateRefused
+from vmware_pilot.errors import PilotError, StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -278,3 +278,23 @@ async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     assert out["outcome"] == "completed"
     assert dispatcher.calls[0][2]["password"] == "s3cr3t"
     assert out["steps"][1]["params"]["password"] == "***", "responses show what the store holds"
+
+
+async def test_a_write_forced_into_a_parallel_group_still_runs_on_its_own(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.delay = 0.05
+    write = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
+    group = [
+        {**READ, "group_id": "g"},
+        {**write, "group_id": "g"},
+        {**READ, "action": "again", "group_id": "g"},
+    ]
+    wid = create(dapp, actor, group)
+    with pytest.raises(PilotError) as refused:
+        await dapp.service.run_workflow(actor, wid)
+    assert [f["kind"] for f in refused.value.payload()["blocking_findings"]] == ["write_in_parallel_group"]
+    out = await dapp.service.run_workflow(actor, wid, force=True)
+    assert out["outcome"] == "completed"
+    assert dispatcher.max_in_flight == 1, "only reads share a group at run time"
+    assert [c[1] for c in dispatcher.calls] == ["get_alarms", "power_on_vm", "get_alarms"]

@@ -25,6 +25,7 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import gates, undo
 from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
+from vmware_pilot.engine.owner import RUN_OWNER_KEY, refuse_if_running_elsewhere, this_process
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets, resolve_secret_refs
 from vmware_pilot.errors import (
@@ -33,7 +34,9 @@ from vmware_pilot.errors import (
     EffectUnknown,
     PilotError,
     SecretUnavailable,
+    StateRefused,
 )
+from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
@@ -53,6 +56,9 @@ _HANDBACK_MESSAGE = (
 )
 _NO_DISPATCH_UNDO = "No dispatch configured: Pilot cannot run this undo and is refusing to fake execution"
 _COMMIT_ATTEMPTS = 8
+# How long a step may stay in flight in a Pilot on another host before it counts as crashed:
+# the default dispatch timeout plus the default start-up timeout.
+DEFAULT_STALE_AFTER = 1860.0
 
 
 def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
@@ -76,8 +82,10 @@ class Runner:
         vault: SecretVault,
         environ: Mapping[str, str] | None = None,
         events: WorkflowEvents | None = None,
+        stale_after: float = DEFAULT_STALE_AFTER,
     ) -> None:
         self.store = store
+        self.stale_after = stale_after
         self.events = events
         self._catalog = catalog
         self.dispatcher = dispatcher
@@ -145,9 +153,11 @@ class Runner:
         stuck = next((s for s in wf.steps if s.status is S.RUNNING), None)
         if stuck is None:
             return None
+        refuse_if_running_elsewhere(wf, stuck, self.stale_after)
         index = stuck.index
 
         def change(w: Workflow) -> None:
+            w.extra.pop(RUN_OWNER_KEY, None)
             step = w.steps[index]
             step.status = S.INTERRUPTED
             step.completed_at = utcnow()
@@ -266,18 +276,25 @@ class Runner:
         wf, _ = self.commit(wf, change)
         return wf
 
-    @staticmethod
-    def _batch(wf: Workflow, start: int) -> list[int]:
-        """``start`` plus the following pending members of its parallel group."""
+    def _batch(self, wf: Workflow, start: int) -> list[int]:
+        """``start`` plus the following pending members of its parallel group, when all are reads.
+
+        Only reads run at the same time: a write that shares a group (a forced run, or a catalog
+        that changed since review) runs on its own, in order."""
         first = wf.steps[start]
         batch = [start]
-        if not first.group_id:
+        if not first.group_id or not self._is_read(first):
             return batch
         for step in wf.steps[start + 1 :]:
             if step.group_id != first.group_id or step.is_gate or step.status is not S.PENDING:
                 break
+            if not self._is_read(step):
+                break
             batch.append(step.index)
         return batch
+
+    def _is_read(self, step: Step) -> bool:
+        return classify_step(step, self.catalog)[0] == "read"
 
     @staticmethod
     def _describe(wf: Workflow, batch: list[int], finished: bool = False) -> str:
@@ -292,10 +309,27 @@ class Runner:
         """Run a step (or a parallel group of read steps) and record every member's outcome."""
 
         def mark_running(w: Workflow) -> None:
+            # Re-checked on the stored record: another Pilot process may have run, cancelled or
+            # failed this workflow since it was loaded. Exactly one run may start a step.
+            taken = [i for i in batch if w.steps[i].status not in (S.PENDING, S.NOT_EXECUTED)]
+            if w.state is not WorkflowState.RUNNING or taken:
+                what = (
+                    f"step {taken[0]} is already {w.steps[taken[0]].status.value}"
+                    if taken
+                    else f"it is now '{w.state.value}'"
+                )
+                raise StateRefused(
+                    f"Workflow '{w.id}' was changed by another caller while this run went on ({what}); "
+                    "this run stopped without starting another step",
+                    hint=f"get_workflow_status('{w.id}') shows where it stands.",
+                    workflow_id=w.id,
+                    state=w.state.value,
+                )
             now = utcnow()
             for index in batch:
                 w.steps[index].status = S.RUNNING
                 w.steps[index].started_at = now
+            w.extra[RUN_OWNER_KEY] = this_process()
 
         wf, _ = self.commit(wf, mark_running)
         outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
@@ -345,6 +379,8 @@ class Runner:
     def _record(self, w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> bool:
         step = w.steps[index]
         step.completed_at = utcnow()
+        if not any(s.status is S.RUNNING for s in w.steps if s.index != index):
+            w.extra.pop(RUN_OWNER_KEY, None)
         if outcome.ok:
             step.status = S.SUCCESS
             step.result = outcome.payload
