@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from vmware_pilot.dispatch.protocol import OutcomeKind
+from vmware_pilot.dispatch.session import SkillSession
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 from vmware_pilot.templates.steps import make_step
@@ -67,6 +69,39 @@ async def test_server_killed_mid_call_is_effect_unknown_then_restarted(dispatche
     after = await dispatcher.call("aiops", "echo", {})
     assert after.kind is OutcomeKind.SUCCEEDED
     assert after.payload["pid"] != before.payload["pid"]
+
+
+async def _killed_while_idle(dispatcher: StdioDispatcher) -> int:
+    """Start a session, kill its server between calls, wait until its end reached the client."""
+    pid: int = (await dispatcher.call("aiops", "echo", {})).payload["pid"]
+    os.kill(pid, signal.SIGKILL)
+    session = dispatcher._pools["aiops"].sessions[0]
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if session._write is None or session._write.statistics().open_send_streams == 0:
+            break
+    return pid
+
+
+async def test_server_that_died_while_idle_is_replaced_and_the_call_is_sent(
+    dispatcher: StdioDispatcher,
+) -> None:
+    dead = await _killed_while_idle(dispatcher)
+    assert dispatcher.open_sessions() == {"aiops": 0}
+    after = await dispatcher.call("aiops", "echo", {"value": "x"})
+    assert after.kind is OutcomeKind.SUCCEEDED and after.payload["pid"] != dead
+    assert dispatcher.started == 2
+
+
+async def test_a_reused_session_found_closed_when_sending_is_retried_on_a_new_server(
+    dispatcher: StdioDispatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race where the server's exit is noticed only when the request is written.
+    monkeypatch.setattr(SkillSession, "alive", property(lambda self: self._session is not None))
+    dead = await _killed_while_idle(dispatcher)
+    after = await dispatcher.call("aiops", "echo", {"value": "x"})
+    assert after.kind is OutcomeKind.SUCCEEDED and after.payload["pid"] != dead
+    assert dispatcher.started == 2
 
 
 async def test_hanging_call_times_out_as_unknown_and_the_session_is_dropped() -> None:

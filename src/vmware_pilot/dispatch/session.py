@@ -2,8 +2,9 @@
 
 The SDK's stdio client and session are context managers that must open and close in one task;
 ``SkillSession`` keeps them in an owner task, so calls from any task can share the session.
-Start-up or handshake failure means nothing was sent (``DispatchRefused``); a timeout or a lost
-connection after the request went out means the effect is unknown (``EffectUnknown``).
+Start-up or handshake failure means nothing was sent (``DispatchRefused``), and so does a server
+that exited while the session was idle (``SessionClosed``); a timeout or a lost connection after
+the request went out means the effect is unknown (``EffectUnknown``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest
@@ -25,7 +27,7 @@ from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams,
 from vmware_pilot.dispatch.locate import SkillCommand
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
-__all__ = ["SkillSession"]
+__all__ = ["SessionClosed", "SkillSession"]
 
 _log = logging.getLogger(__name__)
 _REQUEST_TIMEOUT = 408
@@ -39,6 +41,10 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text[:200]}" if text else type(leaf).__name__
 
 
+class SessionClosed(DispatchRefused):
+    """The server had exited before the request was written: nothing was sent, a new one may retry."""
+
+
 class SkillSession:
     """A started skill server with an initialized client session."""
 
@@ -48,7 +54,9 @@ class SkillSession:
         self.busy = False
         self.last_used = time.monotonic()
         self.server_info = ""
+        self.calls = 0
         self._session: ClientSession | None = None
+        self._write: MemoryObjectSendStream[Any] | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._failure: BaseException | None = None
@@ -56,7 +64,11 @@ class SkillSession:
 
     @property
     def alive(self) -> bool:
-        return self._session is not None and self._task is not None and not self._task.done()
+        """Started, and its server still connected (an exited server closes the session's streams)."""
+        if self._session is None or self._task is None or self._task.done() or self._write is None:
+            return False
+        stats = self._write.statistics()
+        return stats.open_send_streams > 0 and stats.open_receive_streams > 0
 
     async def _own(self) -> None:
         params = StdioServerParameters(
@@ -69,6 +81,7 @@ class SkillSession:
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
                 init = await session.initialize()
                 self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}"
+                self._write = write
                 self._session = session
                 self._ready.set()
                 await self._stop.wait()
@@ -76,6 +89,7 @@ class SkillSession:
             self._failure = exc
         finally:
             self._session = None
+            self._write = None
             self._ready.set()
 
     async def start(self, within: float) -> None:
@@ -108,6 +122,7 @@ class SkillSession:
                 f"the session to vmware-{self.command.skill}-mcp is closed; nothing was run"
             )
         self.last_used = time.monotonic()
+        self.calls += 1
         request = ClientRequest(CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments)))
         try:
             return await session.send_request(
@@ -130,7 +145,14 @@ class SkillSession:
             return CallToolResult(
                 content=[], structuredContent={"error": exc.error.message, "code": code}, isError=True
             )
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            # Raised by writing the request: the session had already lost its server.
+            raise SessionClosed(
+                f"vmware-{self.command.skill}-mcp had exited before {tool} was sent "
+                f"({_first_line(exc)}); nothing was run",
+                hint="Pilot starts the skill again on the next call; check the skill's log if it keeps exiting.",
+            ) from exc
+        except anyio.EndOfStream as exc:
             raise EffectUnknown(
                 f"vmware-{self.command.skill}-mcp ended while running {tool} ({_first_line(exc)}); "
                 "whether the call took effect is UNKNOWN",

@@ -2,8 +2,9 @@
 
 Per skill, up to ``pool_size`` long-lived sessions are started on first use and reused across
 steps and workflows (several at once only when steps of a parallel group run together). A dead
-session is replaced on the next call, an idle one is closed after ``idle_seconds``, all are closed
-at shutdown. ``per_call=True`` starts a fresh server for every call instead (isolation).
+session is replaced on the next call (and a call that finds its reused server gone before the
+request was sent is retried once on a new one), an idle one is closed after ``idle_seconds``,
+all are closed at shutdown. ``per_call=True`` starts a fresh server for every call instead (isolation).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from vmware_pilot.dispatch.judge import judge
 from vmware_pilot.dispatch.locate import SkillCommand, locate
 from vmware_pilot.dispatch.protocol import StepOutcome
-from vmware_pilot.dispatch.session import SkillSession
+from vmware_pilot.dispatch.session import SessionClosed, SkillSession
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
@@ -89,16 +90,24 @@ class StdioDispatcher:
                 await session.close()
             return judge(skill, tool, result)
         pool = self._pools.setdefault(command.skill, _Pool())
-        session = await self._acquire(pool, command)
-        broken = False
-        try:
-            result = await session.call(tool, params, self.options.call_timeout)
-        except (EffectUnknown, DispatchRefused):
-            broken = True  # a stuck or dead server is never reused
-            raise
-        finally:
-            await self._release(pool, session, broken)
-        return judge(skill, tool, result)
+        for attempt in (1, 2):
+            session = await self._acquire(pool, command)
+            reused = session.calls > 0
+            broken = False
+            try:
+                result = await session.call(tool, params, self.options.call_timeout)
+            except SessionClosed:
+                broken = True  # the server exited while idle: nothing was sent
+                if reused and attempt == 1:
+                    continue
+                raise
+            except (EffectUnknown, DispatchRefused):
+                broken = True  # a stuck or dead server is never reused
+                raise
+            finally:
+                await self._release(pool, session, broken)
+            return judge(skill, tool, result)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _acquire(self, pool: _Pool, command: SkillCommand) -> SkillSession:
         self._ensure_reaper()
