@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +25,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 
 runner = CliRunner()
+CLI = Path(sys.executable).with_name("vmware-pilot")
 AGENT = Actor("agent")
 ME = Actor.os_user().name
 GATE = {
@@ -228,6 +233,26 @@ def test_approve_of_a_workflow_not_at_a_gate_is_refused(pilot: PilotApp) -> None
     wid = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"])
     result = invoke("approve", wid, "--yes")
     assert result.exit_code == 1 and "not waiting at an approval gate" in result.stderr
+
+
+def test_cli_processes_write_to_the_store_a_running_server_keeps_open(pilot: PilotApp) -> None:
+    """``pilot`` holds the store open as a server does; each CLI process opens and closes it."""
+
+    def cli_process(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CLI), *args], check=False, env=dict(os.environ), capture_output=True, text=True
+        )
+
+    wid = at_gate(pilot)
+    listed = cli_process("workflows", "--json")
+    assert wid in listed.stdout, listed.stderr
+    approved = cli_process("approve", wid, "--yes", "--json")
+    assert approved.returncode == 0, approved.stderr
+    after = status(pilot, wid)
+    assert (after["state"], after["approved_by"]) == ("pending", ME), "the open store sees the CLI's write"
+    asyncio.run(pilot.service.cancel_workflow(AGENT, wid, "done", confirm=True))
+    shown = cli_process("status", wid, "--json")
+    assert json.loads(shown.stdout)["state"] == "cancelled", "and the CLI sees the server's"
 
 
 # --- reject, cancel, rollback --------------------------------------------------------------

@@ -6,6 +6,7 @@ pilot home); tokens are added, changed and revoked while it runs, as an operator
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import subprocess
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from tests.transports.server_proc import PILOT, PilotProcess, clean_env, make_cert, start_server
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import PilotClient, connect_http
 from vmware_pilot.transports.tokens import TokenStore
@@ -287,6 +289,25 @@ async def test_an_approver_naming_someone_else_is_refused_and_the_callers_own_na
         assert (await alice.call("get_workflow_status", {"workflow_id": first})).payload["approved_by"] == ""
         assert (await _approve(alice, first, approver="alice"))["approved_by"] == "token:alice"
         assert (await _approve(alice, second, approver="token:alice"))["approved_by"] == "token:alice"
+
+
+async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(team: Team) -> None:
+    """The host's operator CLI is a door of its own: the OS account, outside the token roles.
+
+    Two CLI processes open and close the store while the server keeps it open: the server must
+    still see their writes (it keeps its SQLite locks, so neither CLI removes the WAL it reads)."""
+    async with team.client("carol") as carol:
+        workflow_id = await _incident_at_gate(carol)
+        listed = team.cli("workflows", "--json")
+        assert workflow_id in {w["id"] for w in json.loads(listed.stdout)["workflows"]}, listed.stderr
+        approved = team.cli("approve", workflow_id, "--ack-not-executed", "--yes", "--json")
+        assert approved.returncode == 0, approved.stderr
+        status = (await carol.call("get_workflow_status", {"workflow_id": workflow_id})).payload
+    me = Actor.os_user().name
+    assert json.loads(approved.stdout)["approved_by"] == me
+    assert status["state"] == "pending" and status["approved_by"] == me, "the server sees the CLI's write"
+    assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [(me, "cli")]
+    assert status["created_by"] == "token:carol"
 
 
 # --- changes while the server runs ------------------------------------------------------------

@@ -61,9 +61,14 @@ def private_umask() -> Iterator[None]:
 def secure_sqlite_files(path: Path) -> None:
     """Create the database file 0600 if missing and chmod it and its companions to 0600."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with private_umask():
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, _FILE_MODE)
-    os.close(fd)
+    # Never open (and close) an existing database file: closing any descriptor of it drops every
+    # POSIX lock this process holds on it, SQLite's included. Another process would then take its
+    # connection for the last one, checkpoint and remove the WAL under this process's feet (stale
+    # reads, lost writes).
+    if not path.exists():
+        with private_umask():
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, _FILE_MODE)
+        os.close(fd)
     for suffix in _SUFFIXES:
         companion = path.with_name(path.name + suffix)
         try:
