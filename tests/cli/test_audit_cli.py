@@ -213,3 +213,38 @@ def test_a_home_that_cannot_be_used_is_an_error_with_a_hint(tmp_path: Path) -> N
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "Cannot open the workflow store" in result.stderr
     assert "hint: Point VMWARE_PILOT_HOME" in result.stderr
+
+
+def test_a_workflow_deleted_with_all_its_events_leaves_a_gap_that_is_named(
+    trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    _first, second = trail  # its only event is seq 5
+    tamper("DELETE FROM audit_events WHERE workflow_id = ?", (second,))
+    tamper("DELETE FROM workflows WHERE id = ?", (second,))
+    code, out = _verify()
+    assert code == 1
+    assert "events seq 5 are missing" in out and "deleted" in out
+
+
+def test_the_newest_workflow_deleted_with_its_events_is_found_from_the_numbers_issued(
+    settings: Settings, trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    with open_store(settings) as store:
+        newest = sample_workflow()
+        newest.log("created", "x", actor="carol")
+        newest.log("run_started", "", actor="carol")
+        store.create(newest)  # seq 7 and 8
+    tamper("DELETE FROM audit_events WHERE workflow_id = ?", (newest.id,))
+    tamper("DELETE FROM workflows WHERE id = ?", (newest.id,))
+    code, out = _verify()
+    assert code == 1
+    assert "events seq 7 to 8 were recorded but are no longer stored" in out
+
+
+def test_a_workflow_row_deleted_without_its_events_is_named(
+    trail: tuple[str, str], tamper: Callable[..., None]
+) -> None:
+    tamper("DELETE FROM workflows WHERE id = ?", (trail[1],))
+    code, out = _verify()
+    assert code == 1
+    assert "event seq 5" in out and "its workflow's row was deleted" in out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash
+from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash, numbering_problem
 from vmware_pilot.store.protocol import AuditRecord
 
 WF = "wf-20260101-000000-aaaaaa"
@@ -70,3 +70,18 @@ def test_inserted_event_with_a_made_up_link_is_named_as_inserted() -> None:
     bogus = AuditRecord(99, WF, "t", "mallory", "approved", "", "f" * 64, "e" * 64)
     problem = check_chain(WF, [events[0], events[1], bogus, events[2]], _head(events))
     assert problem is not None and problem.record == bogus and "inserted" in problem.description
+
+
+def test_event_appended_with_a_made_up_hash_is_named_as_inserted_not_altered() -> None:
+    events = _chain(2)
+    extra = AuditRecord(9, WF, "t", "mallory", "approved", "", events[-1].hash, "e" * 64)
+    problem = check_chain(WF, [*events, extra], _head(events))
+    assert problem is not None and problem.record == extra
+    assert "appended outside vmware-pilot" in problem.description and "altered" not in problem.description
+
+
+def test_gaps_in_the_event_numbering_are_described() -> None:
+    assert numbering_problem(None, 10, 10) == ""
+    assert "events seq 3 to 5 are missing" in numbering_problem((3, 5), 10, 10)
+    assert "events seq 4 are missing" in numbering_problem((4, 4), 10, 10)
+    assert "events seq 11 to 12 were recorded but are no longer stored" in numbering_problem(None, 10, 12)

@@ -2,7 +2,9 @@
 
 Each event's hash is sha256 over the canonical JSON of (prev_hash, workflow_id, ts, actor, action,
 detail); the first event of a workflow links to ``GENESIS``. The workflow row keeps the head hash
-and the event count, so a deleted last event is detected too. Pure: the store feeds records in.
+and the event count, so a deleted last event is detected too. Where the database numbers events
+without gaps (SQLite), a gap in the numbering shows events deleted together with their workflow
+row, which no per-workflow chain can see. Pure: the store feeds records in.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from vmware_pilot.store.protocol import AuditRecord
 
-__all__ = ["GENESIS", "ChainHead", "ChainProblem", "check_chain", "event_hash"]
+__all__ = ["GENESIS", "ChainHead", "ChainProblem", "check_chain", "event_hash", "numbering_problem"]
 
 GENESIS = "0" * 64
 
@@ -53,7 +55,9 @@ def check_chain(
         if not events:
             return None
         return ChainProblem(
-            events[0], f"{_name(events[0], 0)} belongs to no stored workflow: it was inserted"
+            events[0],
+            f"{_name(events[0], 0)} belongs to no stored workflow: it was inserted, or its workflow's "
+            "row was deleted",
         )
     position_of = {rec.hash: i for i, rec in enumerate(events)}
     linked_from: dict[str, list[int]] = {}
@@ -89,11 +93,14 @@ def check_chain(
             )
         actual = event_hash(rec.prev_hash, rec.workflow_id, rec.ts, rec.actor, rec.action, rec.detail)
         if actual != rec.hash:
-            what = (
-                "is not part of the chain (inserted)"
-                if skipped
-                else "was altered: its content does not match its hash"
-            )
+            if skipped:
+                what = "is not part of the chain (inserted)"
+            elif i >= head.count:
+                what = (
+                    f"was appended outside vmware-pilot: the workflow records {head.count} events (inserted)"
+                )
+            else:
+                what = "was altered: its content does not match its hash"
             return ChainProblem(rec, f"{_name(rec, i)} {what}")
         expected = rec.hash
     return _check_head(workflow_id, events, head, expected)
@@ -127,3 +134,25 @@ def _check_head(
         f"{_name(last, len(events) - 1)} does not match the head hash kept on the workflow row: the last "
         "event was rewritten (altered)",
     )
+
+
+def numbering_problem(gap: tuple[int, int] | None, highest: int, issued: int) -> str:
+    """Why the event numbering shows deleted events, or ``""``.
+
+    ``gap`` is the first run of missing seq numbers (first, last) below ``highest``, the highest
+    stored seq; ``issued`` is the highest seq the database ever handed out.
+    """
+    if gap is not None:
+        first, last = gap
+        which = f"seq {first}" if first == last else f"seq {first} to {last}"
+        return (
+            f"events {which} are missing from the trail: they were deleted (a workflow deleted with "
+            "all its events leaves exactly this gap)"
+        )
+    if issued > highest:
+        which = f"seq {highest + 1}" if issued == highest + 1 else f"seq {highest + 1} to {issued}"
+        return (
+            f"events {which} were recorded but are no longer stored: the newest events were deleted "
+            "(with their workflow, or the chain check would have named it)"
+        )
+    return ""

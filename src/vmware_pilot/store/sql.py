@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, func, select
+from sqlalchemy import Connection, Engine, Row, func, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -31,7 +31,7 @@ from vmware_pilot.errors import (
     WorkflowNotFound,
 )
 from vmware_pilot.store import codec
-from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash
+from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash, numbering_problem
 from vmware_pilot.store.engine import (
     WRITE_OPTION,
     make_engine,
@@ -331,6 +331,34 @@ class SqlStore:
             grouped[r.workflow_id].append(_record(r))
         return grouped
 
+    @staticmethod
+    def _numbering(conn: Connection) -> str:
+        """SQLite issues seq 1, 2, 3… (a rolled-back insert gives its number back), and audit
+        events are never deleted, so a gap or a lower highest seq means events were deleted."""
+        if conn.dialect.name != "sqlite":
+            return ""
+        seq = audit_events.c.seq
+        count, highest = conn.execute(select(func.count(), func.max(seq))).one()
+        issued = conn.execute(text("SELECT seq FROM sqlite_sequence WHERE name = 'audit_events'")).scalar()
+        highest, issued = int(highest or 0), int(issued or 0)
+        gap = None
+        if count != highest:
+            lowest = conn.execute(select(func.min(seq))).scalar()
+            later = audit_events.alias("later")
+            # The first missing number: 1, or the one after the lowest seq with no successor.
+            before_gap = conn.execute(
+                select(func.min(seq)).where(
+                    seq < highest, ~select(later.c.seq).where(later.c.seq == seq + 1).exists()
+                )
+            ).scalar()
+            start = (
+                1 if lowest is not None and lowest > 1 else (None if before_gap is None else before_gap + 1)
+            )
+            end = None if start is None else conn.execute(select(func.min(seq)).where(seq > start)).scalar()
+            if start is not None and end is not None:
+                gap = (int(start), int(end) - 1)
+        return numbering_problem(gap, highest, issued)
+
     def verify_audit(self, workflow_id: str | None = None) -> AuditReport:
         """Check every workflow's hash chain (or one's); the report names the first bad event."""
         with self._tx(write=False) as conn:
@@ -356,6 +384,9 @@ class SqlStore:
                     if problem is not None:
                         broken.append(wid)
                         first = first or problem
+            gone = self._numbering(conn) if first is None and workflow_id is None else ""
+        if gone:
+            return AuditReport(ok=False, checked=checked, workflows=len(ids), description=gone)
         if first is None:
             return AuditReport(ok=True, checked=checked, workflows=len(ids))
         return AuditReport(
