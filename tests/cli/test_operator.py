@@ -138,6 +138,7 @@ def test_approve_without_a_terminal_or_yes_refuses_and_changes_nothing(pilot: Pi
     result = invoke("approve", wid)
     assert result.exit_code == 1
     assert "no terminal" in result.stderr and "--yes" in result.stderr
+    assert "an agent must not use it" in result.stderr
     assert "Power off web-01?" in result.stdout, "the gate is shown before anything is asked"
     assert status(pilot, wid)["state"] == "awaiting_approval"
 

@@ -129,14 +129,14 @@ def fail(exc: PilotError, json_mode: bool = False) -> NoReturn:
     refuse(exc.message, hint, code)
 
 
-def confirm(question: str, yes: bool, json_mode: bool = False) -> None:
-    """Ask the person; ``--yes`` answers for them. No terminal and no ``--yes``: refuse with a hint."""
+def confirm(question: str, yes: bool, json_mode: bool = False, hint: str = "") -> None:
+    """Ask the person; ``--yes`` answers for them. No terminal and no ``--yes``: refuse with ``hint``."""
     if yes:
         return
     if not sys.stdin.isatty():
         refuse(
             "this needs a person's confirmation and there is no terminal to ask on; nothing was changed",
-            "Run it in a terminal, or add --yes if you already decided.",
+            hint or "Run it in a terminal, or add --yes if you already decided.",
         )
     if not typer.confirm(question, default=False, err=json_mode):
         refuse("not confirmed; nothing was changed")

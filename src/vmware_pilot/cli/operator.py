@@ -1,8 +1,10 @@
 """Operator commands: the people who answer for production, on the same engine, rules and store.
 
 `workflows`, `status`, `review`, `templates` read; `approve`, `reject`, `cancel`, `rollback`
-show what they would do and ask before acting. The person is the OS user; `approve` is the door
+show what they would do and ask before acting. The person is the OS account; `approve` is the door
 the `human` approvals policy leaves open, and it binds the approval to the plan digest shown.
+Token roles and four-eyes do not apply here: a stdio agent runs as the same account as the person
+who approves its plans, and a shell as Pilot's account can change its store anyway (README).
 """
 
 from __future__ import annotations
@@ -164,7 +166,13 @@ def approve(
                 "Add --ack-not-executed only if they were performed and you checked their results; "
                 f"otherwise `vmware-pilot reject {workflow_id} --reason ...`.",
             )
-        confirm(f"Approve this gate as {person.label}?", yes, json_output)
+        confirm(
+            f"Approve this gate as {person.label}?",
+            yes,
+            json_output,
+            "Run it in a terminal and answer the question. --yes is for the person approving, who "
+            "already decided; an agent must not use it to approve on a person's behalf.",
+        )
         try:
             result = run_async(
                 app,

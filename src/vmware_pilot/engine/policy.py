@@ -58,8 +58,9 @@ def require_door(policy: ApprovalPolicy, wf: Workflow, ask: AskHuman | None) -> 
         raise StateRefused(
             f"Refusing to approve workflow '{wf.id}' from an MCP client: this Pilot takes approvals only "
             "from a person at the operator CLI (approvals policy 'human')",
-            hint=f"Ask the user to run `{_cli(wf)}` on the Pilot host: it shows the gate and what it "
-            f"releases and asks them to confirm. `vmware-pilot reject {wf.id} --reason ...` rejects it.",
+            hint=f"Ask the user to run `{_cli(wf)}` themselves on the Pilot host (do not run it for "
+            "them): it shows the gate and what it releases and asks them to confirm. "
+            f"`vmware-pilot reject {wf.id} --reason ...` rejects it.",
             workflow_id=wf.id,
             state=wf.state.value,
             refused="human_approval_required",
@@ -70,8 +71,8 @@ def require_door(policy: ApprovalPolicy, wf: Workflow, ask: AskHuman | None) -> 
             f"Refusing to approve workflow '{wf.id}': this Pilot asks the person directly through an MCP "
             "form (approvals policy 'elicit'), and this MCP client cannot show forms (no elicitation "
             "capability)",
-            hint=f"Ask the user to run `{_cli(wf)}` on the Pilot host, or use an MCP client that supports "
-            "elicitation.",
+            hint=f"Ask the user to run `{_cli(wf)}` themselves on the Pilot host (do not run it for "
+            "them), or use an MCP client that supports elicitation.",
             workflow_id=wf.id,
             state=wf.state.value,
             refused="elicitation_unsupported",
