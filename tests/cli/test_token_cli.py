@@ -102,3 +102,11 @@ def test_list_refuses_an_unsafe_file_with_the_fix(pilot_home: Path) -> None:
 def test_list_without_tokens_says_how_to_create_one() -> None:
     listed = runner.invoke(app, ["token", "list"])
     assert listed.exit_code == 0 and "vmware-pilot token create" in listed.stdout
+
+
+def test_invalid_settings_are_a_usage_error_not_a_traceback() -> None:
+    for args in (["token", "list"], ["token", "create", "alice"], ["token", "roles"]):
+        result = runner.invoke(app, args, env={"VMWARE_PILOT_APPROVALS": "bogus"})
+        assert result.exit_code == 2, args
+        assert "invalid settings" in result.stderr and "VMWARE_PILOT_" in result.stderr
+        assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from vmware_pilot.cli.network import role_book, token_store
 from vmware_pilot.config import Settings
@@ -33,6 +34,15 @@ def _fail(message: str, hint: str = "") -> typer.Exit:
     return typer.Exit(2)
 
 
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise _fail(
+            f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables (README, Settings)."
+        ) from None
+
+
 def _check_role(book: RoleBook, role: str) -> None:
     listing = book.listing()
     if role in listing.roles:
@@ -52,7 +62,7 @@ def create(
     ] = "admin",
 ) -> None:
     """Create a token and print its secret once. Clients send `Authorization: Bearer <secret>`."""
-    settings = Settings()
+    settings = _settings()
     _check_role(role_book(settings), role)
     try:
         secret = token_store(settings).create(name, role)
@@ -69,7 +79,7 @@ def create(
 @app.command(name="list")
 def list_tokens() -> None:
     """Token names with their role and creation time (never the secrets)."""
-    settings = Settings()
+    settings = _settings()
     try:
         entries = token_store(settings).entries()
     except PilotError as exc:
@@ -87,7 +97,7 @@ def list_tokens() -> None:
 def revoke(name: Name) -> None:
     """Delete a token; a running server refuses it from its next request (401)."""
     try:
-        token_store(Settings()).revoke(name)
+        token_store(_settings()).revoke(name)
     except PilotError as exc:
         raise _fail(exc.message, exc.hint) from None
     typer.echo(f"Token {name!r} revoked.")
@@ -96,7 +106,7 @@ def revoke(name: Name) -> None:
 @app.command(name="set-role")
 def set_role(name: Name, role: RoleArg) -> None:
     """Give a token another role; applies from the server's next request."""
-    settings = Settings()
+    settings = _settings()
     _check_role(role_book(settings), role)
     try:
         token_store(settings).set_role(name, role)
@@ -108,7 +118,7 @@ def set_role(name: Name, role: RoleArg) -> None:
 @app.command()
 def roles() -> None:
     """The roles tokens can have; exit 1 when the roles file is broken (custom roles are then off)."""
-    book = role_book(Settings())
+    book = role_book(_settings())
     listing = book.listing()
     for role in listing.roles.values():
         visible = role.visible(TOOL_NAMES)
