@@ -13,16 +13,24 @@ Prints the median of each and the ratios.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow the
+# standard library's `http` package (imported by httpx and mcp); put the repository there instead.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import argparse
 import asyncio
+import contextlib
+import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.lab.harness import TARGET, Lab, running_lab
 from vmware_pilot.app import build_app
@@ -56,7 +64,9 @@ async def measure(lab: Lab, home: Path, per_call: bool, steps: list[dict[str, An
     options = DispatchOptions(
         call_timeout=120, start_timeout=60, per_call=per_call, overrides={"monitor": lab.command("monitor")}
     )
-    dispatcher = StdioDispatcher(options, env=lab.env)
+    # A companion's runaway guard counts identical calls per server process (25 per 120 s by
+    # default); a pooled server sees every run of the bench, so lift the limit for it.
+    dispatcher = StdioDispatcher(options, env={**lab.env, "VMWARE_RUNAWAY_MAX": "1000000"})
     app = build_app(Settings(home=home), dispatcher=dispatcher)
     try:
         if not per_call:
@@ -66,8 +76,31 @@ async def measure(lab: Lab, home: Path, per_call: bool, steps: list[dict[str, An
         await app.aclose()
 
 
+@contextlib.contextmanager
+def companion_log(path: Path) -> Iterator[None]:
+    """Send this process's stderr, which the companion servers inherit, to ``path`` meanwhile
+    (they log every request); on failure show its tail."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("w") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    except BaseException:
+        os.dup2(saved, 2)
+        sys.stderr.write("--- companion and Pilot log (tail) ---\n" + path.read_text()[-3000:] + "\n")
+        raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 async def main(runs: int, latency_ms: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp, running_lab(Path(tmp) / "lab") as lab:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        companion_log(Path(tmp) / "companions.log"),
+        running_lab(Path(tmp) / "lab") as lab,
+    ):
         ten = [read(READS[i % len(READS)]) for i in range(10)]
         pooled = await measure(lab, Path(tmp) / "p", False, ten, runs)
         per_call = await measure(lab, Path(tmp) / "c", True, ten, max(1, runs // 2))
