@@ -102,6 +102,14 @@ def step_from_dict(raw: Any, index: int) -> Step:
             "approvals_required (that many distinct people approve); leave them out for one approval "
             "with no expiry.",
         )
+    if is_gate and (raw.get("rollback_tool") or raw.get("rollback_params")):
+        raise StepValidationError(
+            f"Step {index} is an approval gate and cannot have a rollback",
+            step_index=index,
+            field="rollback_tool",
+            hint="A gate only asks a person; drop rollback_tool and rollback_params from it and put "
+            "the undo on the step that changes something.",
+        )
     if raw.get("rollback_params") and not raw.get("rollback_tool"):
         raise StepValidationError(
             f"Step {index} has rollback_params but no rollback_tool",
