@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from vmware_pilot.app import PilotApp
 
 
 def _assert_gate_refusal(payload: dict[str, Any], step_index: int) -> None:
@@ -244,3 +245,23 @@ async def test_confirm_draft_saves_a_named_template(client: Client) -> None:
     assert out["saved_as_template"] is True
     names = [t["name"] for t in (await client.ok("list_workflows"))["templates"]]
     assert "inventory-check" in names
+
+
+async def test_a_template_that_cannot_be_written_saves_nothing(client: Client, pilot_app: PilotApp) -> None:
+    folder = pilot_app.settings.resolved_templates_dir
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.write_text("a file where the templates folder should be")
+    out = await client.refused(
+        "create_workflow", name="mine", description="d", steps=[READ_STEP], save_as_template=True
+    )
+    assert "nothing was saved" in out["error"] and "save_as_template=false" in out["hint"]
+    assert (await client.ok("list_workflows"))["active_workflows"] == []
+
+    wf = (await client.ok("design_workflow", goal="g"))["workflow_id"]
+    await client.ok("update_draft", workflow_id=wf, name="mine", steps=[READ_STEP])
+    refused = await client.refused("confirm_draft", workflow_id=wf, save_as_template=True)
+    assert "nothing was saved" in refused["error"]
+    assert (await client.status(wf))["state"] == "draft", "the draft stays a draft"
+    folder.unlink()
+    confirmed = await client.ok("confirm_draft", workflow_id=wf, save_as_template=True)
+    assert confirmed["saved_as_template"] is True and (folder / "mine.yaml").is_file()

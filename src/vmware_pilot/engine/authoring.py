@@ -12,6 +12,7 @@ from vmware_pilot.engine.core import ServiceCore, step_summary
 from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
+    TemplateError,
 )
 from vmware_pilot.safety import gate
 from vmware_pilot.safety.redaction import redact
@@ -26,8 +27,18 @@ class Authoring(ServiceCore):
     """Workflows come into being here; every plan passes the approval-gate rule before it is saved."""
 
     def _save_template(self, name: str, description: str, wf: Workflow) -> str:
+        """Write the template file; called before the workflow is saved, so a failure saves nothing."""
         authors = [a for a in [wf.created_by, *wf.authors] if a]
-        return str(self.templates.save_as_template(name, description, wf.steps, authors))
+        try:
+            return str(self.templates.save_as_template(name, description, wf.steps, authors))
+        except OSError as exc:
+            folder = self.templates.templates_dir
+            raise TemplateError(
+                f"Could not write the template {name}.yaml in {folder} ({exc.strerror or exc}); nothing "
+                "was saved",
+                hint="Make that folder a writable directory (VMWARE_PILOT_TEMPLATES_DIR chooses another), "
+                "or call again with save_as_template=false.",
+            ) from exc
 
     # --- creation ---------------------------------------------------------------------------
     def create_workflow(
@@ -51,18 +62,18 @@ class Authoring(ServiceCore):
         gate.enforce(
             wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
+        template_file = self._save_template(name, description, wf) if save_as_template else ""
         self.runner.create(wf)
         out: dict[str, Any] = {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,
             "state": wf.state.value,
             "steps": [step_summary(s) for s in wf.steps],
-            "saved_as_template": False,
+            "saved_as_template": bool(template_file),
             "message": f"Custom workflow created. Call run_workflow('{wf.id}') to execute.",
         }
-        if save_as_template:
-            out["template_file"] = self._save_template(name, description, wf)
-            out["saved_as_template"] = True
+        if template_file:
+            out["template_file"] = template_file
         return out
 
     def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> dict[str, Any]:
@@ -169,6 +180,10 @@ class Authoring(ServiceCore):
                     hint="Rename the draft via update_draft(name=...) first.",
                 )
             self.templates.validate_template_name(wf.workflow_type)
+        template_file = ""
+        if save_as_template:  # first: a template that cannot be written leaves the draft a draft
+            description = str(wf.params.get("description") or wf.params.get("goal") or "")
+            template_file = self._save_template(wf.workflow_type, description, wf)
 
         def change(w: Workflow) -> None:
             fire(w, Event.CONFIRM)
@@ -181,14 +196,11 @@ class Authoring(ServiceCore):
             "workflow_type": wf.workflow_type,
             "state": wf.state.value,
             "steps_count": len(wf.steps),
-            "saved_as_template": False,
+            "saved_as_template": bool(template_file),
             "message": f"Workflow confirmed. Call run_workflow('{wf.id}') to execute.",
         }
-        if save_as_template:
-            out["template_file"] = self._save_template(
-                wf.workflow_type, str(wf.params.get("description") or wf.params.get("goal") or ""), wf
-            )
-            out["saved_as_template"] = True
+        if template_file:
+            out["template_file"] = template_file
         return out
 
     def create_workflow_from_template(
