@@ -317,3 +317,33 @@ def test_the_readme_example_is_a_usable_template(
         "power_off_vm",
         {"vm_name": "web-01", "force": False, "confirm": True},
     )
+
+
+def test_a_parameter_that_fills_a_secret_key_is_not_recorded_in_clear(
+    registry: TemplateRegistry, templates_dir: Path
+) -> None:
+    write(
+        templates_dir,
+        "guest.yaml",
+        """\
+        name: guest_cmd
+        parameters:
+          vm: {type: string}
+          admin_pass: {type: string}
+          hint: {type: string, default: ""}
+        steps:
+          - {action: require_approval, params: {message: "Run on {{vm}}?"}}
+          - action: run
+            skill: aiops
+            tool: run_vm_guest_command
+            params:
+              vm_name: "{{vm}}"
+              username: root
+              auth: {password: "{{admin_pass}}", note: "{{hint}}"}
+              command: /bin/true
+              confirm: true
+        """,
+    )
+    wf = registry.create("guest_cmd", {"vm": "v1", "admin_pass": "s3cr3t-9"}, "u")
+    assert wf.steps[1].params["auth"] == {"password": "s3cr3t-9", "note": ""}  # live, for dispatch
+    assert wf.params["admin_pass"] == "***" and wf.params["vm"] == "v1" and wf.params["hint"] == ""

@@ -30,6 +30,7 @@ import yaml
 
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import StepValidationError, TemplateError, TemplateParamError
+from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref
 from vmware_pilot.templates.steps import steps_from_dicts
 
 __all__ = [
@@ -153,6 +154,18 @@ class CustomTemplate:
                 raise self._param_error(spec.name, f"missing required parameter '{spec.name}'")
         return values
 
+    def recorded(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` as the workflow's params record them: a parameter that fills a secret key
+        (``password: "{{admin_pass}}"``) is masked, as its own name may not look secret."""
+        hidden: set[str] = set()
+        for raw in self.raw_steps:
+            for key in ("params", "rollback_params"):
+                hidden |= _secret_placeholders(raw.get(key), under_secret=False)
+        return {
+            k: MASK if k in hidden and not (v in (None, "") or isinstance(v, bool) or is_secret_ref(v)) else v
+            for k, v in values.items()
+        }
+
     def render(self, values: Mapping[str, Any]) -> list[Step]:
         """The steps with every placeholder replaced (TemplateParamError when one has no value)."""
         out = []
@@ -210,6 +223,20 @@ def _placeholders(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(_placeholders(v) for v in value)) if value else set()
     return set(_PLACEHOLDER.findall(value)) if isinstance(value, str) else set()
+
+
+def _secret_placeholders(value: Any, *, under_secret: bool) -> set[str]:
+    """Placeholder names used anywhere under a secret key of ``value``."""
+    if isinstance(value, Mapping):
+        found: set[str] = set()
+        for k, v in value.items():
+            found |= _secret_placeholders(v, under_secret=under_secret or is_secret_key(str(k)))
+        return found
+    if isinstance(value, list):
+        return set().union(*(_secret_placeholders(v, under_secret=under_secret) for v in value))
+    if under_secret and isinstance(value, str):
+        return set(_PLACEHOLDER.findall(value))
+    return set()
 
 
 def _parameters(raw: Any) -> dict[str, ParamSpec]:

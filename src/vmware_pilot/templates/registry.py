@@ -130,7 +130,7 @@ class TemplateRegistry:
     ) -> Workflow:
         values = tpl.bind(params)
         steps = tpl.render(values)
-        wf_params = {**values, "_source": tpl.path.name, "_description": tpl.description}
+        wf_params = {**tpl.recorded(values), "_source": tpl.path.name, "_description": tpl.description}
         wf = Workflow.new(tpl.name, WorkflowState.PENDING, steps, wf_params, created_by)
         for author in tpl.authors:
             wf.with_author(author)
