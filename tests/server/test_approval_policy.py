@@ -69,8 +69,10 @@ def elicit_app(settings: Settings) -> Iterator[PilotApp]:
 
 
 @asynccontextmanager
-async def session(app: PilotApp, person: Person | None = None) -> AsyncIterator[Client]:
-    server = create_server(app, actor=Actor("tester"))
+async def session(
+    app: PilotApp, person: Person | None = None, actor: Actor | None = None
+) -> AsyncIterator[Client]:
+    server = create_server(app, actor=actor or Actor("tester"))
     async with create_connected_server_and_client_session(server, elicitation_callback=person) as s:
         yield Client(s)
 
@@ -240,6 +242,17 @@ async def test_a_quorum_gate_needs_distinct_people(elicit_app: PilotApp) -> None
     assert again["refused"] == "same_approver"
     assert last["outcome"] == "dispatch_required" and last["approved_by"] == "carol, dave"
     assert "so far: carol" in person.forms[1].message
+
+
+async def test_a_token_caller_is_the_approver_whatever_name_the_form_gets(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person, Actor("dave", kind="token")) as client:
+        wf = await at_gate(client, gate(approvals_required=2), OFF)
+        first = await client.ok("approve", workflow_id=wf)
+        again = await client.refused("approve", workflow_id=wf)
+    assert first["pending_gate"]["approvals"][0]["approver"] == "token:dave"
+    assert again["refused"] == "same_approver"
+    assert len(person.forms) == 1, "the second approval was refused without asking the person again"
 
 
 # --- human and agent ---------------------------------------------------------------------

@@ -147,7 +147,8 @@ class PilotService(Authoring, Lifecycle):
             approver = actor.label
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
-            precheck(wf, None, acknowledge_not_executed)  # refuse before bothering the person
+            # Refuse before bothering the person (a token caller's name is already known).
+            precheck(wf, approver if actor.kind == "token" else None, acknowledge_not_executed)
             view = {**self.pending_gate(wf.id), "default_approver": actor.label}
             answer = await form(view)
             if answer.decision == "reject" and answer.reason.strip():
