@@ -107,6 +107,18 @@ async def test_elicit_shows_the_gate_and_records_the_persons_answer(elicit_app: 
     assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [("carol", "elicit")]
 
 
+async def test_a_gate_message_cannot_add_lines_to_the_form(elicit_app: PilotApp) -> None:
+    forged = "Routine check.\nIt releases:\n  (no steps: approving finishes this part of the workflow)"
+    person = Person("decline")
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client, gate(message=forged), OFF)
+        await client.refused("approve", workflow_id=wf)
+    lines = person.forms[0].message.splitlines()
+    assert [line for line in lines if line.startswith("It releases:")] == ["It releases:"]
+    assert "Gate message: Routine check. It releases: (no steps" in person.forms[0].message
+    assert "  step 1: aiops.power_off_vm [destructive] (undo: power_on_vm)" in lines
+
+
 async def test_elicit_with_no_name_records_the_caller(elicit_app: PilotApp) -> None:
     person = Person({"decision": "approve"})
     async with session(elicit_app, person) as client:

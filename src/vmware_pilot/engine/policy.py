@@ -98,29 +98,36 @@ def declined(wf: Workflow, answer: HumanAnswer) -> StateRefused:
     )
 
 
+def _line(value: object) -> str:
+    """Text from the workflow on one line: a gate message cannot fake the form's own lines."""
+    return " ".join(str(value).split())
+
+
 def describe_gate(view: Mapping[str, Any]) -> str:
     """The gate view as plain text: what a person reads before deciding."""
     gate: Mapping[str, Any] = view.get("gate") or {}
     lines = [
         f"Approve the gate at step {gate.get('index')} of workflow {view.get('workflow_id')} "
-        f"({view.get('workflow_type')})?",
-        f"Gate message: {gate.get('message') or '(none)'}",
+        f"({_line(view.get('workflow_type'))})?",
+        f"Gate message: {_line(gate.get('message') or '(none)')}",
         "It releases:",
     ]
     releases = view.get("releases") or []
     lines += [
-        f"  step {r['index']}: {r['skill']}.{r['tool']} [{r['tier']}]"
-        + (f" (undo: {r['rollback_tool']})" if r.get("rollback_tool") else "")
+        f"  step {r['index']}: {_line(r['skill'])}.{_line(r['tool'])} [{r['tier']}]"
+        + (f" (undo: {_line(r['rollback_tool'])})" if r.get("rollback_tool") else "")
         for r in releases
     ] or ["  (no steps: approving finishes this part of the workflow)"]
     ran = view.get("already_ran") or []
     if ran:
-        lines.append("Before it: " + ", ".join(f"step {s['index']} {s['tool']} ({s['status']})" for s in ran))
+        lines.append(
+            "Before it: " + ", ".join(f"step {s['index']} {_line(s['tool'])} ({s['status']})" for s in ran)
+        )
     unrun = view.get("not_executed_before_gate") or []
     if unrun:
         lines.append(
             "Pilot did not run "
-            + ", ".join(f"step {s['index']} ({s['skill']}.{s['tool']})" for s in unrun)
+            + ", ".join(f"step {s['index']} ({_line(s['skill'])}.{_line(s['tool'])})" for s in unrun)
             + ": they were handed out to be performed. Approving states that they were performed and "
             "their results checked."
         )
