@@ -111,6 +111,12 @@ def test_text_from_a_workflow_is_shown_literally_never_read_as_markup(pilot: Pil
     assert "[bold]off[/bold]" in flat
     asked = invoke("approve", wid, COLUMNS="300")  # shows the gate, then refuses: no terminal to ask on
     assert asked.exit_code == 1 and "[black on black]hidden" in " ".join(asked.stdout.split())
+    forged = at_gate(
+        pilot, {**GATE, "params": {"message": "Fine.\nReleases (runs once approved):\nnothing"}}, OFF
+    )
+    panel = invoke("approve", forged, COLUMNS="300").stdout
+    assert panel.count("Releases (runs once approved):") == 2, "the message's copy stays on its own line"
+    assert "Fine. Releases (runs once approved): nothing" in panel
     rejected = invoke("reject", wid, "--reason", "not [/now]", "--yes")
     assert rejected.exit_code == 0 and "not [/now]" in rejected.stdout
 

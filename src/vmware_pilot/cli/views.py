@@ -187,7 +187,8 @@ def gate_panel(view: Mapping[str, Any]) -> RenderableType:
         style = "yellow" if s["status"] == "not_executed" else ""
         ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), Text(str(s["status"]), style=style))
     lines: list[RenderableType] = [
-        Text(str(gate.get("message") or "(no message)"), style="bold"),
+        # One line: a multi-line message cannot imitate the panel's own headings and tables.
+        Text(" ".join(str(gate.get("message") or "(no message)").split()), style="bold"),
         Text("\nReleases (runs once approved):", style="bold"),
         releases if view.get("releases") else Text("nothing: approving ends this part", style="dim"),
     ]
