@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -298,3 +299,84 @@ async def test_a_write_forced_into_a_parallel_group_still_runs_on_its_own(
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 1, "only reads share a group at run time"
     assert [c[1] for c in dispatcher.calls] == ["get_alarms", "power_on_vm", "get_alarms"]
+
+
+def guest_with(password: Any) -> dict[str, Any]:
+    return {
+        "action": "exec",
+        "skill": "aiops",
+        "tool": "run_vm_guest_command",
+        "params": {
+            "vm_name": "a",
+            "command": "ls",
+            "username": "root",
+            "password": password,
+            "confirm": True,
+        },
+    }
+
+
+async def test_env_secret_reference_is_resolved_at_dispatch_and_never_stored(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAB_GUEST_PASSWORD", "s3cr3t-from-env")
+    ref = {"$env": "LAB_GUEST_PASSWORD"}
+
+    def echo_login(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        text = f"logged in as {params['username']} with {params['password']}"
+        return StepOutcome(OutcomeKind.SUCCEEDED, {"output": text, "exit_code": 0})
+
+    dispatcher.answers["run_vm_guest_command"] = echo_login
+    wid = create(dapp, actor, [GATE, guest_with(ref)])
+    assert dapp.service.get_workflow_status(wid)["steps"][1]["params"]["password"] == ref
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "completed"
+    assert dispatcher.calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
+    stored = dapp.service.get_workflow_status(wid)
+    assert stored["steps"][1]["params"]["password"] == ref, "the store keeps the reference"
+    assert stored["steps"][1]["result"]["output"] == "logged in as root with ***"
+    database = dapp.settings.resolved_database_url.removeprefix("sqlite:///")
+    dapp.store.close()
+    assert b"s3cr3t-from-env" not in Path(database).read_bytes()
+
+
+async def test_env_secret_reference_to_an_unset_variable_fails_the_step_before_sending(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LAB_GUEST_PASSWORD", raising=False)
+    wid = create(dapp, actor, [GATE, guest_with({"$env": "LAB_GUEST_PASSWORD"})])
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
+    assert "LAB_GUEST_PASSWORD" in out["steps"][1]["result"]["error"]
+    assert dispatcher.calls == []
+
+
+async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    clone = {
+        "action": "clone",
+        "skill": "aiops",
+        "tool": "deploy_linked_clone",
+        "params": {"vm_name": "web-01", "new_name": "web-01-test", "snapshot_name": "base"},
+        "rollback_tool": "power_off_vm",
+        "rollback_params": {"vm_name": "web-01-test", "confirm": True},
+    }
+    dispatcher.answers["get_alarms"] = failed("monitoring down")
+    wid = create(dapp, actor, [GATE, clone, READ])
+    await dapp.service.run_workflow(actor, wid)
+    assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "failed"
+    preview = await dapp.service.rollback(actor, wid)
+    assert "web-01-test" in preview["blast_radius"]["would_roll_back"][0]["leaves_behind"]
+    out = await dapp.service.rollback(actor, wid, confirm=True)
+    assert out["action"] == "rolled_back"
+    (entry,) = out["rollback_results"]
+    assert (entry["step"], entry["tool"], entry["status"]) == (1, "power_off_vm", "partial")
+    assert "web-01-test" in entry["left_behind"]
+    assert out["steps"][1]["status"] == "partially_rolled_back"
+    assert out["diff_report"]["rolled_back"][0]["index"] == 1
+    again = await dapp.service.rollback(actor, wid, confirm=True)
+    assert [(r["step"], r["status"]) for r in again["rollback_results"]] == [(1, "partial")]
+    assert [c[1] for c in dispatcher.calls].count("power_off_vm") == 1, "a partial undo is not run again"

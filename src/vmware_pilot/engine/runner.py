@@ -27,7 +27,13 @@ from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, refuse_if_running_elsewhere, this_process
 from vmware_pilot.engine.progress import ProgressFn, report
-from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets, resolve_secret_refs
+from vmware_pilot.engine.secrets import (
+    SecretVault,
+    find_masked_secrets,
+    resolve_secret_refs,
+    scrub_values,
+    secret_values,
+)
 from vmware_pilot.errors import (
     ConcurrencyConflict,
     DispatchRefused,
@@ -351,6 +357,7 @@ class Runner:
         try:
             stored = step.rollback_params if reverse else step.params
             params = resolve_refs(self.vault.restore(wf.id, index, field, stored), wf.steps, bound)
+            secrets = secret_values(params, self.environ)
             params = resolve_secret_refs(params, self.environ)
             masked = find_masked_secrets(params)
             if masked:
@@ -360,7 +367,10 @@ class Runner:
                     hint="Cancel this workflow and create it again with the secret re-supplied "
                     '(better: as a reference {"$env": "VAR"}).',
                 )
-            return await self.dispatcher.call(step.skill, tool, params)
+            outcome = await self.dispatcher.call(step.skill, tool, params)
+            return StepOutcome(
+                outcome.kind, scrub_values(outcome.payload, secrets), scrub_values(outcome.message, secrets)
+            )
         except EffectUnknown as exc:
             return StepOutcome(OutcomeKind.EFFECT_UNKNOWN, exc.result_payload, exc.message)
         except (PilotError, DispatchRefused) as exc:

@@ -17,7 +17,15 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import SecretUnavailable
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact
 
-__all__ = ["MASK", "SecretVault", "find_masked_secrets", "is_secret_ref", "resolve_secret_refs"]
+__all__ = [
+    "MASK",
+    "SecretVault",
+    "find_masked_secrets",
+    "is_secret_ref",
+    "resolve_secret_refs",
+    "scrub_values",
+    "secret_values",
+]
 
 
 _Key = tuple[str, int, str]
@@ -85,4 +93,47 @@ def resolve_secret_refs(value: Any, environ: Mapping[str, str], path: str = "") 
         }
     if isinstance(value, list):
         return [resolve_secret_refs(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+# Shorter values are not scrubbed from results: replacing them would garble ordinary words.
+_MIN_SCRUBBED = 6
+
+
+def secret_values(stored: Any, environ: Mapping[str, str]) -> set[str]:
+    """The clear secrets a dispatch of ``stored`` params sends: every ``{"$env": NAME}`` value and
+    every string under a secret-named key (a literal secret restored in this process)."""
+    found: set[str] = set()
+
+    def walk(value: Any, secret: bool) -> None:
+        if is_secret_ref(value):
+            resolved = environ.get(value["$env"])
+            if resolved:
+                found.add(resolved)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, secret or is_secret_key(str(key)))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, secret)
+        elif secret and isinstance(value, str) and value and value != MASK:
+            found.add(value)
+
+    walk(stored, False)
+    return {v for v in found if len(v) >= _MIN_SCRUBBED}
+
+
+def scrub_values(value: Any, secrets: set[str]) -> Any:
+    """A copy of ``value`` in which every occurrence of each secret inside a string is ``***``:
+    what a skill echoes back (a command line, an error text) is never recorded with the secret."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, MASK)
+        return value
+    if isinstance(value, dict):
+        return {k: scrub_values(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_values(v, secrets) for v in value]
     return value
