@@ -62,8 +62,12 @@ async def ensure_on(lab: Lab, vm: str) -> None:
         assert not answer.is_error, answer.text
 
 
-def companion_children(skill: str) -> list[int]:
-    """Pids of `vmware-<skill>-mcp` processes whose parent is a vmware-pilot server."""
+def companion_children(skill: str, home: Path) -> list[int]:
+    """Pids of `vmware-<skill>-mcp` processes started by the Pilot server serving ``home``.
+
+    Only this test's server counts (its environment names ``home``): other Pilots running on the
+    machine, and their companions, are left alone."""
+    marker = f"VMWARE_PILOT_HOME={home}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -71,10 +75,10 @@ def companion_children(skill: str) -> list[int]:
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            parent = (Path("/proc") / str(ppid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            parent_env = (Path("/proc") / str(ppid) / "environ").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue
-        if f"vmware-{skill}-mcp" in cmd and ("vmware-pilot" in parent or "vmware_pilot" in parent):
+        if f"vmware-{skill}-mcp" in cmd and marker in parent_env:
             found.append(int(entry.name))
     return found
 
@@ -148,7 +152,7 @@ async def test_companion_killed_mid_call_interrupts_and_blocks_rollback(lab: Lab
             for _ in range(100):
                 await asyncio.sleep(0.1)
                 status = await client.call("get_workflow_status", {"workflow_id": wid})
-                victims = companion_children("aiops")
+                victims = companion_children("aiops", tmp_path / "pilot")
                 if status.payload.get("in_flight") and victims:
                     break
             assert status.payload["in_flight"][0]["index"] == 1, "status shows the step in flight"
@@ -198,9 +202,9 @@ async def test_four_read_group_runs_concurrently(lab: Lab, tmp_path: Path) -> No
             {v.get("name") for v in steps[0]["result"]} if isinstance(steps[0]["result"], list) else set()
         )
         assert "DC0_H0_VM0" in vm_names or "DC0_H0_VM0" in str(steps[0]["result"])
-        starts = sorted(s["started_at"] for s in steps)
-        ends = sorted(s["completed_at"] for s in steps)
-        assert starts[-1] < ends[0], "every member started before any finished"
+        # A pooled server is reused whenever one is free: four servers means the four reads were
+        # in the skill at the same time (in sequence one server does them all).
+        assert len(companion_children("monitor", tmp_path / "pilot")) == 4
 
 
 async def test_run_goes_on_when_the_client_gives_up_waiting(lab: Lab, tmp_path: Path) -> None:
