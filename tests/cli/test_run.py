@@ -136,3 +136,36 @@ def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, set
     finally:
         app.close()
     assert second["approved_by"] == f"{ME}, peter"
+
+
+def test_approve_and_rollback_of_a_workflow_pilot_runs_need_dispatch(
+    tmp_path: Path, settings: Settings
+) -> None:
+    echo = {"action": "echo", "skill": "aiops", "tool": "echo", "params": {"value": "hi"}}
+    undoable = {**echo, "rollback_tool": "echo", "rollback_params": {"value": "undo"}}
+    second = {**GATE, "params": {"message": "Again?"}}
+    path = steps_file(tmp_path, [GATE, undoable, second, echo])
+    skills = {
+        "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])})
+    }
+    started = invoke("run", "--steps", str(path), "--dispatch", "--json", **skills)  # no terminal: waits
+    wid = json.loads(started.stdout)["id"]
+    first = invoke("approve", wid, "--yes", "--dispatch", "--json", **skills)
+    assert first.exit_code == 0, first.output
+    assert [s["status"] for s in json.loads(first.stdout)["steps"]] == [
+        "success",
+        "success",
+        "pending",
+        "pending",
+    ]
+    # Pilot ran step 1 itself: approving without dispatch would hand step 3 to the person instead.
+    handed = invoke("approve", wid, "--yes", **skills)
+    assert handed.exit_code == 1 and "--dispatch" in handed.stderr
+    assert stored(settings, wid)["state"] == "awaiting_approval"
+    failing = invoke("rollback", wid, "--yes", **skills)
+    assert failing.exit_code == 1 and "--dispatch" in failing.stderr
+    assert stored(settings, wid)["state"] == "awaiting_approval", "no undo was attempted"
+    undone = invoke("rollback", wid, "--yes", "--dispatch", "--json", **skills)
+    assert undone.exit_code == 0, undone.output
+    assert json.loads(undone.stdout)["action"] == "rolled_back"
+    assert stored(settings, wid)["steps"][1]["status"] == "rolled_back"

@@ -43,6 +43,19 @@ __all__ = [
 ]
 
 WorkflowArg = Annotated[str, typer.Argument(help="Workflow id (wf-…), as `vmware-pilot workflows` lists.")]
+DispatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--dispatch",
+        help="Let Pilot run the steps (or undos) in each skill's own MCP server, as a server started "
+        "with --dispatch does (also VMWARE_PILOT_DISPATCH=stdio).",
+    ),
+]
+# Step statuses only a dispatching Pilot produces (hand-back steps are not_executed / reported_done).
+_RAN_BY_PILOT = ("success", "failed", "interrupted", "rolled_back", "partially_rolled_back")
+_DISPATCH_HINT = (
+    "Add --dispatch (or set VMWARE_PILOT_DISPATCH=stdio) so Pilot calls the skills, as the server does."
+)
 AckUnknown = Annotated[
     bool,
     typer.Option(
@@ -139,13 +152,14 @@ def approve(
             help="State that you performed the steps handed out before this gate and checked their results.",
         ),
     ] = False,
+    dispatch: DispatchOption = False,
     yes: YesOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Approve the gate a workflow waits at, as yourself, after seeing what it releases."""
     out = Output(json_output)
     person = operator()
-    with open_app() as app:
+    with open_app(dispatch) as app:
         view = _pending_gate(app, workflow_id, out, json_output)
         gate = view["gate"]
         if gate.get("expired"):
@@ -165,6 +179,20 @@ def approve(
                 f"{labels} before this gate were handed out and Pilot has no record that they ran",
                 "Add --ack-not-executed only if they were performed and you checked their results; "
                 f"otherwise `vmware-pilot reject {workflow_id} --reason ...`.",
+            )
+        ran_by_pilot = [s for s in view.get("already_ran") or [] if s["status"] in _RAN_BY_PILOT]
+        if view.get("releases") and app.dispatcher is None and ran_by_pilot:
+            refuse(
+                "Pilot ran this workflow's earlier steps itself; approving here without dispatch would "
+                "hand the steps this gate releases to you instead of running them",
+                _DISPATCH_HINT,
+            )
+        if view.get("releases"):
+            out.show(
+                "Once approved, Pilot runs the released steps here."
+                if app.dispatcher is not None
+                else "Once approved, the released steps are handed to you to perform (Pilot runs nothing "
+                "without --dispatch)."
             )
         confirm(
             f"Approve this gate as {person.label}?",
@@ -255,13 +283,14 @@ def cancel(
 def rollback(
     workflow_id: WorkflowArg,
     ack_unknown_effects: AckUnknown = False,
+    dispatch: DispatchOption = False,
     yes: YesOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Roll back what Pilot ran, last first: shows the blast radius, asks, then acts."""
     out = Output(json_output)
     person = operator()
-    with open_app() as app:
+    with open_app(dispatch) as app:
         service = app.service
         try:
             preview = run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
@@ -271,6 +300,12 @@ def rollback(
                 refuse(
                     "rollback is blocked: " + "; ".join([*radius["blockers"], *radius["unmeasured"]]),
                     f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
+                )
+            if radius.get("would_roll_back_count") and app.dispatcher is None:
+                refuse(
+                    "Pilot undoes steps by calling their skills' undo tools, and without dispatch every "
+                    "undo would fail; nothing was changed",
+                    _DISPATCH_HINT,
                 )
             confirm(f"Roll back {workflow_id}?", yes, json_output)
             result = run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects))
