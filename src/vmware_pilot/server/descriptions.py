@@ -95,9 +95,10 @@ skill/tool calls, in order.
 long as the steps. If your client times out, Pilot carries on: check get_workflow_status later \
 and never perform those steps yourself.
 
-Every run starts with a structural review. Ungated destructive or unclassifiable steps, or \
-destructive steps in a parallel group, refuse the run. force=true overrides that for a built-in \
-template only (audited), never a custom workflow's missing gate: add a require_approval step.
+Every run starts with a structural review. Ungated destructive or unclassifiable steps, a step \
+other than a read in a parallel group, or a tool or params the installed skill does not accept \
+refuse the run. force=true overrides that for a built-in template only (audited), never a \
+custom workflow's missing gate: add a require_approval step.
 
 Returns the workflow with outcome (completed | awaiting_approval | dispatch_required | failed) \
 and pending_dispatch when there are steps for you. At awaiting_approval, ask the human, then \
@@ -176,8 +177,9 @@ skill catalog (get_skill_catalog), then from its name; a tool known to neither i
 no gate.
 
 Returns verdict ("approved" | "needs_revision"), findings [{severity, kind, step_index, \
-message}] and summary counts. Findings ungated_destructive, ungated_unclassified and \
-destructive_in_parallel_group make run_workflow refuse. Fix a draft with update_draft."""
+message}] and summary counts. Findings ungated_destructive, ungated_unclassified, \
+destructive_in_parallel_group, write_in_parallel_group, unknown_tool and invalid_params make \
+run_workflow refuse. Fix a draft with update_draft."""
 
 _GET_WORKFLOW_STATUS = """\
 [READ] Snapshot of one workflow: state, steps with status and result, diff_report (what it \
