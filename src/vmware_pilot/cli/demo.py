@@ -125,8 +125,11 @@ async def _walk(walk: _Walk) -> None:
     )
     wf_id = str(created["workflow_id"])
     walk.show(
-        f"1. create_workflow_from_template({DEMO_TEMPLATE}) → {wf_id}, state {created.get('state')}",
-        _steps_table(created.get("steps", [])),
+        f"1. create_workflow_from_template({DEMO_TEMPLATE})",
+        Group(
+            Text(f"→ {wf_id}, state {created.get('state')}\n"),
+            _steps_table(created.get("steps", [])),
+        ),
     )
 
     review = await walk.call("review", "review_workflow", {"workflow_id": wf_id})
@@ -171,8 +174,15 @@ async def _walk(walk: _Walk) -> None:
         {"workflow_id": wf_id, "approver": DEMO_APPROVER, "acknowledge_not_executed": True},
     )
     walk.show(
-        f"5. approve(acknowledge_not_executed=true) by {DEMO_APPROVER} → outcome {approved.get('outcome')}",
-        _pending_table(approved.get("pending_dispatch", [])),
+        f"5. approve(acknowledge_not_executed=true) → outcome {approved.get('outcome')}",
+        Group(
+            Text(
+                f"Approved by {DEMO_APPROVER}. Steps 0-1 are recorded reported_done; the remediation "
+                "after the gate is handed out now, and the workflow stays pending: without --dispatch "
+                "Pilot never calls it completed.\n"
+            ),
+            _pending_table(approved.get("pending_dispatch", [])),
+        ),
         style="green",
     )
 
@@ -180,9 +190,13 @@ async def _walk(walk: _Walk) -> None:
     log = "\n".join(
         f"{e.get('action')}: {e.get('detail', '')}".rstrip(": ") for e in status.get("audit_log", [])
     )
+    diff = status.get("diff_report") or {}
     walk.show(
         f"6. get_workflow_status → state {status.get('state')}",
-        _steps_table(status.get("steps", []), with_status=True),
+        Group(
+            _steps_table(status.get("steps", []), with_status=True),
+            Text(f"\ndiff_report: {diff.get('summary', '(empty)')}", style="dim"),
+        ),
     )
     walk.show("audit log", log or "(empty)", style="dim")
 
