@@ -380,3 +380,21 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
     again = await dapp.service.rollback(actor, wid, confirm=True)
     assert [(r["step"], r["status"]) for r in again["rollback_results"]] == [(1, "partial")]
     assert [c[1] for c in dispatcher.calls].count("power_off_vm") == 1, "a partial undo is not run again"
+
+
+async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resolved_to(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["create_vm_plan"] = StepOutcome(OutcomeKind.SUCCEEDED, {"plan_id": "p-42"})
+    operations = [{"action": "power_off", "vm_name": "web-01"}, {"action": "power_off", "vm_name": "web-02"}]
+    created = dapp.service.create_workflow_from_template(
+        actor, "plan_and_approve", {"operations": operations, "target": "vc"}
+    )
+    wid = created["workflow_id"]
+    pending = dapp.service.get_workflow_status(wid)["diff_report"]["pending"]
+    assert [p["object"] for p in pending if p["tool"] == "apply_vm_plan"] == ["__from_step_0__:plan_id"]
+    await dapp.service.run_workflow(actor, wid)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "completed"
+    changed = {c["tool"]: c["object"] for c in out["diff_report"]["changed"]}
+    assert changed == {"create_vm_plan": "web-01, web-02", "apply_vm_plan": "p-42"}
