@@ -13,6 +13,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.errors import PilotError, StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -398,3 +399,76 @@ async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resol
     assert out["outcome"] == "completed"
     changed = {c["tool"]: c["object"] for c in out["diff_report"]["changed"]}
     assert changed == {"create_vm_plan": "web-01, web-02", "apply_vm_plan": "p-42"}
+
+
+@pytest.mark.parametrize(
+    ("reference", "first_result", "message"),
+    [
+        ("__from_step_0:plan_id", {"plan_id": "p"}, "Malformed step reference"),
+        ("__from_step_x__", {"plan_id": "p"}, "is not an integer step index"),
+        ("__from_step_7__", {"plan_id": "p"}, "this workflow has steps 0..1"),
+        ("__from_step_1__", {"plan_id": "p"}, "forward/self reference"),
+        ("__from_step_0__:nope", {"plan_id": "p", "state": "ok"}, "has no key 'nope' (keys: plan_id, state)"),
+        ("__from_step_0__:plan_id", ["p"], "is a list, not an object"),
+    ],
+)
+async def test_every_bad_reference_fails_its_step_before_sending(
+    dapp: PilotApp,
+    dispatcher: ScriptedDispatcher,
+    actor: Actor,
+    reference: str,
+    first_result: Any,
+    message: str,
+) -> None:
+    dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, first_result)
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": reference}}
+    wid = create(dapp, actor, [READ, use])
+    out = await dapp.service.run_workflow(actor, wid)
+    assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
+    assert message in out["steps"][1]["result"]["error"]
+    assert [c[1] for c in dispatcher.calls] == ["get_alarms"], "the step with the bad reference was not sent"
+
+
+async def test_whole_result_reference_passes_any_value(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, ["a", "b"])
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": ["__from_step_0__"]}}
+    wid = create(dapp, actor, [READ, use])
+    assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "completed"
+    assert dispatcher.calls[1][2] == {"x": [["a", "b"]]}
+
+
+async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
+    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
+    handback = build_app(settings)
+    try:
+        wid = create(handback, actor, [READ, GATE, use])
+        await handback.service.run_workflow(actor, wid)  # step 0 handed to the caller
+    finally:
+        handback.close()
+    dispatching = build_app(settings, dispatcher=dispatcher)
+    try:
+        out = await dispatching.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)
+        assert out["steps"][0]["status"] == "reported_done"
+        assert out["steps"][2]["status"] == "failed"
+        assert "performed outside Pilot" in out["steps"][2]["result"]["error"]
+        assert dispatcher.calls == []
+    finally:
+        dispatching.close()
+
+
+async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
+    wid = create(dapp, actor, [READ, GATE, use])
+    await dapp.service.run_workflow(actor, wid)
+    wf = dapp.store.load(wid)  # staged: real parts cannot roll a read back
+    wf.steps[0].status = StepStatus.ROLLED_BACK
+    dapp.store.save(wf)
+    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
+    assert [c[1] for c in dispatcher.calls] == ["get_alarms"]
