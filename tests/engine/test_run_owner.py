@@ -146,3 +146,19 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
         await dapp.service.approve(actor, wid, approver="alice")
     assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"], "step 2 was never dispatched"
     assert dapp.store.load(wid).steps[2].status is StepStatus.PENDING
+
+
+async def test_rollback_and_cancel_wait_for_a_run_in_another_live_process_even_when_acknowledged(
+    app: PilotApp, actor: Actor, other_process: subprocess.Popen[bytes]
+) -> None:
+    wid = running_elsewhere(app, actor, owner_of(other_process))
+    before = app.store.load(wid).version
+    with pytest.raises(StateRefused, match="running in another Pilot process"):
+        await app.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+    with pytest.raises(StateRefused, match="running in another Pilot process"):
+        await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+    assert app.store.load(wid).version == before, "nothing changed"
+    other_process.kill()
+    other_process.wait()
+    out = await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+    assert out["state"] == "cancelled", "once that process is gone the acknowledgement applies"

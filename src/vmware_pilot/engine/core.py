@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
-from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.engine.owner import refuse_if_running_elsewhere
 from vmware_pilot.engine.policy import ApprovalPolicy
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.errors import (
@@ -98,8 +99,11 @@ class ServiceCore:
                 blast_radius={"blockers": [], "unmeasured": [exc.reason]},
             ) from exc
 
-    @staticmethod
-    def _refuse_unless_clear(verb: str, wf: Workflow, radius: dict[str, Any]) -> None:
+    def _refuse_unless_clear(self, verb: str, wf: Workflow, radius: dict[str, Any]) -> None:
+        """Refuse to act on blockers, unmeasured steps, or a step another live Pilot is running."""
+        for step in wf.steps:
+            if step.status is StepStatus.RUNNING:  # acknowledging unknown effects is no licence here
+                refuse_if_running_elsewhere(wf, step, self.runner.stale_after)
         reasons = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
         if reasons:
             raise StateRefused(
