@@ -9,7 +9,8 @@ from mcp.types import Tool
 
 from tests.server.conftest import Client
 from vmware_pilot import __version__
-from vmware_pilot.app import PilotApp
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import create_server
 
@@ -154,3 +155,20 @@ async def test_initialize_reports_name_version_and_instructions(pilot_app: Pilot
     text = init.instructions or ""
     for word in ("run_workflow", "approve", "pending_dispatch", "--dispatch", "confirm=true", "preview"):
         assert word in text
+
+
+async def test_instructions_say_which_mode_this_server_runs_in(settings: Settings) -> None:
+    from tests.engine.fakes import ScriptedDispatcher
+
+    for dispatcher, expected in (
+        (None, "runs without --dispatch"),
+        (ScriptedDispatcher(), "runs with --dispatch"),
+    ):
+        app = build_app(settings, dispatcher=dispatcher)
+        try:
+            server = create_server(app, actor=Actor("tester"))
+            async with create_connected_server_and_client_session(server) as session:
+                init = await session.initialize()
+            assert expected in (init.instructions or "")
+        finally:
+            app.close()

@@ -6,7 +6,7 @@ its result and the next call. Parameter descriptions live next to the parameters
 
 from __future__ import annotations
 
-__all__ = ["DESCRIPTIONS", "INSTRUCTIONS"]
+__all__ = ["DESCRIPTIONS", "INSTRUCTIONS", "instructions"]
 
 INSTRUCTIONS = """\
 vmware-pilot plans, reviews, approves, runs and rolls back multi-step operations across the \
@@ -20,6 +20,19 @@ step it returns in pending_dispatch, in order, and say so at the next gate \
 (approve with acknowledge_not_executed=true).
 Nothing rolls back automatically. rollback and cancel_workflow preview first; call them with \
 confirm=true only after the human has seen that preview and decided."""
+
+_MODE_HANDBACK = """
+This server runs without --dispatch: every step comes back to you in pending_dispatch."""
+_MODE_DISPATCH = """
+This server runs with --dispatch: Pilot calls each step in its skill's own MCP server. Never \
+perform a workflow's steps yourself; a long run goes on if your call times out \
+(get_workflow_status shows it)."""
+
+
+def instructions(dispatch: bool) -> str:
+    """The server instructions, ending with which of the two modes this server is in."""
+    return INSTRUCTIONS + (_MODE_DISPATCH if dispatch else _MODE_HANDBACK)
+
 
 _CREATE_WORKFLOW = """\
 [WRITE] Save a custom workflow from your own step list, ready for run_workflow.

@@ -13,7 +13,7 @@ from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
-from vmware_pilot.server.descriptions import INSTRUCTIONS
+from vmware_pilot.server.descriptions import instructions
 from vmware_pilot.server.tools import build_tools
 
 __all__ = ["SERVER_NAME", "create_server"]
@@ -44,7 +44,7 @@ def create_server(
     level = app.settings.log_level.upper()
     server = PilotFastMCP(
         SERVER_NAME,
-        instructions=INSTRUCTIONS,
+        instructions=instructions(app.dispatcher is not None),
         tools=build_tools(app.service, caller),
         log_level=cast(_LogLevel, level if level in _LEVELS else "INFO"),
         caller=caller,
