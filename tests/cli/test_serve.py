@@ -30,3 +30,15 @@ def test_mcp_refuses_an_unknown_log_level(monkeypatch: pytest.MonkeyPatch) -> No
     result = runner.invoke(app, ["mcp"])
     assert result.exit_code == 2
     assert "LOUD" in result.output
+
+
+def test_vmware_pilot_mcp_help_names_its_own_program() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("vmware-pilot-mcp")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=False, timeout=60)
+    assert out.returncode == 0
+    assert "Usage: vmware-pilot-mcp [OPTIONS]" in out.stdout
+    assert "vmware-pilot-mcp mcp" not in out.stdout

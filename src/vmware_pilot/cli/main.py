@@ -39,4 +39,6 @@ def main() -> None:
 
 def mcp_main() -> None:
     """`vmware-pilot-mcp [options]`: the MCP server on stdio, same options as `vmware-pilot mcp`."""
-    app(["mcp", *sys.argv[1:]], prog_name="vmware-pilot-mcp")
+    server_only = typer.Typer(add_completion=False)
+    server_only.command()(serve.mcp)  # a single command: its options are the program's own
+    server_only(sys.argv[1:], prog_name="vmware-pilot-mcp")
