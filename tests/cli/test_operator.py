@@ -307,3 +307,18 @@ def test_rollback_previews_then_acts(pilot: PilotApp) -> None:
     assert invoke("cancel", cancelled, "--yes").exit_code == 0
     blocked = invoke("rollback", cancelled, "--yes")
     assert blocked.exit_code == 1 and "blocked" in blocked.stderr and "cancelled" in blocked.stderr
+
+
+def test_operator_commands_explain_bad_settings_and_an_unusable_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VMWARE_PILOT_SKILL_COMMANDS", "not json")
+    bad_json = CliRunner().invoke(cli, ["workflows"])
+    assert bad_json.exit_code == 2 and "invalid settings" in bad_json.output
+    monkeypatch.delenv("VMWARE_PILOT_SKILL_COMMANDS")
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("VMWARE_PILOT_HOME", str(not_a_folder))
+    unusable = CliRunner().invoke(cli, ["workflows"])
+    assert unusable.exit_code == 2 and "hint:" in unusable.output
+    assert unusable.exception is None or isinstance(unusable.exception, SystemExit)

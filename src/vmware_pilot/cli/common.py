@@ -76,7 +76,7 @@ def operator() -> Actor:
 def _settings(dispatch: bool = False) -> Settings:
     try:
         settings = Settings()
-    except ValidationError as exc:
+    except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
         typer.echo(f"error: invalid settings: {exc}", err=True)
         typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(EXIT_USAGE) from None
@@ -90,7 +90,10 @@ def open_app(dispatch: bool = False) -> Iterator[PilotApp]:
     """The same engine, rules and store a server on this home uses (safe alongside a running server)."""
     from vmware_pilot.app import build_app
 
-    app = build_app(_settings(dispatch))
+    try:
+        app = build_app(_settings(dispatch))
+    except PilotError as exc:
+        refuse(exc.message, exc.hint or "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.", EXIT_USAGE)
     try:
         yield app
     finally:
