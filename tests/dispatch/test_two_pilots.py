@@ -44,6 +44,7 @@ async def test_a_second_pilot_does_not_take_a_live_run_for_a_crash(pilot_home: P
                     break
                 await asyncio.sleep(0.05)
             assert status.payload["in_flight"][0]["index"] == 1
+            assert status.payload["in_flight"][0]["run_by"].startswith("pid ")
 
             refused = await second.call("run_workflow", {"workflow_id": wid})
             assert refused.is_error and "running in another Pilot process" in refused.payload["error"]

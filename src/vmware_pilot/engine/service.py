@@ -18,6 +18,7 @@ from vmware_pilot.engine import gates, policy
 from vmware_pilot.engine.approval import precheck
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.lifecycle import Lifecycle
+from vmware_pilot.engine.owner import RUN_OWNER_KEY, owner_label
 from vmware_pilot.engine.policy import ApprovalChannel, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import (
@@ -197,12 +198,15 @@ class PilotService(Authoring, Lifecycle):
         return review(self._load(workflow_id), self.catalog)
 
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
-        """The stored record; ``in_flight`` lists steps a run is executing right now."""
+        """The stored record; ``in_flight`` lists steps a run is executing right now (and which
+        Pilot process runs them)."""
         wf = self._load(workflow_id)
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
-            out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at)} for s in running]
+            owner = wf.extra.get(RUN_OWNER_KEY)
+            run_by = {"run_by": owner_label(owner)} if isinstance(owner, dict) else {}
+            out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
         reached = gates.gates_status(wf, utcnow())
         if reached:
             out["gates"] = reached
