@@ -16,10 +16,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package (imported by httpx and mcp); put the repository there instead.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse

@@ -9,14 +9,6 @@ time from process start to a completed `initialize`. Prints p50/p95 in milliseco
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package (imported by httpx and mcp); drop that entry first.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 import argparse
 import asyncio
 import random
@@ -24,6 +16,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command

@@ -1,6 +1,6 @@
 """Benchmark the network transport: throughput and latency with 1, 10 and 50 concurrent clients.
 
-    .venv/bin/python bench/http.py [--transport https|http] [--calls 40] [--clients 1,10,50]
+    .venv/bin/python bench/network.py [--transport https|http] [--calls 40] [--clients 1,10,50]
 
 Starts a real `vmware-pilot mcp --transport https` process (self-signed certificate made with
 openssl, throw-away pilot home, one token per client), opens one MCP session per client, then has
@@ -12,14 +12,6 @@ per call for each level. The clients run on the same machine and compete for its
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, this file's folder comes first on sys.path, where this file would shadow the
-# standard library's `http` package; drop that entry before anything imports `http`.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 import argparse
 import asyncio
 import os
@@ -28,9 +20,11 @@ import signal
 import ssl
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from vmware_pilot.transports.client import PilotClient, connect_http
