@@ -181,6 +181,22 @@ class BaselineCaptureParams(TemplateParams):
     baseline_name: str = ""
 
 
+# The inventory a baseline holds: (include flag, what, skill, tool), in capture order.
+_INVENTORY = (
+    ("include_vms", "vms", "monitor", "list_virtual_machines"),
+    ("include_hosts", "hosts", "monitor", "list_esxi_hosts"),
+    ("include_network", "segments", "nsx", "list_segments"),
+    ("include_storage", "datastores", "storage", "list_all_datastores"),
+)
+
+
+def _inventory_reads(s: StepList, prefix: str, p: TemplateParams, target: str) -> None:
+    """One read step per included part of the inventory, named ``<prefix>_<what>``."""
+    for flag, what, skill, tool in _INVENTORY:
+        if getattr(p, flag):
+            s.add(f"{prefix}_{what}", skill, tool, {"target": target})
+
+
 def baseline_capture(p: BaselineCaptureParams, facts: ToolFacts) -> Plan:
     name = (
         _baseline_name(p.baseline_name, "baseline_name")
@@ -189,14 +205,7 @@ def baseline_capture(p: BaselineCaptureParams, facts: ToolFacts) -> Plan:
     )
     t = p.target
     s = StepList()
-    if p.include_vms:
-        s.add("capture_vms", "monitor", "list_virtual_machines", {"target": t})
-    if p.include_hosts:
-        s.add("capture_hosts", "monitor", "list_esxi_hosts", {"target": t})
-    if p.include_network:
-        s.add("capture_segments", "nsx", "list_segments", {"target": t})
-    if p.include_storage:
-        s.add("capture_datastores", "storage", "list_all_datastores", {"target": t})
+    _inventory_reads(s, "capture", p, t)
     if p.include_alarms:
         s.add("capture_alarms", "monitor", "get_alarms", {"target": t})
     if not s.steps:
@@ -236,14 +245,7 @@ def baseline_audit(p: BaselineAuditParams, facts: ToolFacts) -> Plan:
     name = _baseline_name(p.baseline_name, "baseline_name")
     t = p.target
     s = StepList()
-    if p.include_vms:
-        s.add("current_vms", "monitor", "list_virtual_machines", {"target": t})
-    if p.include_hosts:
-        s.add("current_hosts", "monitor", "list_esxi_hosts", {"target": t})
-    if p.include_network:
-        s.add("current_segments", "nsx", "list_segments", {"target": t})
-    if p.include_storage:
-        s.add("current_datastores", "storage", "list_all_datastores", {"target": t})
+    _inventory_reads(s, "current", p, t)
     s.add("check_anomalies", "aria", "list_anomalies", {"target": t})
     return Plan(s.steps, {"baseline_name": name, "baseline_path": _baseline_path(name), "target": t})
 
