@@ -31,6 +31,12 @@ def power_off(vm: str = "web-01") -> dict[str, Any]:
     }
 
 
+def guest_command_with_password() -> dict[str, Any]:
+    """A gated guest command whose params hold a literal secret."""
+    params = {"vm_name": "a", "command": "ls", "username": "root", "password": "s3cr3t", "confirm": True}
+    return {"action": "exec", "skill": "aiops", "tool": "run_vm_guest_command", "params": params}
+
+
 def create(app: PilotApp, actor: Actor, items: list[dict[str, Any]]) -> str:
     wid: str = app.service.create_workflow(actor, "ops", "test", items)["workflow_id"]
     return wid
@@ -229,18 +235,7 @@ async def test_racing_approvals_run_exactly_once(
 async def test_literal_secret_survives_in_process_but_not_a_restart(
     settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    guest = {
-        "action": "exec",
-        "skill": "aiops",
-        "tool": "run_vm_guest_command",
-        "params": {
-            "vm_name": "a",
-            "command": "ls",
-            "username": "root",
-            "password": "s3cr3t",
-            "confirm": True,
-        },
-    }
+    guest = guest_command_with_password()
     first = build_app(settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
@@ -262,18 +257,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
 async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    guest = {
-        "action": "exec",
-        "skill": "aiops",
-        "tool": "run_vm_guest_command",
-        "params": {
-            "vm_name": "a",
-            "command": "ls",
-            "username": "root",
-            "password": "s3cr3t",
-            "confirm": True,
-        },
-    }
+    guest = guest_command_with_password()
     wid = create(dapp, actor, [GATE, guest])
     await dapp.service.run_workflow(actor, wid)
     out = await dapp.service.approve(actor, wid, approver="alice")
