@@ -9,7 +9,8 @@ who approves its plans, and a shell as Pilot's account can change its store anyw
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -29,6 +30,9 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
 
 __all__ = [
     "approve",
@@ -75,6 +79,19 @@ def printer(out: Output) -> ProgressFn:
     return progress
 
 
+def _read(json_output: bool, fetch: Callable[[PilotApp], Any], render: Callable[[Any], Any]) -> None:
+    """A read command: fetch from the app, print JSON (``--json``) or the readable view."""
+    out = Output(json_output)
+    with open_app() as app:
+        try:
+            result = fetch(app)
+        except PilotError as exc:
+            fail(exc, json_output)
+    out.result(result)
+    if not json_output:
+        out.show(render(result))
+
+
 def workflows(
     state: Annotated[
         list[WorkflowState] | None, typer.Option("--state", "-s", help="Only this state (repeatable).")
@@ -83,15 +100,12 @@ def workflows(
     json_output: JsonOption = False,
 ) -> None:
     """List workflows, newest first."""
-    out = Output(json_output)
-    with open_app() as app:
-        try:
-            rows = app.store.list_all(limit, 0, state or None)
-        except PilotError as exc:
-            fail(exc, json_output)
-    out.result({"workflows": rows, "count": len(rows)})
-    if not json_output:
-        out.show(views.workflows_table(rows))
+
+    def fetch(app: PilotApp) -> dict[str, Any]:
+        rows = app.store.list_all(limit, 0, state or None)
+        return {"workflows": rows, "count": len(rows)}
+
+    _read(json_output, fetch, lambda r: views.workflows_table(r["workflows"]))
 
 
 def status(
@@ -100,38 +114,25 @@ def status(
     json_output: JsonOption = False,
 ) -> None:
     """Show a workflow: its steps with status and gate messages, gates, changes and audit tail."""
-    out = Output(json_output)
-    with open_app() as app:
-        try:
-            result = app.service.get_workflow_status(workflow_id)
-        except PilotError as exc:
-            fail(exc, json_output)
-    out.result(result)
-    if not json_output:
-        out.show(views.status_panel(result, audit))
+    _read(
+        json_output,
+        lambda app: app.service.get_workflow_status(workflow_id),
+        lambda r: views.status_panel(r, audit),
+    )
 
 
 def review(workflow_id: WorkflowArg, json_output: JsonOption = False) -> None:
     """Review a workflow's plan: findings, summary and verdict."""
-    out = Output(json_output)
-    with open_app() as app:
-        try:
-            result = app.service.review_workflow(workflow_id)
-        except PilotError as exc:
-            fail(exc, json_output)
-    out.result(result)
-    if not json_output:
-        out.show(views.review_panel(result))
+    _read(json_output, lambda app: app.service.review_workflow(workflow_id), views.review_panel)
 
 
 def templates(json_output: JsonOption = False) -> None:
     """List the built-in and custom templates `vmware-pilot run` can start."""
-    out = Output(json_output)
-    with open_app() as app:
-        rows = app.service.list_workflows(limit=1)["templates"]
-    out.result({"templates": rows})
-    if not json_output:
-        out.show(views.templates_table(rows))
+    _read(
+        json_output,
+        lambda app: {"templates": app.service.list_workflows(limit=1)["templates"]},
+        lambda r: views.templates_table(r["templates"]),
+    )
 
 
 def _pending_gate(app: Any, workflow_id: str, out: Output, json_output: bool) -> dict[str, Any]:

@@ -8,6 +8,7 @@ keys, states, statuses → CorruptRecord) and fills the optional fields referenc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -22,22 +23,8 @@ from vmware_pilot.templates.steps import make_step
 
 __all__ = ["decode", "encode", "encode_document", "redact_detail"]
 
-_STEP_KEYS = frozenset(
-    {
-        "index",
-        "action",
-        "skill",
-        "tool",
-        "params",
-        "status",
-        "result",
-        "started_at",
-        "completed_at",
-        "rollback_tool",
-        "rollback_params",
-        "group_id",
-    }
-)
+# The keys a stored step may carry: exactly the Step fields (its serialized form).
+_STEP_KEYS = frozenset(f.name for f in dataclasses.fields(Step))
 _DOC_KEYS = frozenset(
     {
         "id",
