@@ -6,6 +6,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 if [ -x scripts/lab/setup.sh ]; then bash scripts/lab/setup.sh; fi
+bash scripts/oidc-setup.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy

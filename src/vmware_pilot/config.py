@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["ENV_PREFIX", "Settings"]
@@ -84,6 +84,33 @@ class Settings(BaseSettings):
         default=4, ge=1, le=10, description="Attempts per notification, with doubling backoff from 0.5 s."
     )
 
+    public_url: str = Field(
+        default="",
+        description="Network transports: the URL clients reach this server at, e.g. https://pilot.example.com "
+        "(behind a proxy, the proxy's); its /mcp is the OAuth resource. Empty: from --transport, the first "
+        "--public-name and the port.",
+    )
+    oauth_issuer: str = Field(
+        default="",
+        description="OAuth: the issuer URL of the identity provider whose JWT access tokens are accepted "
+        "(its /.well-known/openid-configuration gives the signing keys); empty: static tokens only.",
+    )
+    oauth_audience: str = Field(
+        default="",
+        description="OAuth: the audience (aud) an access token must name; empty: this server's resource "
+        "URL (the public URL + /mcp).",
+    )
+    oauth_roles_claim: str = Field(
+        default="groups",
+        description="OAuth: the access-token claim listing the caller's groups (a dotted path such as "
+        "realm_access.roles reaches into an object), mapped to roles by the roles file.",
+    )
+    oauth_scopes: str = Field(
+        default="",
+        description="OAuth: space- or comma-separated scopes every access token must carry, also announced "
+        "to clients; empty: none required.",
+    )
+
     @field_validator("notify_url")
     @classmethod
     def _check_notify_url(cls, value: str) -> str:
@@ -94,6 +121,35 @@ class Settings(BaseSettings):
                 "receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
             )
         return url
+
+    @field_validator("public_url", "oauth_issuer")
+    @classmethod
+    def _check_urls(cls, value: str, info: ValidationInfo) -> str:
+        url = value.strip()
+        if not url:
+            return url
+        parts = urlsplit(url)
+        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+        name = f"{ENV_PREFIX}{(info.field_name or '').upper()}"
+        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+            raise ValueError(
+                f"{name}={url!r} must be an https URL (plain http only on loopback), "
+                "e.g. https://login.example.com/realms/ops"
+            )
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError(f"{name}={url!r} must not carry a query, fragment or user information")
+        if info.field_name == "public_url" and parts.path not in ("", "/"):
+            raise ValueError(f"{name}={url!r} must be scheme, host and port only (the server is at /mcp)")
+        # The issuer is compared character for character with the tokens' iss: keep it as given.
+        return url if info.field_name == "oauth_issuer" else url.rstrip("/")
+
+    @field_validator("oauth_roles_claim")
+    @classmethod
+    def _check_roles_claim(cls, value: str) -> str:
+        claim = value.strip()
+        if not claim:
+            raise ValueError("VMWARE_PILOT_OAUTH_ROLES_CLAIM must name a claim, e.g. groups or roles")
+        return claim
 
     @field_validator("dispatch")
     @classmethod
@@ -136,6 +192,11 @@ class Settings(BaseSettings):
     def catalog_cache_path(self) -> Path:
         """Where `vmware-pilot catalog refresh` stores discovered skill tools."""
         return self.home_path / "catalog.json"
+
+    @property
+    def oauth_scope_list(self) -> list[str]:
+        """The required scopes, in the order given."""
+        return [s for s in self.oauth_scopes.replace(",", " ").split() if s]
 
     @classmethod
     def env_names(cls) -> dict[str, str]:

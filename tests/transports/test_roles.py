@@ -66,7 +66,7 @@ def test_an_edit_takes_effect_on_the_next_lookup(book: RoleBook) -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("roles: [1, 2]", "one key, roles"),
+        ("roles: [1, 2]", "roles must map role names"),
         ("roles:\n  admin:\n    approve: any\n    tools: '*'\n", "built in"),
         ("roles:\n  op:\n    approve: sometimes\n    tools: '*'\n", "approve must be one of"),
         ("roles:\n  op:\n    approve: any\n", "exactly the keys"),

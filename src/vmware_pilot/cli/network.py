@@ -1,7 +1,8 @@
 """`vmware-pilot mcp --transport https|http`: check the options and tokens, then serve over HTTP.
 
-Refusals before serving exit 2 (bad options, no usable token) or 1 (the store, the port or the
-start-up self-check failed), each with a message and what to do on stderr.
+Refusals before serving exit 2 (bad options, neither a token nor an OAuth issuer) or 1 (the store,
+the port, the OAuth issuer's keys or the start-up self-check failed), each with a message and
+what to do on stderr.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_names, serve_http
+from vmware_pilot.transports.jwks import IssuerKeys
+from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
 from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
 from vmware_pilot.transports.tokens import TOKENS_FILE, TokenStore
 
@@ -79,10 +82,11 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         entries = tokens.entries()
     except PilotError as exc:
         raise _refuse(exc.message, exc.hint, 2) from None
-    if not entries:
+    if not entries and not settings.oauth_issuer:
         raise _refuse(
-            "no token exists, so nobody could call this server",
-            "Create one first: `vmware-pilot token create NAME [--role admin|reader|…]` prints its secret.",
+            "no token exists and no OAuth issuer is set, so nobody could call this server",
+            "Create a token first: `vmware-pilot token create NAME [--role admin|reader|…]` prints its "
+            "secret; or set VMWARE_PILOT_OAUTH_ISSUER to accept your identity provider's access tokens.",
             2,
         )
     usable = roles.listing()
@@ -101,10 +105,24 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     except PilotError as exc:
         raise _refuse(exc.message, exc.hint, 1) from None
 
+    async def oauth(base: str) -> JwtVerifier | None:
+        """The verifier for OAuth access tokens to ``base``/mcp, its issuer's keys loaded."""
+        config = OAuthConfig.from_settings(settings, f"{base}/mcp")
+        if config is None:
+            return None
+        keys = IssuerKeys(config.issuer)
+        await keys.load()
+        return JwtVerifier(config, keys)
+
     async def run() -> None:
         try:
             await serve_http(
-                app, options, tokens, roles, service_account=Actor.os_user().name or "this account"
+                app,
+                options,
+                tokens,
+                roles,
+                service_account=Actor.os_user().name or "this account",
+                oauth=oauth,
             )
         finally:
             await app.aclose()

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.actor import identity_key
 from vmware_pilot.domain.clock import from_iso, iso
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.gate_options import gate_options
@@ -167,7 +168,7 @@ def admit(
             current_digest=current,
         )
     names = approver_names(record)
-    if approver.strip().casefold() in {n.strip().casefold() for n in names}:
+    if identity_key(approver) in {identity_key(n) for n in names}:
         raise StateRefused(
             f"Refusing to approve {where}: {approver} already approved this gate; it needs "
             f"{_required(wf, gate, record)} distinct approvers",

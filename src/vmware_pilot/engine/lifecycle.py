@@ -51,7 +51,7 @@ class Lifecycle(ServiceCore):
             )
         radius = cancel_blast_radius(wf, self.catalog, acknowledge_unknown_effects=False)
         self._refuse_unless_clear("reject", wf, radius)
-        who = actor.label if actor.kind == "token" else (rejected_by.strip() or actor.label)
+        who = actor.label if actor.authenticated else (rejected_by.strip() or actor.label)
         out = self.runner.cancel(wf, actor, reason, rejected_by=who)
         out.update(action="cancelled", rejected_by=who, blast_radius=radius)
         return out

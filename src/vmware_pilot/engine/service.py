@@ -139,24 +139,25 @@ class PilotService(Authoring, Lifecycle):
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs."""
         wf = self._load(workflow_id)
-        if actor.kind == "token":
+        if actor.authenticated:
             if approver.strip() and not actor.is_same_person(approver):
                 raise PilotError(
                     f"approver '{approver}' differs from the authenticated caller '{actor.label}'",
-                    hint="Leave approver empty: over the network the approver is the caller's token name.",
+                    hint="Leave approver empty: over the network the approver is the caller's identity "
+                    "(token name or OAuth subject).",
                 )
             approver = actor.label
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
-            precheck(wf, approver if actor.kind == "token" else None, acknowledge_not_executed)
+            precheck(wf, approver if actor.authenticated else None, acknowledge_not_executed)
             view = {**self.pending_gate(wf.id), "default_approver": actor.label}
             answer = await form(view)
             if answer.decision == "reject" and answer.reason.strip():
                 return self.reject(actor, wf.id, answer.reason, rejected_by=answer.approver)
             if answer.decision != "approve":
                 raise policy.declined(wf, answer)
-            if actor.kind != "token":
+            if not actor.authenticated:
                 approver = answer.approver.strip() or actor.label
             channel, expected_digest = "elicit", str(view["gate"]["digest"])
         work = self._approve(

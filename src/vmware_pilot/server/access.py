@@ -1,10 +1,10 @@
 """Per-caller access: who is calling, which tools they see and may call, and the four-eyes rule.
 
-``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name over
-the network). With a role lookup configured, ``tools/list`` shows only the tools the caller's
-role allows, and a call outside the role, or an approval the role forbids (``approve: none``,
-or ``approve: others`` on a workflow the caller created or edited), is refused with an error
-payload before the tool runs. Without a role lookup (stdio) every tool is available.
+``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name or
+OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
+tools the caller's role allows, and a call outside the role, or an approval the role forbids
+(``approve: none``, or ``approve: others`` on a workflow the caller created or edited), is
+refused with an error payload before the tool runs. Without a role lookup (stdio) every tool is available.
 
 Calls never wait for each other, except quick writes to one existing workflow (``QUEUED_TOOLS``),
 which take turns per workflow so many callers editing one draft never conflict. Runs, approvals
@@ -129,10 +129,12 @@ class PilotFastMCP(FastMCP[Any]):
         if self._tool_manager.get_tool(name) is None:
             return None  # FastMCP reports the unknown tool
         reason = tool_refusal(role, name)
-        hint = (
-            f"Ask an administrator for a role that includes {name} (`vmware-pilot token set-role "
-            f"{actor.name} ROLE`), or use a tool this role lists."
+        how = (
+            "a group of yours mapped to it in the roles file"
+            if actor.kind == "oidc"
+            else f"`vmware-pilot token set-role {actor.name} ROLE`"
         )
+        hint = f"Ask an administrator for a role that includes {name} ({how}), or use a tool this role lists."
         if reason is None and name == "approve" and role.approve != "any":
             workflow_id = arguments.get("workflow_id")
             if not isinstance(workflow_id, str):

@@ -1,7 +1,8 @@
 """Serve the Pilot MCP server over streamable HTTP at ``/mcp``: HTTPS, or plain HTTP on loopback.
 
-Every request to ``/mcp`` needs ``Authorization: Bearer <token>`` (tokens.py); the token's name is
-the caller and its role limits what the caller sees and may do (server/access.py). Before auth,
+Every request to ``/mcp`` needs ``Authorization: Bearer <token>``: a static token (tokens.py),
+whose name is the caller, or with OAuth configured a JWT access token (oauth.py), whose subject is
+the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}`` to anyone and says
 nothing else. At start, requests without a token are sent to the app in-process and the server
@@ -17,7 +18,7 @@ import re
 import socket
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -25,22 +26,26 @@ from typing import Literal
 
 import httpx
 import uvicorn
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.lowlevel.server import request_ctx
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vmware_pilot.app import PilotApp
-from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.server import create_server
+from vmware_pilot.transports.callers import (
+    CallerVerifier,
+    add_resource_metadata_root,
+    current_caller,
+    gate_roles,
+    resource_metadata_url,
+)
+from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
 
-__all__ = ["HttpOptions", "build_http_app", "parse_public_names", "self_check", "serve_http"]
+__all__ = ["HttpOptions", "build_http_app", "parse_public_names", "public_base", "self_check", "serve_http"]
 
 _log = logging.getLogger("vmware_pilot.http")
 
@@ -196,63 +201,58 @@ async def _respond(send: Send, status: int, body: bytes, content_type: str, head
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
-class _Verifier:
-    """The SDK's TokenVerifier over the token file; the role travels in the token's claims."""
-
-    def __init__(self, tokens: TokenStore) -> None:
-        self._tokens = tokens
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        entry = self._tokens.verify(token)
-        if entry is None:
-            return None
-        # ``token`` is not kept: nothing downstream needs the secret.
-        return AccessToken(
-            token="", client_id=entry.name, scopes=[], subject=entry.name, claims={"role": entry.role}
-        )
-
-
-def current_caller() -> Actor:
-    """The token caller of the MCP request being handled (read from that HTTP request)."""
-    try:
-        request = request_ctx.get().request
-    except LookupError:
-        request = None
-    user = getattr(request, "scope", {}).get("user") if request is not None else None
-    if not isinstance(user, AuthenticatedUser):
-        raise PilotError(
-            "No authenticated caller for this request",
-            hint="Send the token in the Authorization header: `Authorization: Bearer <token>`.",
-        )
-    token = user.access_token
-    return Actor(name=token.client_id, kind="token", role=str((token.claims or {}).get("role", "")))
+def public_base(options: HttpOptions, port: int, configured: str = "") -> str:
+    """The URL clients reach this server at: ``configured`` (VMWARE_PILOT_PUBLIC_URL), else the
+    scheme, the first name and the port."""
+    return configured.rstrip("/") or f"{options.scheme}://{_host_form(options.names()[0])}:{port}"
 
 
 def build_http_app(
-    app: PilotApp, options: HttpOptions, port: int, tokens: TokenStore, roles: RoleBook
+    app: PilotApp,
+    options: HttpOptions,
+    port: int,
+    tokens: TokenStore,
+    roles: RoleBook,
+    jwt: JwtVerifier | None = None,
 ) -> ASGIApp:
-    """The guarded ASGI app for validated ``options`` on the bound ``port``."""
+    """The guarded ASGI app for validated ``options`` on the bound ``port``; with ``jwt``, also an
+    OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role)."""
     hosts, origins = options.allowed_hosts(port), options.allowed_origins(port)
     if app.settings.log_level.upper() != "DEBUG":
         # Per-session and per-request INFO lines (session ids, the self-check's requests) are noise.
         for name in ("httpx", "mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    if jwt is None:
+        # The issuer is only a label here: tokens are issued by `vmware-pilot token create`.
+        auth = AuthSettings(issuer_url=f"https://{_host_form(options.names()[0])}", resource_server_url=None)
+    else:
+        auth = AuthSettings(
+            issuer_url=jwt.config.issuer,
+            resource_server_url=jwt.config.resource,
+            required_scopes=list(jwt.config.scopes) or None,
+            validate_token_resource=False,  # the verifier checks the audience itself
+        )
     server = create_server(
         app,
         actor=current_caller,
-        role_of=lambda actor: roles.lookup(actor.role),
-        token_verifier=_Verifier(tokens),
-        # The issuer is only a label here: tokens are issued by `vmware-pilot token create`.
-        auth=AuthSettings(issuer_url=f"https://{_host_form(options.names()[0])}", resource_server_url=None),
+        role_of=roles.role_of,
+        token_verifier=CallerVerifier(tokens, jwt),
+        auth=auth,
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         ),
     )
-    return _Guard(server.streamable_http_app(), hosts, origins)
+    if jwt is not None:
+        add_resource_metadata_root(server, jwt.config)
+    starlette = server.streamable_http_app()
+    if jwt is not None:
+        gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))
+    return _Guard(starlette, hosts, origins)
 
 
-async def self_check(asgi: ASGIApp, host: str) -> None:
-    """Refuse to serve unless POST, GET and DELETE to /mcp without a valid token all get 401."""
+async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:
+    """Refuse to serve unless POST, GET and DELETE to /mcp without a valid token all get 401
+    (naming ``metadata_url`` in ``WWW-Authenticate`` when given: OAuth clients start there)."""
     transport = httpx.ASGITransport(app=asgi)
     failures: list[str] = []
     async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
@@ -263,6 +263,9 @@ async def self_check(asgi: ASGIApp, host: str) -> None:
             try:
                 response = await client.request(method, "/mcp", headers=headers, content=b"{}")
                 status: int | str = response.status_code
+                challenge = response.headers.get("www-authenticate", "")
+                if status == 401 and metadata_url and f'resource_metadata="{metadata_url}"' not in challenge:
+                    status = f"401 without resource_metadata (WWW-Authenticate: {challenge!r})"
             except Exception as exc:
                 status = f"{type(exc).__name__}"
             if status != 401:
@@ -318,13 +321,25 @@ def _tls_context(
 
 
 async def serve_http(
-    app: PilotApp, options: HttpOptions, tokens: TokenStore, roles: RoleBook, *, service_account: str
+    app: PilotApp,
+    options: HttpOptions,
+    tokens: TokenStore,
+    roles: RoleBook,
+    *,
+    service_account: str,
+    oauth: Callable[[str], Awaitable[JwtVerifier | None]] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM, then let runs still going finish; the caller closes ``app``."""
+    """Serve until SIGINT/SIGTERM, then let runs still going finish; the caller closes ``app``.
+    ``oauth`` builds the JWT verifier for this server's public URL (it is known once bound)."""
     sock = _bind(options.host, options.port)
     port = int(sock.getsockname()[1])
-    asgi = build_http_app(app, options, port, tokens, roles)
-    await self_check(asgi, options.allowed_hosts(port)[1])
+    try:
+        jwt = await oauth(public_base(options, port, app.settings.public_url)) if oauth else None
+    except BaseException:
+        sock.close()
+        raise
+    asgi = build_http_app(app, options, port, tokens, roles, jwt)
+    await self_check(asgi, options.allowed_hosts(port)[1], resource_metadata_url(jwt.config) if jwt else "")
     config = uvicorn.Config(
         asgi,
         lifespan="on",
@@ -341,6 +356,7 @@ async def serve_http(
         ),
     )
     names = ", ".join(options.names())
+    who = f" (a static one, or an OAuth access token from {jwt.config.issuer})" if jwt else ""
     url = f"{options.scheme}://{_host_form(options.names()[0])}:{port}/mcp"
     dispatch = (
         f"steps run in the skills' servers as {service_account}"
@@ -349,7 +365,7 @@ async def serve_http(
     )
     sys.stderr.write(
         f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
-        f"Every caller needs a bearer token; {dispatch}.\n"
+        f"Every caller needs a bearer token{who}; {dispatch}.\n"
     )
     sys.stderr.flush()
     try:

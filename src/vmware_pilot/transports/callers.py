@@ -1,0 +1,166 @@
+"""Who is calling over HTTP: a static token from the token file, or an OAuth access token.
+
+``CallerVerifier`` is the SDK's ``TokenVerifier``: a bearer that is a known static token is that
+token's identity; otherwise, with OAuth on, it is validated as a JWT access token (oauth.py).
+``current_caller`` turns the verified token of the request being handled into an ``Actor``.
+``RoleGate`` answers 403 to an OAuth caller whose groups give no role, before the MCP layer.
+``add_resource_metadata_root`` serves the protected resource metadata at the bare well-known
+path too (the SDK serves it at ``/.well-known/oauth-protected-resource/mcp``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url
+from mcp.server.fastmcp import FastMCP
+from mcp.server.lowlevel.server import request_ctx
+from mcp.shared.auth import ProtectedResourceMetadata
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import PilotError
+from vmware_pilot.safety.duties import Role
+from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
+from vmware_pilot.transports.tokens import TokenStore
+
+__all__ = [
+    "PRM_PATH",
+    "CallerVerifier",
+    "RoleGate",
+    "actor_of",
+    "add_resource_metadata_root",
+    "current_caller",
+    "gate_roles",
+    "resource_metadata_url",
+]
+
+_log = logging.getLogger("vmware_pilot.http")
+
+PRM_PATH = "/.well-known/oauth-protected-resource"
+
+
+class CallerVerifier:
+    """Static tokens first, then (with ``jwt``) OAuth access tokens."""
+
+    def __init__(self, tokens: TokenStore, jwt: JwtVerifier | None = None) -> None:
+        self._tokens = tokens
+        self._jwt = jwt
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        entry = self._tokens.verify(token)
+        if entry is not None:
+            # A static token holds every scope: the token file is the whole authorisation.
+            scopes = list(self._jwt.config.scopes) if self._jwt is not None else []
+            return AccessToken(
+                token="", client_id=entry.name, scopes=scopes, subject=entry.name, claims={"role": entry.role}
+            )
+        return await self._jwt.verify(token) if self._jwt is not None else None
+
+
+def actor_of(token: AccessToken) -> Actor:
+    """The caller a verified token stands for."""
+    claims = token.claims or {}
+    if claims.get("kind") == "oidc":
+        groups = claims.get("groups")
+        return Actor(
+            name=token.subject or "",
+            kind="oidc",
+            role="",
+            display=str(claims.get("display", "")),
+            groups=tuple(groups) if isinstance(groups, list) else (),
+        )
+    return Actor(name=token.client_id, kind="token", role=str(claims.get("role", "")))
+
+
+def current_caller() -> Actor:
+    """The caller of the MCP request being handled (read from that HTTP request)."""
+    try:
+        request = request_ctx.get().request
+    except LookupError:
+        request = None
+    user = getattr(request, "scope", {}).get("user") if request is not None else None
+    if not isinstance(user, AuthenticatedUser):
+        raise PilotError(
+            "No authenticated caller for this request",
+            hint="Send the token in the Authorization header: `Authorization: Bearer <token>`.",
+        )
+    return actor_of(user.access_token)
+
+
+class RoleGate:
+    """403 ``insufficient_scope`` for an OAuth caller without a role; everyone else passes on."""
+
+    def __init__(self, app: ASGIApp, role_of: Callable[[Actor], Role], metadata_url: str) -> None:
+        self.app = app
+        self._role_of = role_of
+        self._metadata_url = metadata_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if isinstance(user, AuthenticatedUser):
+            actor = actor_of(user.access_token)
+            if actor.kind == "oidc":
+                try:
+                    self._role_of(actor)
+                except PilotError as exc:
+                    _log.warning("refused OAuth caller %s: %s", actor.label, exc.message)
+                    await _forbidden(send, exc.message, exc.hint, self._metadata_url)
+                    return
+        await self.app(scope, receive, send)
+
+
+async def _forbidden(send: Send, message: str, hint: str, metadata_url: str) -> None:
+    # Header values must be quoted-string safe: the description is ASCII without quotes.
+    description = message.encode("ascii", "replace").decode().replace('"', "'").replace("\\", "/")
+    challenge = (
+        f'Bearer error="insufficient_scope", error_description="{description}", '
+        f'resource_metadata="{metadata_url}"'
+    )
+    body = json.dumps({"error": "insufficient_scope", "error_description": message, "hint": hint}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", challenge.encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def gate_roles(app: Starlette, path: str, role_of: Callable[[Actor], Role], metadata_url: str) -> None:
+    """Put a ``RoleGate`` in front of the endpoint at ``path`` (after authentication has run)."""
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.path == path:
+            route.app = RoleGate(route.app, role_of, metadata_url)
+            return
+    raise PilotError(f"no route {path} to guard", hint="This is a bug in this build of vmware-pilot.")
+
+
+def resource_metadata_url(config: OAuthConfig) -> str:
+    """Where the metadata for ``config.resource`` is (RFC 9728: the well-known path + ``/mcp``)."""
+    return str(build_resource_metadata_url(AnyHttpUrl(config.resource)))
+
+
+def add_resource_metadata_root(server: FastMCP[Any], config: OAuthConfig) -> None:
+    """Serve RFC 9728 metadata at ``/.well-known/oauth-protected-resource`` as well."""
+    metadata = ProtectedResourceMetadata(
+        resource=AnyHttpUrl(config.resource),
+        authorization_servers=[AnyHttpUrl(config.issuer)],
+        scopes_supported=list(config.scopes) or None,
+    )
+    # The same document and handler as the SDK's route at the path-suffixed location.
+    server.custom_route(PRM_PATH, methods=["GET"])(ProtectedResourceMetadataHandler(metadata).handle)

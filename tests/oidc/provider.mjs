@@ -1,0 +1,59 @@
+// The OpenID Provider of the OAuth tests: oidc-provider on loopback, configured from two files.
+//
+//   node provider.mjs PORT JWKS_FILE CLIENTS_FILE
+//
+// JWKS_FILE holds the provider's private signing keys ({"keys": [...]}, the first signs);
+// CLIENTS_FILE a list of {"id", "secret", "name", "groups"}: each is a client allowed the
+// client_credentials grant whose JWT access tokens carry its name and groups, so it stands for a
+// person. Any resource indicator gets a JWT access token with that resource as audience.
+// Prints "ready ISSUER" on stdout once it listens.
+import { readFileSync } from 'node:fs';
+
+import Provider from 'oidc-provider';
+
+const [port, jwksFile, clientsFile] = process.argv.slice(2);
+const issuer = `http://127.0.0.1:${port}`;
+const jwks = JSON.parse(readFileSync(jwksFile, 'utf8'));
+const people = JSON.parse(readFileSync(clientsFile, 'utf8'));
+const byId = new Map(people.map((p) => [p.id, p]));
+
+const provider = new Provider(issuer, {
+  jwks,
+  clients: people.map((p) => ({
+    client_id: p.id,
+    client_secret: p.secret,
+    grant_types: ['client_credentials'],
+    redirect_uris: [],
+    response_types: [],
+    scope: 'mcp',
+  })),
+  scopes: ['mcp'],
+  features: {
+    clientCredentials: { enabled: true },
+    devInteractions: { enabled: false },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => undefined,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resource) => ({
+        scope: 'mcp',
+        audience: resource,
+        accessTokenFormat: 'jwt',
+        accessTokenTTL: 600,
+      }),
+    },
+  },
+  extraTokenClaims: (_ctx, token) => {
+    const person = byId.get(token.clientId);
+    return person ? { name: person.name, groups: person.groups } : undefined;
+  },
+});
+// Quiet: the tests read stdout for the ready line only.
+provider.on('server_error', (_ctx, err) => console.error('server_error', err));
+
+const server = provider.listen(Number(port), '127.0.0.1', () => {
+  console.log(`ready ${issuer}`);
+});
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, () => server.close(() => process.exit(0)));
+}
