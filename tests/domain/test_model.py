@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import from_iso, new_workflow_id
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -70,3 +70,21 @@ def test_token_actor_is_the_same_person_with_or_without_prefix() -> None:
     assert actor.label == "token:ops"
     assert actor.is_same_person("ops") and actor.is_same_person("token:ops")
     assert not actor.is_same_person("token:other")
+
+
+def test_an_oauth_actor_is_its_subject_whatever_its_display_name() -> None:
+    alice = Actor("8f1c-alice", kind="oidc", display="Alice Example")
+    assert alice.label == "Alice Example (oidc:8f1c-alice)" and alice.authenticated
+    assert Actor("8f1c-alice", kind="oidc").label == "oidc:8f1c-alice"
+    for same in ("8f1c-alice", "oidc:8f1c-alice", "Alice Renamed (oidc:8f1c-alice)", alice.label):
+        assert alice.is_same_person(same), same
+    for other in ("Alice Example", "Alice Example (oidc:someone-else)", "token:8f1c-alice", "oidc:8f1c"):
+        assert not alice.is_same_person(other), other
+
+
+def test_identity_keys_tell_oauth_callers_apart_by_subject_only() -> None:
+    assert identity_key("Alice (oidc:abc)") == identity_key("Alice Renamed (oidc:abc)") == "oidc:abc"
+    assert identity_key("Alice (oidc:abc)") != identity_key("Alice (oidc:abd)")
+    # A display name cannot smuggle in another subject: the real one is always last.
+    assert identity_key("x (oidc:bob) (oidc:mallory)") == "oidc:mallory"
+    assert identity_key(" Alice ") == identity_key("alice")  # other labels: without case, as before

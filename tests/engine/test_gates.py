@@ -226,3 +226,15 @@ async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
     assert record["approvals_required"] == 2 and record["expires_at"]
     with pytest.raises(StepValidationError):
         app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01", "approvers": 0})
+
+
+async def test_an_oauth_caller_renamed_between_two_tokens_is_still_one_approver(
+    app: PilotApp, actor: Actor
+) -> None:
+    wid = await at_gate(app, actor, approvals_required=2)
+    await app.service.approve(Actor("sub-1", kind="oidc", display="Alice"), wid)
+    with pytest.raises(StateRefused) as info:
+        await app.service.approve(Actor("sub-1", kind="oidc", display="Alice Smith"), wid)
+    assert info.value.payload()["refused"] == "same_approver"
+    second = await app.service.approve(Actor("sub-2", kind="oidc", display="Alice"), wid)
+    assert second["approved_by"] == "Alice (oidc:sub-1), Alice (oidc:sub-2)"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import READ_TOOLS
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.roles import RoleBook, RoleUnusable, parse_roles
@@ -107,3 +108,51 @@ def test_the_readme_roles_example_is_a_valid_roles_file() -> None:
     roles = parse_roles("\n".join(line.removeprefix("  ") for line in block.splitlines()), TOOL_NAMES)
     assert roles["operator"].approve == "others" and roles["operator"].tools is None
     assert roles["planner"].approve == "none" and "confirm_draft" in (roles["planner"].tools or ())
+
+
+GROUPS = (
+    GOOD
+    + """groups:
+  vmware-operators: operator
+  pilot-auditors: auditor
+  admin: ~
+"""
+)
+
+
+def test_groups_map_to_roles_and_a_group_named_like_a_role_gives_it(book: RoleBook) -> None:
+    _write(book.path, GROUPS)
+    assert book.for_groups(["vmware-operators", "stranger"]).name == "operator"
+    assert book.for_groups(["reader"]).name == "reader"  # not listed: named like the role
+    assert book.for_groups(["planner"]).name == "planner"  # a custom role works the same way
+    with pytest.raises(RoleUnusable, match=r"None of your groups \(admin, stranger\)") as exc:
+        book.for_groups(["stranger", "admin"])  # the file takes admin away from a group named admin
+    assert "groups:" in exc.value.hint
+
+
+def test_several_roles_add_up_to_every_tool_and_the_most_permissive_approve_rule(book: RoleBook) -> None:
+    _write(book.path, GROUPS)
+    both = book.for_groups(["pilot-auditors", "planner"])
+    assert both.name == "auditor+planner" and both.approve == "none"
+    assert both.tools == READ_TOOLS | {"design_workflow", "update_draft"}
+    wide = book.for_groups(["pilot-auditors", "vmware-operators"])
+    assert (wide.approve, wide.tools) == ("others", None)
+
+
+def test_the_role_of_a_token_caller_is_still_its_token_role(book: RoleBook) -> None:
+    _write(book.path, GROUPS)
+    assert book.role_of(Actor("ci", kind="token", role="auditor")).name == "auditor"
+    assert book.role_of(Actor("sub", kind="oidc", groups=("vmware-operators",))).name == "operator"
+
+
+@pytest.mark.parametrize(
+    ("groups", "problem"),
+    [
+        ("groups: [a]\n", "groups must map"),
+        ("groups:\n  ops: no-such-role\n", "not a role"),
+        ("groups:\n  ops: 3\n", "not a role"),
+    ],
+)
+def test_a_bad_group_mapping_breaks_the_file(groups: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_roles(GOOD + groups, TOOL_NAMES)

@@ -24,7 +24,7 @@ from mcp.server.auth.provider import AccessToken
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.jwks import IssuerKeys
 
-__all__ = ["CLOCK_SKEW", "JwtVerifier", "OAuthConfig", "claim_values"]
+__all__ = ["CLOCK_SKEW", "JwtVerifier", "OAuthConfig", "claim_values", "display_name"]
 
 _log = logging.getLogger("vmware_pilot.oauth")
 
@@ -94,7 +94,7 @@ def _scopes(claims: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(scopes))
 
 
-def _display(claims: Mapping[str, Any]) -> str:
+def display_name(claims: Mapping[str, Any]) -> str:
     """The person's name for the audit trail: printable, one line, bounded, no parentheses."""
     for name in ("name", "preferred_username"):
         value = claims.get(name)
@@ -102,7 +102,7 @@ def _display(claims: Mapping[str, Any]) -> str:
             kept = "".join(
                 " " if c.isspace() else c
                 for c in value
-                if c not in "()" and unicodedata.category(c)[0] != "C"
+                if c not in "()" and (c.isspace() or unicodedata.category(c)[0] != "C")
             )
             text = " ".join(kept.split())[:_MAX_DISPLAY].strip()
             if text:
@@ -174,7 +174,7 @@ class JwtVerifier:
             claims={
                 "kind": "oidc",
                 "iss": claims["iss"],
-                "display": _display(claims),
+                "display": display_name(claims),
                 "groups": claim_values(claims, self.config.roles_claim),
             },
         )

@@ -1,0 +1,167 @@
+"""A real `vmware-pilot mcp --transport http` process with OAuth on and no static token, called by
+the Python SDK's MCP client, which finds the identity provider (a real oidc-provider on loopback)
+from the 401 alone and gets its access token there (client credentials, one client per person).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from tests.transports.oidc_provider import Person, Provider, new_key
+from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.client import PilotClient
+
+pytestmark = pytest.mark.slow
+
+PEOPLE = [
+    Person("alice", "alice-secret", "Alice Example", ("vmware-operators",)),
+    Person("bob", "bob-secret", "Bob Builder", ("vmware-operators", "unrelated")),
+    Person("erin", "erin-secret", "Erin", ("reader",)),
+]
+ROLES = """roles:
+  operator:
+    approve: others
+    tools: "*"
+groups:
+  vmware-operators: operator
+"""
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "go?"}}
+READS = {"review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"}
+
+
+class _Memory:
+    """Token storage for one client session (the SDK's TokenStorage protocol)."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    op = Provider(tmp_path_factory.mktemp("oidc"), PEOPLE, [new_key("k1")])
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, provider: Provider) -> Iterator[PilotProcess]:
+    home = tmp_path_factory.mktemp("pilot")
+    pilot_home = home / ".vmware"
+    pilot_home.mkdir(mode=0o700)
+    (pilot_home / "roles.yaml").write_text(ROLES)
+    (pilot_home / "roles.yaml").chmod(0o600)
+    # Requiring the scope mcp also makes the resource metadata announce it, so the client asks
+    # for it (and not for what the provider's metadata lists, such as openid).
+    env = {"VMWARE_PILOT_OAUTH_ISSUER": provider.issuer, "VMWARE_PILOT_OAUTH_SCOPES": "mcp"}
+    with start_server(home, ["--transport", "http"], env=env) as proc:
+        yield proc
+    assert not (pilot_home / "tokens.json").exists()  # it served without any static token
+
+
+@asynccontextmanager
+async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterator[PilotClient]:
+    person = provider.person(pid)
+    auth = ClientCredentialsOAuthProvider(
+        server_url=server.url,
+        storage=_Memory(),
+        client_id=person.id,
+        client_secret=person.secret,
+        issuer=provider.issuer,
+    )
+    async with (
+        httpx.AsyncClient(auth=auth, timeout=httpx.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        init = await session.initialize()
+        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+
+
+async def _tools(client: PilotClient) -> set[str]:
+    return {t.name for t in (await client.session.list_tools()).tools}
+
+
+def test_the_banner_names_the_issuer(server: PilotProcess, provider: Provider) -> None:
+    assert f"OAuth access token from {provider.issuer}" in server.stderr()
+
+
+async def test_the_sdk_client_discovers_the_provider_and_calls_tools(
+    server: PilotProcess, provider: Provider
+) -> None:
+    async with _as(server, provider, "alice") as alice:
+        assert alice.server_name == "vmware-pilot"
+        assert await _tools(alice) == set(TOOL_NAMES)
+        listed = await alice.call("list_workflows", {"limit": 5})
+    assert not listed.is_error, listed.payload
+
+
+async def test_a_reader_group_sees_only_the_read_tools(server: PilotProcess, provider: Provider) -> None:
+    async with _as(server, provider, "erin") as erin:
+        assert await _tools(erin) == READS
+        refused = await erin.call("create_workflow", {"name": "x", "description": "x", "steps": [GATE]})
+    assert refused.is_error and "Role 'reader' may not call create_workflow" in refused.payload["error"]
+    assert "mapped to it in the roles file" in refused.payload["hint"]
+
+
+async def _at_gate(client: PilotClient) -> str:
+    created = await client.call("create_workflow", {"name": "four-eyes", "description": "t", "steps": [GATE]})
+    assert not created.is_error, created.payload
+    workflow_id = str(created.payload["workflow_id"])
+    ran = await client.call("run_workflow", {"workflow_id": workflow_id})
+    assert ran.payload["state"] == "awaiting_approval", ran.payload
+    return workflow_id
+
+
+async def test_four_eyes_across_two_people_compares_their_subjects(
+    server: PilotProcess, provider: Provider
+) -> None:
+    async with _as(server, provider, "alice") as alice:
+        workflow_id = await _at_gate(alice)
+        own = (await alice.call("approve", {"workflow_id": workflow_id})).payload
+        assert "you created" in own["error"] and own["role"] == "operator"
+    async with _as(server, provider, "bob") as bob:
+        named: dict[str, Any] = (
+            await bob.call("approve", {"workflow_id": workflow_id, "approver": "oidc:alice"})
+        ).payload
+        assert "differs from the authenticated caller" in named["error"]
+        approved = (await bob.call("approve", {"workflow_id": workflow_id, "approver": "oidc:bob"})).payload
+    assert "error" not in approved, approved
+    assert approved["created_by"] == "Alice Example (oidc:alice)"
+    assert approved["approved_by"] == "Bob Builder (oidc:bob)"
+    actors = {(e["action"], e["actor"]) for e in approved["audit_log"]}
+    assert ("run_started", "Alice Example (oidc:alice)") in actors
+    assert ("approved", "Bob Builder (oidc:bob)") in actors
+
+
+async def test_a_raw_request_without_a_token_learns_where_the_metadata_is(server: PilotProcess) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
+        assert response.status_code == 401
+        assert f'resource_metadata="{metadata_url}"' in response.headers["www-authenticate"]
+        metadata = (await http.get(metadata_url)).json()
+    assert metadata["resource"] == server.url and metadata["scopes_supported"] == ["mcp"]
