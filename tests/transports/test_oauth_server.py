@@ -5,6 +5,8 @@ from the 401 alone and gets its access token there (client credentials, one clie
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,7 +18,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from tests.transports.oidc_provider import Person, Provider, new_key
+from tests.transports.oidc_provider import OIDC_DIR, Person, Provider, new_key
 from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import PilotClient
@@ -117,6 +119,24 @@ async def test_the_sdk_client_discovers_the_provider_and_calls_tools(
         assert await _tools(alice) == set(TOOL_NAMES)
         listed = await alice.call("list_workflows", {"limit": 5})
     assert not listed.is_error, listed.payload
+
+
+def test_the_typescript_sdk_client_discovers_the_provider_and_calls_tools(
+    server: PilotProcess, provider: Provider
+) -> None:
+    bob = provider.person("bob")
+    done = subprocess.run(
+        ["node", str(OIDC_DIR / "ts_client.mjs"), server.url, bob.id, bob.secret, provider.issuer, "mcp"],
+        cwd=OIDC_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["server"] == "vmware-pilot" and out["tools"] == sorted(TOOL_NAMES)
+    assert not out["result"].get("isError") and "active_workflows" in out["result"]["structuredContent"]
 
 
 async def test_a_reader_group_sees_only_the_read_tools(server: PilotProcess, provider: Provider) -> None:
