@@ -64,6 +64,16 @@ def test_a_custom_role_from_the_roles_file_can_be_given(pilot_home: Path) -> Non
     assert "reader\tapprove: none\treview_workflow, get_workflow_status" in shown.stdout
 
 
+def test_roles_lists_the_groups_mapped_for_oauth_callers(pilot_home: Path) -> None:
+    pilot_home.mkdir(parents=True, exist_ok=True)
+    roles = pilot_home / "roles.yaml"
+    roles.write_text("groups:\n  vmware-operators: reader\n  admin: ~\n")
+    roles.chmod(0o600)
+    shown = runner.invoke(app, ["token", "roles"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "group vmware-operators\t→ reader" in shown.stdout and "group admin\t→ no role" in shown.stdout
+
+
 def test_roles_exits_1_and_says_why_when_the_roles_file_is_broken(pilot_home: Path) -> None:
     pilot_home.mkdir(parents=True, exist_ok=True)
     roles = pilot_home / "roles.yaml"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -247,6 +248,7 @@ def _unsigned(provider: Provider, claims: dict[str, Any]) -> str:
 async def test_every_kind_of_bad_token_is_refused_with_401_for_its_reason(
     http: Http, provider: Provider, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="vmware_pilot.oauth")
     for name, (token, reason) in _bad_tokens(provider).items():
         caplog.clear()
         response = await http.post(token)

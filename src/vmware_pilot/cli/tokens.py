@@ -117,13 +117,16 @@ def set_role(name: Name, role: RoleArg) -> None:
 
 @app.command()
 def roles() -> None:
-    """The roles tokens can have; exit 1 when the roles file is broken (custom roles are then off)."""
+    """The roles tokens can have and the groups mapped to roles for OAuth callers; exit 1 when the
+    roles file is broken (custom roles and the group mapping are then off)."""
     book = role_book(_settings())
     listing = book.listing()
     for role in listing.roles.values():
         visible = role.visible(TOOL_NAMES)
         tools = "all tools" if len(visible) == len(TOOL_NAMES) else ", ".join(visible)
         typer.echo(f"{role.name}\tapprove: {role.approve}\t{tools}")
+    for group, target in listing.groups.items():
+        typer.echo(f"group {group}\t→ {target or 'no role'}")
     if listing.problem:
         typer.echo(f"error: custom roles are off: {listing.problem}", err=True)
         raise typer.Exit(1)

@@ -98,7 +98,8 @@ Approver = Annotated[
     str,
     Field(
         description="Name of the person approving, for the audit trail. Over an authenticated network "
-        "transport leave it empty: the approver is the caller's token name and a different name is refused."
+        "transport leave it empty: the approver is the caller (token name or OAuth subject) and a different "
+        "name is refused."
     ),
 ]
 AcknowledgeNotExecuted = Annotated[

@@ -33,6 +33,7 @@ _ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
 )
 _MAX_TOKEN = 16 * 1024
+_NOT_A_JWT = "not a JWT"
 # OpenID Connect: sub is at most 255 ASCII characters. No spaces or parentheses either, so the
 # caller's label `Name (oidc:<sub>)` can be read back unambiguously (domain/actor.py).
 _SUBJECT = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -122,16 +123,18 @@ class JwtVerifier:
         try:
             return await self._verify(token)
         except _Refused as exc:
-            _log.warning("OAuth access token refused: %s", exc)
+            # A bearer that is no JWT at all is most likely a mistyped static token: less alarming.
+            level = logging.INFO if str(exc) == _NOT_A_JWT else logging.WARNING
+            _log.log(level, "OAuth access token refused: %s", exc)
             return None
 
     async def _verify(self, token: str) -> AccessToken:
         if not token or len(token) > _MAX_TOKEN or token.count(".") != 2:
-            raise _Refused("not a JWT")
+            raise _Refused(_NOT_A_JWT)
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            raise _Refused("not a JWT") from None
+            raise _Refused(_NOT_A_JWT) from None
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in _ALGORITHMS:
             raise _Refused(f"algorithm {alg!r} is not accepted (asymmetric signatures only)")
