@@ -13,7 +13,13 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.server import TOOL_NAMES
-from vmware_pilot.transports.http import HttpOptions, build_http_app, parse_public_names, self_check
+from vmware_pilot.transports.http import (
+    HttpOptions,
+    build_http_app,
+    parse_public_names,
+    public_base,
+    self_check,
+)
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
 
@@ -94,3 +100,24 @@ async def test_the_self_check_refuses_an_app_that_answers_without_a_token() -> N
     with pytest.raises(PilotError, match="unauthenticated requests were not refused") as exc:
         await self_check(open_app, "127.0.0.1:8080")
     assert "POST /mcp without a token → 200" in exc.value.message
+
+
+def test_the_public_url_is_configured_or_derived_without_a_default_port() -> None:
+    https = HttpOptions("https", public_names=("pilot.example.com", "10.0.0.5"))
+    assert public_base(https, 443) == "https://pilot.example.com"
+    assert public_base(https, 8443) == "https://pilot.example.com:8443"
+    assert public_base(HttpOptions("http"), 8080) == "http://127.0.0.1:8080"
+    assert public_base(https, 8443, "https://proxy.example.com/") == "https://proxy.example.com"
+
+
+async def test_the_self_check_with_oauth_wants_the_resource_metadata_in_the_401(
+    pilot_app: PilotApp, pilot_home: Path
+) -> None:
+    tokens = TokenStore(pilot_home / "tokens.json")
+    tokens.create("alice", "admin")
+    asgi = build_http_app(
+        pilot_app, HttpOptions("http"), 8080, tokens, RoleBook(pilot_home / "r.yaml", TOOL_NAMES)
+    )
+    metadata = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
+    with pytest.raises(PilotError, match="401 without resource_metadata"):
+        await self_check(asgi, "127.0.0.1:8080", metadata)  # an app without OAuth does not name it

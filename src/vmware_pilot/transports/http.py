@@ -203,8 +203,12 @@ async def _respond(send: Send, status: int, body: bytes, content_type: str, head
 
 def public_base(options: HttpOptions, port: int, configured: str = "") -> str:
     """The URL clients reach this server at: ``configured`` (VMWARE_PILOT_PUBLIC_URL), else the
-    scheme, the first name and the port."""
-    return configured.rstrip("/") or f"{options.scheme}://{_host_form(options.names()[0])}:{port}"
+    scheme, the first name and the port (left out when it is the scheme's default, as clients
+    write the URL and identity providers compare it)."""
+    if configured:
+        return configured.rstrip("/")
+    default = {"https": 443, "http": 80}[options.scheme]
+    return f"{options.scheme}://{_host_form(options.names()[0])}{'' if port == default else f':{port}'}"
 
 
 def build_http_app(

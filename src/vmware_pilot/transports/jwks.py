@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -81,7 +82,8 @@ class IssuerKeys:
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
         """The key with id ``kid`` (None: the only key, if the set has exactly one), or None."""
         found = self._lookup(kid)
-        if found is not None and not self._stale():
+        # A known key while its set is merely old: no request waits for a refresh under way.
+        if found is not None and (not self._stale() or self._lock.locked()):
             return found
         async with self._lock:
             found = self._lookup(kid)
@@ -154,8 +156,8 @@ class IssuerKeys:
         if status != 200:
             raise IssuerUnreachable(f"{url} answered HTTP {status}", hint="Check VMWARE_PILOT_OAUTH_ISSUER.")
         try:
-            document = httpx.Response(200, content=body).json()
-        except ValueError:
+            document = json.loads(body)
+        except ValueError:  # also undecodable bytes
             document = None
         if not isinstance(document, dict):
             raise IssuerUnreachable(f"{url} did not answer a JSON object", hint="Check the URL.")
