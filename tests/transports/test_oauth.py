@@ -358,3 +358,17 @@ async def test_an_issuer_whose_discovery_names_another_issuer_is_refused(provide
     keys = IssuerKeys(provider.issuer + "/")
     with pytest.raises(IssuerUnreachable, match="names issuer"):
         await keys.load()
+
+
+async def test_an_old_key_set_is_fetched_again_on_the_next_token(
+    provider: Provider, pilot_app: PilotApp, pilot_home: Path
+) -> None:
+    clock = Clock()
+    keys = IssuerKeys(provider.issuer, max_age=3600, clock=clock)
+    async for http in _http(pilot_app, pilot_home, keys):
+        token = provider.token("alice", RESOURCE)
+        assert (await http.post(token)).status_code == 200 and keys.fetches == 1
+        clock.now += 600
+        assert (await http.post(token)).status_code == 200 and keys.fetches == 1  # cached
+        clock.now += 3000
+        assert (await http.post(token)).status_code == 200 and keys.fetches == 2
