@@ -3,10 +3,12 @@
 //   node provider.mjs PORT JWKS_FILE CLIENTS_FILE
 //
 // JWKS_FILE holds the provider's private signing keys ({"keys": [...]}, the first signs);
-// CLIENTS_FILE a list of {"id", "secret", "name", "groups"}: each is a client allowed the
-// client_credentials grant whose JWT access tokens carry its name and groups, so it stands for a
-// person. Any resource indicator gets a JWT access token with that resource as audience.
-// Prints "ready ISSUER" on stdout once it listens.
+// CLIENTS_FILE a list of {"id", "secret", "name", "groups"}: each is a person, twice over: a
+// client allowed the client_credentials grant (a machine acting as that person), and a user
+// account with that id who signs in through the development login form (any password) to the
+// public client "mcp-desktop" (authorization code with PKCE, redirect URI REDIRECT below).
+// Access tokens carry the person's name and groups. Any resource indicator gets a JWT access
+// token with that resource as audience. Prints "ready ISSUER" on stdout once it listens.
 import { readFileSync } from 'node:fs';
 
 import Provider from 'oidc-provider';
@@ -16,21 +18,39 @@ const issuer = `http://127.0.0.1:${port}`;
 const jwks = JSON.parse(readFileSync(jwksFile, 'utf8'));
 const people = JSON.parse(readFileSync(clientsFile, 'utf8'));
 const byId = new Map(people.map((p) => [p.id, p]));
+const REDIRECT = 'http://127.0.0.1:9/callback';
 
 const provider = new Provider(issuer, {
   jwks,
-  clients: people.map((p) => ({
-    client_id: p.id,
-    client_secret: p.secret,
-    grant_types: ['client_credentials'],
-    redirect_uris: [],
-    response_types: [],
-    scope: 'mcp',
-  })),
+  clients: [
+    ...people.map((p) => ({
+      client_id: p.id,
+      client_secret: p.secret,
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+      response_types: [],
+      scope: 'mcp',
+    })),
+    {
+      client_id: 'mcp-desktop',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      redirect_uris: [REDIRECT],
+      scope: 'mcp',
+    },
+  ],
+  findAccount: (_ctx, id) => {
+    const person = byId.get(id);
+    return person && {
+      accountId: id,
+      claims: () => ({ sub: id, name: person.name, groups: person.groups }),
+    };
+  },
   scopes: ['mcp'],
   features: {
     clientCredentials: { enabled: true },
-    devInteractions: { enabled: false },
+    devInteractions: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => undefined,
@@ -44,7 +64,7 @@ const provider = new Provider(issuer, {
     },
   },
   extraTokenClaims: (_ctx, token) => {
-    const person = byId.get(token.clientId);
+    const person = byId.get(token.accountId ?? token.clientId);
     return person ? { name: person.name, groups: person.groups } : undefined;
   },
 });

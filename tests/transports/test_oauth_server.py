@@ -1,22 +1,30 @@
 """A real `vmware-pilot mcp --transport http` process with OAuth on and no static token, called by
-the Python SDK's MCP client, which finds the identity provider (a real oidc-provider on loopback)
-from the 401 alone and gets its access token there (client credentials, one client per person).
+the Python and TypeScript SDKs' MCP clients, which find the identity provider (a real
+oidc-provider on loopback) from the 401 alone and get their access token there: by the client
+credentials grant (one client per person), or as a person signing in through the provider's login
+form (authorization code with PKCE; the test plays the browser).
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
+import jwt
 import pytest
 from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import AnyUrl
 
 from tests.transports.oidc_provider import OIDC_DIR, Person, Provider, new_key
 from tests.transports.server_proc import PilotProcess, start_server
@@ -38,6 +46,7 @@ groups:
   vmware-operators: operator
 """
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "go?"}}
+REDIRECT = "http://127.0.0.1:9/callback"  # registered for mcp-desktop in tests/oidc/provider.mjs
 READS = {"review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"}
 
 
@@ -137,6 +146,84 @@ def test_the_typescript_sdk_client_discovers_the_provider_and_calls_tools(
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["server"] == "vmware-pilot" and out["tools"] == sorted(TOOL_NAMES)
     assert not out["result"].get("isError") and "active_workflows" in out["result"]["structuredContent"]
+
+
+class _Browser:
+    """The person's browser: follows the authorization URL, signs in as ``login`` on the provider's
+    (development) login form, consents, and catches the redirect back to the client."""
+
+    def __init__(self, login: str) -> None:
+        self.login = login
+        self.answer: tuple[str, str | None] | None = None
+
+    async def open(self, url: str) -> None:
+        async with httpx.AsyncClient(timeout=30) as browser:
+            response = await browser.get(url)
+            for _ in range(20):
+                location = response.headers.get("location", "")
+                if location.startswith(REDIRECT):
+                    query = parse_qs(urlsplit(location).query)
+                    assert "error" not in query, query
+                    self.answer = (query["code"][0], query.get("state", [None])[0])
+                    return
+                if response.is_redirect:
+                    response = await browser.get(urljoin(str(response.url), location))
+                    continue
+                assert response.status_code == 200, response.text
+                action = re.search(r'<form[^>]*action="([^"]+)"', response.text)
+                prompt = re.search(r'name="prompt" value="(\w+)"', response.text)
+                assert action and prompt, response.text
+                form = {"prompt": prompt.group(1)}
+                if prompt.group(1) == "login":
+                    form |= {"login": self.login, "password": "any"}
+                response = await browser.post(
+                    urljoin(str(response.url), html.unescape(action.group(1))), data=form
+                )
+        raise AssertionError("the provider never redirected back to the client")
+
+    async def callback(self) -> tuple[str, str | None]:
+        assert self.answer is not None
+        return self.answer
+
+
+async def test_a_person_signs_in_with_pkce_and_acts_under_their_own_name(
+    server: PilotProcess, provider: Provider
+) -> None:
+    browser = _Browser("alice")
+    storage = _Memory()
+    storage.client = OAuthClientInformationFull(  # registered at the provider beforehand
+        client_id="mcp-desktop", redirect_uris=[AnyUrl(REDIRECT)], token_endpoint_auth_method="none"
+    )
+    auth = OAuthClientProvider(
+        server_url=server.url,
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(REDIRECT)],
+            grant_types=["authorization_code"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=browser.open,
+        callback_handler=browser.callback,
+    )
+    async with (
+        httpx.AsyncClient(auth=auth, timeout=httpx.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        assert {t.name for t in (await session.list_tools()).tools} == set(TOOL_NAMES)
+        created = await session.call_tool(
+            "create_workflow", {"name": "signed-in", "description": "t", "steps": [GATE]}
+        )
+        assert not created.isError and isinstance(created.structuredContent, dict)
+        workflow_id = created.structuredContent["workflow_id"]
+        status = await session.call_tool("get_workflow_status", {"workflow_id": workflow_id})
+    assert isinstance(status.structuredContent, dict)
+    assert browser.answer is not None and storage.tokens is not None
+    claims = jwt.decode(storage.tokens.access_token, options={"verify_signature": False})
+    assert claims["sub"] == "alice" and claims["client_id"] == "mcp-desktop"  # a user's token, not a client's
+    assert status.structuredContent["created_by"] == "Alice Example (oidc:alice)"
 
 
 async def test_a_reader_group_sees_only_the_read_tools(server: PilotProcess, provider: Provider) -> None:
