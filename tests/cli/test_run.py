@@ -169,3 +169,23 @@ def test_approve_and_rollback_of_a_workflow_pilot_runs_need_dispatch(
     assert undone.exit_code == 0, undone.output
     assert json.loads(undone.stdout)["action"] == "rolled_back"
     assert stored(settings, wid)["steps"][1]["status"] == "rolled_back"
+
+
+def test_run_of_a_steps_file_refuses_a_reference_that_cannot_resolve(tmp_path: Path) -> None:
+    read = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}
+    use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_4__:id"}}
+    result = invoke("run", "--steps", str(steps_file(tmp_path, [read, use])), "--yes")
+    assert result.exit_code == 2
+    assert "Step 1: params.x" in result.stderr and "__from_step_N__" in result.stderr
+    assert json.loads(invoke("workflows", "--json").stdout)["count"] == 0, "nothing was created"
+
+
+def test_run_of_a_steps_file_refuses_aliases_and_empty_plans_without_quoting_them(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    levels = "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 7))
+    bomb.write_text("a0: &a0 [SECRETWORD, x]\n" + levels + "steps: [*a6]\n")
+    result = invoke("run", "--steps", str(bomb), "--yes")
+    assert result.exit_code == 2 and "aliases" in result.stderr and "SECRETWORD" not in result.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("name: nothing\nsteps: []\n")
+    assert invoke("run", "--steps", str(empty), "--yes").exit_code == 2

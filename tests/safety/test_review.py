@@ -384,7 +384,15 @@ def test_blocking_kinds_and_run_blocking_findings(known: Catalog) -> None:
         == BLOCKING_KINDS
     )
     assert (
-        BLOCKING_KINDS | {"unknown_tool", "invalid_params", "write_in_parallel_group"} == RUN_BLOCKING_KINDS
+        BLOCKING_KINDS
+        | {
+            "unknown_tool",
+            "invalid_params",
+            "write_in_parallel_group",
+            "bad_step_reference",
+            "bad_gate_option",
+        }
+        == RUN_BLOCKING_KINDS
     )
     wf = plan(
         step("monitor", "get_vm_info", {"vm_name": "TODO"}),

@@ -46,7 +46,9 @@ def mode(path: Path) -> int:
 def test_save_writes_an_owner_only_file_with_secrets_masked(
     registry: TemplateRegistry, templates_dir: Path
 ) -> None:
-    path = registry.save_as_template("ops", "Ops run", steps_from_dicts(STEPS), ["bob", "", "alice", "bob"])
+    path = registry.save_as_template(
+        "ops", "Ops run", steps_from_dicts(STEPS), ["bob", "", "alice", "bob"], caller="bob"
+    )
     assert path == templates_dir / "ops.yaml"
     assert (mode(path), mode(templates_dir)) == (0o600, 0o700)
     text = path.read_text()
@@ -77,7 +79,7 @@ def test_save_writes_an_owner_only_file_with_secrets_masked(
 
 def test_saved_template_round_trips(registry: TemplateRegistry) -> None:
     original = steps_from_dicts(STEPS)
-    registry.save_as_template("ops", "Ops run", original, ["alice"])
+    registry.save_as_template("ops", "Ops run", original, ["alice"], caller="alice")
     (entry,) = [e for e in registry.listing() if e["type"] == "custom"]
     assert entry == {
         "name": "ops",
@@ -95,18 +97,40 @@ def test_saved_template_round_trips(registry: TemplateRegistry) -> None:
     assert (wf.params["_source"], wf.authors) == ("ops.yaml", ["alice"])
 
 
-def test_saving_again_overwrites_and_stays_owner_only(registry: TemplateRegistry) -> None:
-    registry.save_as_template("ops", "v1", steps_from_dicts(STEPS[:1]), [])
-    path = registry.save_as_template("ops", "v2", steps_from_dicts(STEPS[:2]), [])
+def test_an_author_saving_again_replaces_it_keeps_its_authors_and_stays_owner_only(
+    registry: TemplateRegistry,
+) -> None:
+    registry.save_as_template("ops", "v1", steps_from_dicts(STEPS[:1]), ["alice", "bob"], caller="alice")
+    path = registry.save_as_template("ops", "v2", steps_from_dicts(STEPS[:2]), ["bob"], caller="bob")
     assert mode(path) == 0o600
     doc = yaml.safe_load(path.read_text())
-    assert (doc["description"], len(doc["steps"]), "authors" in doc) == ("v2", 2, False)
+    assert (doc["description"], len(doc["steps"]), doc["authors"]) == ("v2", 2, ["alice", "bob"])
+
+
+@pytest.mark.parametrize(
+    "existing",
+    [
+        "name: ops\nauthors: [alice]\nsteps: [{skill: monitor, tool: get_alarms}]\n",
+        "name: ops\nsteps: [{skill: monitor, tool: get_alarms}]\n",  # written by hand: no authors
+        "name: ops\nsteps: [[[\n",  # unreadable: its authors are unknown
+    ],
+)
+def test_someone_elses_template_is_never_replaced(
+    registry: TemplateRegistry, templates_dir: Path, existing: str
+) -> None:
+    templates_dir.mkdir()
+    (templates_dir / "ops.yaml").write_text(existing)
+    with pytest.raises(InvalidInput) as info:
+        registry.save_as_template("ops", "mine", steps_from_dicts(STEPS[:1]), ["mallory"], caller="mallory")
+    assert "nothing was saved" in info.value.message and "'ops_2'" in info.value.hint
+    assert (templates_dir / "ops.yaml").read_text() == existing
+    assert [p.name for p in templates_dir.iterdir()] == ["ops.yaml"]
 
 
 @pytest.mark.parametrize("name", ["", "  ", "a/b", "a\\b", ".hidden", "nul\0", "x" * 101])
 def test_unusable_names_are_refused(registry: TemplateRegistry, templates_dir: Path, name: str) -> None:
     with pytest.raises(InvalidInput) as info:
-        registry.save_as_template(name, "", steps_from_dicts(STEPS[:1]), [])
+        registry.save_as_template(name, "", steps_from_dicts(STEPS[:1]), [], caller="alice")
     assert info.value.field == "name" and info.value.hint
     assert not templates_dir.exists()
 

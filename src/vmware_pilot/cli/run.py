@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 
 from vmware_pilot.cli import views
 from vmware_pilot.cli.common import (
@@ -31,6 +30,7 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.cli.operator import printer
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
+from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
 
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
@@ -55,9 +55,14 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 
 def _load_steps(path: Path) -> tuple[str, str, list[Any]]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        refuse(f"cannot read {path}: {exc}", "Give a YAML file with a list of steps.", EXIT_USAGE)
+        doc = load_yaml(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        refuse(
+            f"cannot read {path}: {exc.strerror or exc}", "Give a YAML file with a list of steps.", EXIT_USAGE
+        )
+    except (UnicodeDecodeError, YamlRefused) as exc:
+        problem = exc if isinstance(exc, YamlRefused) else "not UTF-8 text"
+        refuse(f"cannot read {path}: {problem}", "Give a YAML file with a list of steps.", EXIT_USAGE)
     name, description = path.stem, f"steps from {path.name}"
     if isinstance(doc, dict):
         name = str(doc.get("name") or name)

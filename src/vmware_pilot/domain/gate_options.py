@@ -2,12 +2,14 @@
 
 ``expires_in_minutes``: once that long has passed since the run reached the gate, approve is
 refused (the workflow can still be rejected or cancelled). ``approvals_required``: that many
-distinct people must approve before the run goes on. A value that is still a template
-placeholder (``"{{ttl}}"``) is left for the template to fill and checked once filled.
+distinct people must approve before the run goes on. Only in a YAML template's own steps may a
+value be a whole placeholder (``"{{ttl}}"``), left for the template to fill and checked once
+filled; anywhere else a value that is not a usable number is refused, never ignored.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,8 +38,11 @@ class GateOptions:
     approvals_required: int = 1
 
 
+_WHOLE_PLACEHOLDER = re.compile(r"\{\{\s*\w+\s*\}\}")
+
+
 def _is_placeholder(value: object) -> bool:
-    return isinstance(value, str) and "{{" in value
+    return isinstance(value, str) and _WHOLE_PLACEHOLDER.fullmatch(value.strip()) is not None
 
 
 def _number(value: object) -> float | None:
@@ -53,9 +58,15 @@ def _number(value: object) -> float | None:
     return None
 
 
-def gate_option_problem(params: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(key, problem)`` for the first unusable gate option in ``params``; None when all are usable."""
-    if params.get(EXPIRES_IN_MINUTES) is not None and not _is_placeholder(params[EXPIRES_IN_MINUTES]):
+def gate_option_problem(params: Mapping[str, Any], *, placeholders: bool = False) -> tuple[str, str] | None:
+    """``(key, problem)`` for the first unusable gate option in ``params``; None when all are usable.
+
+    ``placeholders``: a template's unfilled steps, where a whole ``{{name}}`` value waits for its value."""
+
+    def skip(key: str) -> bool:
+        return params.get(key) is None or (placeholders and _is_placeholder(params[key]))
+
+    if not skip(EXPIRES_IN_MINUTES):
         minutes = _number(params[EXPIRES_IN_MINUTES])
         if minutes is None or not 0 < minutes <= MAX_EXPIRES_IN_MINUTES:
             return (
@@ -63,7 +74,7 @@ def gate_option_problem(params: Mapping[str, Any]) -> tuple[str, str] | None:
                 f"'{EXPIRES_IN_MINUTES}' must be a number of minutes above 0 and at most "
                 f"{MAX_EXPIRES_IN_MINUTES}, got {params[EXPIRES_IN_MINUTES]!r}",
             )
-    if params.get(APPROVALS_REQUIRED) is not None and not _is_placeholder(params[APPROVALS_REQUIRED]):
+    if not skip(APPROVALS_REQUIRED):
         count = _number(params[APPROVALS_REQUIRED])
         if count is None or count != int(count) or not 1 <= count <= MAX_APPROVALS_REQUIRED:
             return (

@@ -2,11 +2,14 @@
 
 A param value that is a string starting with ``__from_step_`` refers to an earlier step's
 result. It must be the whole string. Resolution works on a copy; stored params keep the text.
+``reference_problems`` is the static half of the rules, checked whenever a plan is accepted: a
+reference must parse and name an earlier step (in ``rollback_params`` the step itself, too);
+whether that step's result has the key is only known once it ran.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +17,16 @@ from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import StepReferenceError
 
-__all__ = ["PREFIX", "StepRef", "find_refs", "is_ref", "parse_ref", "resolve_refs"]
+__all__ = [
+    "PREFIX",
+    "RefProblem",
+    "StepRef",
+    "find_refs",
+    "is_ref",
+    "parse_ref",
+    "reference_problems",
+    "resolve_refs",
+]
 
 PREFIX = "__from_step_"
 
@@ -63,6 +75,73 @@ def find_refs(value: Any) -> Iterator[str]:
     elif isinstance(value, list | tuple):
         for item in value:
             yield from find_refs(item)
+
+
+@dataclass(frozen=True, slots=True)
+class RefProblem:
+    """A reference that can never resolve: the step holding it, where (``params.a[0]``), and why."""
+
+    step_index: int
+    field: str
+    message: str
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:80] + "…")
+
+
+def _ref_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if is_ref(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _ref_paths(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _ref_paths(item, f"{path}[{i}]")
+
+
+def reference_problems(
+    steps: Sequence[Step], *, skip: Callable[[str], bool] | None = None
+) -> list[RefProblem]:
+    """Every reference in ``steps`` that is malformed or does not name an earlier step, in step order.
+
+    ``skip``: references to leave unchecked (a template's, before its placeholders are filled)."""
+    out: list[RefProblem] = []
+    for step in steps:
+        for field, own in (("params", False), ("rollback_params", True)):
+            bound = step.index + 1 if own else step.index
+            for path, text in _ref_paths(getattr(step, field), field):
+                if skip is not None and skip(text):
+                    continue
+                where = f"Step {step.index}: {path} is {_shown(text)}"
+                try:
+                    ref = parse_ref(text)
+                except StepReferenceError as exc:
+                    out.append(
+                        RefProblem(step.index, path, f"{where}, a malformed step reference ({exc.hint})")
+                    )
+                    continue
+                if not 0 <= ref.index < len(steps):
+                    out.append(
+                        RefProblem(
+                            step.index,
+                            path,
+                            f"{where}, a reference to step {ref.index}, but the plan has steps "
+                            f"0..{len(steps) - 1}",
+                        )
+                    )
+                elif ref.index >= bound:
+                    which = "a later step" if own else "this step or a later one"
+                    out.append(
+                        RefProblem(
+                            step.index,
+                            path,
+                            f"{where}, a reference to {which} (step {ref.index}): a step can only use "
+                            "results of steps before it",
+                        )
+                    )
+    return out
 
 
 def _lookup(text: str, steps: Sequence[Step], bound: int) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from vmware_pilot.domain.actor import Actor
@@ -12,7 +14,6 @@ from vmware_pilot.engine.core import ServiceCore, step_summary
 from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
-    TemplateError,
 )
 from vmware_pilot.safety import gate
 from vmware_pilot.safety.redaction import redact
@@ -26,19 +27,18 @@ W = WorkflowState
 class Authoring(ServiceCore):
     """Workflows come into being here; every plan passes the approval-gate rule before it is saved."""
 
-    def _save_template(self, name: str, description: str, wf: Workflow) -> str:
-        """Write the template file; called before the workflow is saved, so a failure saves nothing."""
-        authors = [a for a in [wf.created_by, *wf.authors] if a]
-        try:
-            return str(self.templates.save_as_template(name, description, wf.steps, authors))
-        except OSError as exc:
-            folder = self.templates.templates_dir
-            raise TemplateError(
-                f"Could not write the template {name}.yaml in {folder} ({exc.strerror or exc}); nothing "
-                "was saved",
-                hint="Make that folder a writable directory (VMWARE_PILOT_TEMPLATES_DIR chooses another), "
-                "or call again with save_as_template=false.",
-            ) from exc
+    @contextlib.contextmanager
+    def _template_saved(
+        self, actor: Actor, wanted: bool, name: str, description: str, wf: Workflow
+    ) -> Iterator[str]:
+        """Write the template (when ``wanted``) and yield its path (``""`` when not); if the block
+        raises, the file is taken back, so a workflow that was not stored leaves no template."""
+        if not wanted:
+            yield ""
+            return
+        authors = [a for a in [wf.created_by, *wf.authors, actor.label] if a]
+        with self.templates.saving(name, description, wf.steps, authors, actor.label) as path:
+            yield str(path)
 
     # --- creation ---------------------------------------------------------------------------
     def create_workflow(
@@ -62,8 +62,8 @@ class Authoring(ServiceCore):
         gate.enforce(
             wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
-        template_file = self._save_template(name, description, wf) if save_as_template else ""
-        self.runner.create(wf)
+        with self._template_saved(actor, save_as_template, name, description, wf) as template_file:
+            self.runner.create(wf)
         out: dict[str, Any] = {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,
@@ -116,7 +116,8 @@ class Authoring(ServiceCore):
     ) -> dict[str, Any]:
         wf = self._load(workflow_id)
         self._require_draft(wf)
-        built = steps_from_dicts(steps) if steps is not None else None  # validate before saving
+        # Validate before saving; a draft may be emptied, confirm_draft refuses it then.
+        built = steps_from_dicts(steps, allow_empty=True) if steps is not None else None
 
         def change(w: Workflow) -> None:
             self._require_draft(w)
@@ -180,17 +181,29 @@ class Authoring(ServiceCore):
                     hint="Rename the draft via update_draft(name=...) first.",
                 )
             self.templates.validate_template_name(wf.workflow_type)
-        template_file = ""
-        if save_as_template:  # first: a template that cannot be written leaves the draft a draft
-            description = str(wf.params.get("description") or wf.params.get("goal") or "")
-            template_file = self._save_template(wf.workflow_type, description, wf)
+        checked = wf.version
 
         def change(w: Workflow) -> None:
+            # The rules above held for version ``checked``; confirm exactly that version. A draft
+            # another caller changed meanwhile is refused, never confirmed unchecked.
+            if w.version != checked:
+                raise StateRefused(
+                    f"Draft '{w.id}' was changed by another caller while it was being confirmed; "
+                    "nothing was confirmed",
+                    hint=f"Look at the draft again (get_workflow_status('{w.id}')), then call "
+                    "confirm_draft again.",
+                    workflow_id=w.id,
+                    state=w.state.value,
+                )
             fire(w, Event.CONFIRM)
             w.log("draft_confirmed", f"Confirmed with {len(w.steps)} steps", actor.label)
             w.with_author(actor.label)
 
-        wf, _ = self.runner.commit(wf, change)
+        description = str(wf.params.get("description") or wf.params.get("goal") or "")
+        with self._template_saved(
+            actor, save_as_template, wf.workflow_type, description, wf
+        ) as template_file:
+            wf, _ = self.runner.commit(wf, change)
         out: dict[str, Any] = {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,

@@ -29,7 +29,7 @@ from vmware_pilot.errors import (
     StateRefused,
 )
 from vmware_pilot.safety import gate
-from vmware_pilot.safety.review import blocking_findings, review
+from vmware_pilot.safety.review import PLAN_KINDS, blocking_findings, review
 
 __all__ = ["PilotService", "ProgressFn"]
 
@@ -43,6 +43,13 @@ class PilotService(Authoring, Lifecycle):
     # --- execution --------------------------------------------------------------------------
     def _review_gate(self, actor: Actor, wf: Workflow, force: bool) -> Workflow:
         """Refuse ungated custom plans always and blocking findings unless a built-in is forced."""
+        if not wf.steps:
+            raise StateRefused(
+                f"Workflow '{wf.id}' has no steps: there is nothing to run",
+                hint="cancel_workflow this one and create a workflow with at least one step.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
         catalog = self.catalog
         result = review(wf, catalog)
         blocking = blocking_findings(result)
@@ -65,6 +72,14 @@ class PilotService(Authoring, Lifecycle):
                     "missing gate in a custom workflow."
                 )
                 raise
+        broken = blocking_findings(result, PLAN_KINDS)
+        if broken:
+            raise ReviewBlocked(
+                f"Refusing to run workflow '{wf.id}': {broken[0]['message']}",
+                blocking_findings=broken,
+                hint="force=True cannot make this plan right. cancel_workflow this one and create the "
+                "corrected steps as a new workflow.",
+            )
         if not blocking:
             return wf
         if not force:

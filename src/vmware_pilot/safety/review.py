@@ -14,9 +14,14 @@ Beyond 2.4.0:
 - ``delete_then_use`` starts from steps that remove something (delete/remove/destroy/drop…),
   not from every destructive step: powering a VM off and on again is not a use-after-delete.
 
+- ``bad_step_reference`` and ``bad_gate_option`` (high) report what every door refuses today
+  but a record stored earlier may hold: a step reference that can never resolve, a gate option
+  that is not a usable value.
+
 ``run_workflow`` refuses on ``blocking_findings(review)``: the ``BLOCKING_KINDS`` of 2.4.0 plus
 ``unknown_tool`` and ``invalid_params``, since such a step can only fail at the skill (``force``
-overrides them for a built-in, e.g. when the discovery cache is older than the skill).
+overrides them for a built-in, e.g. when the discovery cache is older than the skill), plus the
+``PLAN_KINDS``, which ``force`` never overrides: nothing can make such a plan right.
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.refs import reference_problems
 from vmware_pilot.safety.classify import Tier, classify_step
 from vmware_pilot.safety.schema_check import param_problems, suggest_tools, tool_signature
 
 __all__ = [
     "BLOCKING_KINDS",
     "FINDING_KINDS",
+    "PLAN_KINDS",
     "RUN_BLOCKING_KINDS",
     "SCHEMA_KINDS",
     "blocking_findings",
@@ -52,13 +60,16 @@ FINDING_KINDS: Final = (
     "non_contiguous_group",
     "destructive_in_parallel_group",
     "write_in_parallel_group",
+    "bad_step_reference",
+    "bad_gate_option",
 )
 BLOCKING_KINDS: Final = frozenset(
     {"ungated_destructive", "ungated_unclassified", "destructive_in_parallel_group"}
 )
 SCHEMA_KINDS: Final = frozenset({"unknown_tool", "invalid_params"})
+PLAN_KINDS: Final = frozenset({"bad_step_reference", "bad_gate_option"})
 # Members of a parallel group run at the same time, so only reads may share one.
-RUN_BLOCKING_KINDS: Final = BLOCKING_KINDS | SCHEMA_KINDS | {"write_in_parallel_group"}
+RUN_BLOCKING_KINDS: Final = BLOCKING_KINDS | SCHEMA_KINDS | PLAN_KINDS | {"write_in_parallel_group"}
 
 _EMPTY_EXEMPT = frozenset({"target", "description"})
 _PLACEHOLDER_WORDS = frozenset({"REVIEW", "TODO", "FIXME", "TBD", "CHANGEME"})
@@ -155,6 +166,25 @@ def _schema_findings(step: Step, catalog: Catalog) -> Iterator[dict[str, Any]]:
                 f"Step {step.index} ({step.skill}.{tool}): {params_field} do not fit the tool's input "
                 f"schema: {'; '.join(problems)}. Fix {params_field}; {tool} takes "
                 f"{tool_signature(schema)}.",
+            )
+
+
+def _plan_findings(wf: Workflow) -> Iterator[dict[str, Any]]:
+    for problem in reference_problems(wf.steps):
+        yield _finding(
+            "high",
+            "bad_step_reference",
+            problem.step_index,
+            f"{problem.message}; it can never resolve. Create a corrected workflow.",
+        )
+    for step in wf.steps:
+        bad = gate_option_problem(step.params) if step.is_gate else None
+        if bad is not None:
+            yield _finding(
+                "high",
+                "bad_gate_option",
+                step.index,
+                f"Approval gate at step {step.index}: {bad[1]}. Create a corrected workflow.",
             )
 
 
@@ -266,6 +296,7 @@ def review(wf: Workflow, catalog: Catalog) -> dict[str, Any]:
                     )
                 )
 
+    findings.extend(_plan_findings(wf))
     counts = {tier: sum(1 for t, _ in tiers.values() if t is tier) for tier in Tier}
     gates = sum(1 for s in wf.steps if s.is_gate)
     summary = {

@@ -20,18 +20,18 @@ placeholder without a value is an error, never left in place.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vmware_pilot.domain.model import Step
-from vmware_pilot.errors import StepValidationError, TemplateError, TemplateParamError
+from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref
 from vmware_pilot.templates.steps import steps_from_dicts
+from vmware_pilot.templates.yamlsafe import load_yaml
 
 __all__ = [
     "PARAM_TYPES",
@@ -44,6 +44,7 @@ __all__ = [
     "template_files",
 ]
 
+_log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 1 << 20
 TOP_KEYS = ("name", "description", "authors", "parameters", "steps")
 SPEC_KEYS = ("type", "default", "required", "description")
@@ -272,18 +273,52 @@ def _parameters(raw: Any) -> dict[str, ParamSpec]:
     return out
 
 
+_MAX_ERROR = 300
+
+
+def _inside(path: Path) -> Path:
+    """The file ``path`` names, refusing a link that leads out of its folder or to no regular file."""
+    target = path.resolve()
+    if path.is_symlink():
+        try:
+            target.relative_to(path.parent.resolve())
+        except ValueError:
+            raise ValueError(
+                "it is a symbolic link to a file outside the templates folder, which is never read"
+            ) from None
+    if not target.is_file():
+        raise ValueError("it is not a regular file")
+    return target
+
+
+def _read(path: Path) -> Any:
+    """The YAML data of one file in the templates folder (ValueError/OSError/UnicodeDecodeError)."""
+    target = _inside(path)
+    if target.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"the file is larger than {MAX_FILE_BYTES} bytes")
+    return load_yaml(target.read_text(encoding="utf-8"))
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= _MAX_ERROR else message[: _MAX_ERROR - 1] + "…"
+
+
 def load_file(path: Path, builtin_names: Collection[str]) -> CustomTemplate:
-    """Parse and check one file; TemplateError whose message says what is wrong where."""
+    """Parse and check one file; TemplateError whose message says what is wrong where.
+
+    The message never quotes YAML it could not read (a link may lead to someone else's file) and
+    is at most a few hundred characters."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"the file is larger than {MAX_FILE_BYTES} bytes")
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return _template(doc, path, builtin_names)
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"{path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
-    except (OSError, UnicodeDecodeError, ValueError, StepValidationError) as exc:
-        message = exc.message if isinstance(exc, StepValidationError) else str(exc)
-        raise TemplateError(f"{path.name}: {message}") from None
+        return _template(_read(path), path, builtin_names)
+    except UnicodeDecodeError:
+        raise TemplateError(f"{path.name}: the file is not UTF-8 text") from None
+    except OSError as exc:
+        raise TemplateError(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except (ValueError, StepValidationError, InvalidInput) as exc:
+        message = exc.message if isinstance(exc, InvalidInput) else str(exc)
+        raise TemplateError(_bounded(f"{path.name}: {message}")) from None
+    except RecursionError:
+        raise TemplateError(f"{path.name}: the file nests too deeply to be read") from None
 
 
 def _template(doc: Any, path: Path, builtin_names: Collection[str]) -> CustomTemplate:
@@ -310,7 +345,7 @@ def _template(doc: Any, path: Path, builtin_names: Collection[str]) -> CustomTem
     steps = doc.get("steps")
     if not isinstance(steps, list) or not steps:
         raise ValueError("'steps' must be a non-empty list of steps")
-    steps_from_dicts(steps)  # the structure is checked now, placeholders are filled on use
+    steps_from_dicts(steps, template=True)  # the structure is checked now, placeholders on use
     parameters = _parameters(doc["parameters"]) if doc.get("parameters") is not None else None
     if parameters is not None:
         undeclared = sorted({n for s in steps for n in _placeholders(s)} - set(parameters))
@@ -337,7 +372,9 @@ def template_files(folder: Path) -> list[Path]:
         (
             p
             for p in folder.iterdir()
-            if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file()
+            if p.suffix in (".yaml", ".yml")
+            and not p.name.startswith(".")
+            and (p.is_symlink() or p.is_file())  # a link is listed, never followed out
         ),
         key=lambda p: p.name,
     )
@@ -355,6 +392,10 @@ def load_folder(
             tpl = load_file(path, builtin_names)
         except TemplateError as exc:
             broken.append(BrokenFile(path, _name_hint(path), exc.message))
+            continue
+        except Exception as exc:  # one file never breaks the listing for everyone
+            _log.exception("template file %s could not be checked", path.name)
+            broken.append(BrokenFile(path, path.stem, f"{path.name}: cannot be used ({type(exc).__name__})"))
             continue
         if tpl.name in seen:
             broken.append(
@@ -374,10 +415,8 @@ def load_folder(
 def _name_hint(path: Path) -> str:
     """The ``name`` a broken file declares if it can still be read, else the file stem."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return path.stem
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = _read(path)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return path.stem
     name = doc.get("name") if isinstance(doc, Mapping) else None
-    return name if isinstance(name, str) and name.strip() else path.stem
+    return name if isinstance(name, str) and not name_problem(name) else path.stem

@@ -6,7 +6,8 @@ broken with a message to rename it. Custom files are re-read on every call (hot 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.errors import InvalidInput, TemplateError
 from vmware_pilot.safety.gate import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
-from vmware_pilot.templates.custom import CustomTemplate, load_folder, name_problem
-from vmware_pilot.templates.saving import template_document, write_template
+from vmware_pilot.templates.custom import CustomTemplate, load_file, load_folder, name_problem
+from vmware_pilot.templates.saving import restore_template, template_document, write_template
+from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["TemplateRegistry"]
@@ -107,6 +109,7 @@ class TemplateRegistry:
         builtin = self._builtins.get(workflow_type)
         if builtin is not None:
             plan = builtin.plan(params, self._facts(catalog))
+            check_plan(plan.steps)  # built-ins pass the same plan rules as every other door
             return Workflow.new(workflow_type, WorkflowState.PENDING, plan.steps, plan.params, created_by)
         good, broken = load_folder(self.templates_dir, self._builtins)
         custom = next((t for t in good if t.name == workflow_type), None)
@@ -170,9 +173,82 @@ class TemplateRegistry:
                 hint=f"Choose another name, or remove or rename {self._shown(other.path)} first.",
             )
 
-    def save_as_template(
-        self, name: str, description: str, steps: Sequence[Step], authors: list[str]
-    ) -> Path:
-        """Write ``<templates_dir>/<name>.yaml`` (0600, secrets masked) and return its path."""
+    def _owners(self, name: str, caller: str) -> list[str]:
+        """The authors of the template ``<name>.yaml`` already holds ([] when there is none).
+
+        Replacing a template is its authors' right: anyone else, or any file that cannot be read
+        (so its authors are unknown), is refused with a free name to use instead."""
+        target = self.templates_dir / f"{name}.yaml"
+        if not (target.is_symlink() or target.exists()):
+            return []
+        hint = (
+            f"Choose another name, for example '{self._free_name(name)}' (create_workflow's name, "
+            "or update_draft(name=...) before confirm_draft). An operator can remove "
+            f"{self._shown(target)} to free the name."
+        )
+        why = ""
+        authors: tuple[str, ...] = ()
+        if target.is_symlink():
+            why = "it is a symbolic link"
+        else:
+            try:
+                authors = load_file(target, self._builtins).authors
+            except TemplateError:
+                why = "that file cannot be read, so its authors are unknown"
+        if not why and (not caller or caller not in authors):
+            who = ", ".join(authors) if authors else "nobody recorded (written by hand)"
+            why = f"it belongs to its authors ({who}), and only they may replace it"
+        if why:
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': {target.name} already exists and {why}; "
+                "nothing was saved",
+                field="name",
+                hint=hint,
+            )
+        return list(authors)
+
+    def _free_name(self, name: str) -> str:
+        for n in range(2, 1000):
+            candidate = f"{name[:90]}_{n}"
+            if not (self.templates_dir / f"{candidate}.yaml").exists() and candidate not in self._builtins:
+                return candidate
+        return f"{name[:90]}_new"
+
+    @contextlib.contextmanager
+    def saving(
+        self, name: str, description: str, steps: Sequence[Step], authors: Sequence[str], caller: str
+    ) -> Iterator[Path]:
+        """Write ``<templates_dir>/<name>.yaml`` (0600, secrets masked) and yield its path; when the
+        block raises (the workflow could not be stored), put back what was there before.
+
+        The authors are kept: those of the template it replaces, then ``authors``."""
         self.validate_template_name(name)
-        return write_template(self.templates_dir, name, template_document(name, description, steps, authors))
+        kept = self._owners(name, caller)
+        target = self.templates_dir / f"{name}.yaml"
+        previous = target.read_bytes() if kept else None
+        try:
+            path = write_template(
+                self.templates_dir, name, template_document(name, description, steps, [*kept, *authors])
+            )
+        except OSError as exc:
+            raise TemplateError(
+                f"Could not write the template {name}.yaml in {self.templates_dir} "
+                f"({exc.strerror or exc}); nothing was saved",
+                hint="Make that folder a writable directory (VMWARE_PILOT_TEMPLATES_DIR chooses another), "
+                "or call again with save_as_template=false.",
+            ) from exc
+        try:
+            yield path
+        except BaseException:
+            if previous is None:
+                path.unlink(missing_ok=True)
+            else:
+                restore_template(path, previous)
+            raise
+
+    def save_as_template(
+        self, name: str, description: str, steps: Sequence[Step], authors: list[str], *, caller: str
+    ) -> Path:
+        """Write ``<templates_dir>/<name>.yaml`` (see ``saving``) and return its path."""
+        with self.saving(name, description, steps, authors, caller) as path:
+            return path

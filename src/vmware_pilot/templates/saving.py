@@ -14,7 +14,7 @@ import yaml
 from vmware_pilot.domain.model import Step
 from vmware_pilot.safety.redaction import redact
 
-__all__ = ["step_document", "template_document", "write_template"]
+__all__ = ["restore_template", "step_document", "template_document", "write_template"]
 
 
 def step_document(step: Step) -> dict[str, Any]:
@@ -42,22 +42,19 @@ def template_document(
         "description": description,
         "steps": [redact(step_document(s)) for s in steps],
     }
-    names = sorted({a for a in authors if a})
+    names = sorted({str(a) for a in authors if a})
     if names:
         doc["authors"] = names
     return doc
 
 
-def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
-    """Write ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folder.chmod(0o700)
+def _replace(folder: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to ``<folder>/<name>.yaml`` through a private temporary file and a rename."""
     target = folder / f"{name}.yaml"
-    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, default_flow_style=False)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")  # created 0600
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         Path(tmp).replace(target)
@@ -67,3 +64,25 @@ def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
         raise
     target.chmod(0o600)
     return target
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value used twice out twice: no anchors and aliases for a reader to expand."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
+    """Write ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    text = yaml.dump(
+        document, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, default_flow_style=False
+    )
+    return _replace(folder, name, text.encode("utf-8"))
+
+
+def restore_template(path: Path, previous: bytes) -> None:
+    """Put ``previous`` back as the content of ``path`` (a save whose workflow was not stored)."""
+    _replace(path.parent, path.stem, previous)

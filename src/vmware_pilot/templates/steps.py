@@ -1,4 +1,8 @@
-"""Building Step objects from dicts: the one door every step goes through (renames applied)."""
+"""Building Step objects from dicts: the one door every step goes through (renames applied).
+
+``check_plan`` holds the rules for a whole plan that every door applies before a plan is stored:
+not empty, and every step reference resolvable in principle (``domain.refs``).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ from vmware_pilot.catalog.renames import rename_tool
 from vmware_pilot.domain.enums import GATE_ACTION
 from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step
-from vmware_pilot.errors import StepValidationError
+from vmware_pilot.domain.refs import reference_problems
+from vmware_pilot.errors import InvalidInput, StepValidationError
 
-__all__ = ["STEP_KEYS", "gate_step", "make_step", "step_from_dict", "steps_from_dicts"]
+__all__ = ["STEP_KEYS", "check_plan", "gate_step", "make_step", "step_from_dict", "steps_from_dicts"]
 
 STEP_KEYS = ("action", "skill", "tool", "params", "rollback_tool", "rollback_params", "group_id")
 _STRING_KEYS = ("action", "skill", "tool", "rollback_tool", "group_id")
@@ -46,8 +51,10 @@ def gate_step(index: int, message: str, **extra: Any) -> Step:
     return make_step(index, GATE_ACTION, "pilot", "approve", {"message": message, **extra})
 
 
-def step_from_dict(raw: Any, index: int) -> Step:
-    """Validate one caller-supplied step dict; raise StepValidationError naming step and field."""
+def step_from_dict(raw: Any, index: int, *, template: bool = False) -> Step:
+    """Validate one caller-supplied step dict; raise StepValidationError naming step and field.
+
+    ``template``: a YAML template's unfilled step, whose gate options may still be ``{{name}}``."""
     if not isinstance(raw, Mapping):
         raise StepValidationError(
             f"Step {index} must be an object, got {type(raw).__name__}",
@@ -92,7 +99,7 @@ def step_from_dict(raw: Any, index: int) -> Step:
                 field=key,
                 hint=_FIX + f"pass {key} as a JSON object ({{}} for none).",
             )
-    problem = gate_option_problem(raw.get("params") or {}) if is_gate else None
+    problem = gate_option_problem(raw.get("params") or {}, placeholders=template) if is_gate else None
     if problem is not None:
         raise StepValidationError(
             f"Step {index} (approval gate): {problem[1]}",
@@ -129,6 +136,38 @@ def step_from_dict(raw: Any, index: int) -> Step:
     )
 
 
-def steps_from_dicts(raw_steps: Sequence[Any]) -> list[Step]:
-    """Validate every step dict before building any: nothing half-built on error."""
-    return [step_from_dict(raw, i) for i, raw in enumerate(raw_steps)]
+def _unfilled(text: str) -> bool:
+    return "{{" in text
+
+
+def check_plan(steps: Sequence[Step], *, allow_empty: bool = False, template: bool = False) -> None:
+    """Refuse an empty plan (unless ``allow_empty``: a draft) and a step reference that can never
+    resolve, naming the step and the parameter. ``template``: references with ``{{`` wait for
+    their values and are checked once filled."""
+    if not steps and not allow_empty:
+        raise InvalidInput(
+            "The plan has no steps; a workflow needs at least one",
+            field="steps",
+            hint=_FIX + "give at least one step (get_skill_catalog lists the tools).",
+        )
+    problems = reference_problems(steps, skip=_unfilled if template else None)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise StepValidationError(
+            first.message + more,
+            step_index=first.step_index,
+            field=first.field,
+            hint="Write __from_step_N__ (the whole result) or __from_step_N__:key (one key of it), "
+            "with N the index of an earlier step; in rollback_params the step's own index works too.",
+        )
+
+
+def steps_from_dicts(
+    raw_steps: Sequence[Any], *, allow_empty: bool = False, template: bool = False
+) -> list[Step]:
+    """Validate every step dict, then the plan (``check_plan``), before returning any: nothing
+    half-built on error."""
+    steps = [step_from_dict(raw, i, template=template) for i, raw in enumerate(raw_steps)]
+    check_plan(steps, allow_empty=allow_empty, template=template)
+    return steps
