@@ -14,9 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.store.helpers import raw_db, sample_workflow
+from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.store.audit import event_hash
+from vmware_pilot.store.engine import make_engine
+from vmware_pilot.store.migrations import MIGRATIONS, migrate
 from vmware_pilot.store.sql import open_store
 
 runner = CliRunner()
@@ -248,3 +252,85 @@ def test_a_workflow_row_deleted_without_its_events_is_named(
     code, out = _verify()
     assert code == 1
     assert "event seq 5" in out and "its workflow's row was deleted" in out
+
+
+@pytest.mark.parametrize(
+    ("sql", "what"),
+    [
+        ("UPDATE workflows SET document = replace(document, 'web-01', 'db-01') WHERE id = ?", "the plan"),
+        (
+            "UPDATE workflows SET document = replace(document, '\"alice\"', '\"mallory\"') WHERE id = ?",
+            "creator",
+        ),
+        ("UPDATE workflows SET created_by = 'mallory' WHERE id = ?", "creator column"),
+        (
+            'UPDATE workflows SET document = replace(document, \'"approved_by":""\', '
+            '\'"approved_by":"mallory"\') WHERE id = ?',
+            "approver",
+        ),
+        ("UPDATE workflows SET state = 'completed', is_active = 0 WHERE id = ?", "state"),
+    ],
+)
+def test_an_edit_of_the_stored_workflow_fails_verify(
+    trail: tuple[str, str], tamper: Callable[..., None], sql: str, what: str
+) -> None:
+    before = _verify()
+    tamper(sql, (trail[1],))
+    code, out = _verify()
+    assert before[0] == 0 and code == 1, (what, out)
+    assert f"the stored record of workflow {trail[1]}" in out and "changed outside vmware-pilot" in out
+    assert _verify("--workflow", trail[0])[0] == 0, "the other workflow is still intact"
+
+
+def test_creating_a_workflow_is_the_first_event_of_its_trail(settings: Settings) -> None:
+    pilot = build_app(settings)
+    try:
+        step = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}
+        wid = pilot.service.create_workflow(Actor("alice"), "tidy", "d", [step])["workflow_id"]
+        from_template = pilot.service.create_workflow_from_template(
+            Actor("bob"), "incident_response", {"alert_entity": "web-01", "alert_name": "CPU"}
+        )["workflow_id"]
+    finally:
+        pilot.close()
+    for workflow_id, actor, detail in (
+        (wid, "alice", "Custom workflow with 1 steps"),
+        (from_template, "bob", ""),
+    ):
+        result = runner.invoke(app, ["audit", "export", "--workflow", workflow_id])
+        first = json.loads(result.output.splitlines()[0])
+        assert (first["action"], first["actor"]) == ("workflow_created", actor)
+        assert detail in first["detail"]
+    assert _verify()[0] == 0
+
+
+def test_a_database_from_before_seals_verifies_after_the_upgrade_and_catches_later_edits(
+    settings: Settings,
+) -> None:
+    settings.home_path.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url)
+    with engine.begin() as conn:
+        migrate(conn, MIGRATIONS[:3])
+    engine.dispose()
+    db = settings.home_path / "pilot.db"
+    with raw_db(db) as conn:  # written as vmware-pilot did before: the head is the last event's hash
+        head = "0" * 64
+        for i, action in enumerate(("draft_created", "steps_updated")):
+            ts = f"2026-01-01T00:00:0{i}.000000+00:00"
+            digest = event_hash(head, "wf-old", ts, "alice", action, "")
+            conn.execute(
+                "INSERT INTO audit_events (workflow_id, ts, actor, action, detail, prev_hash, hash) "
+                "VALUES ('wf-old', ?, 'alice', ?, '', ?, ?)",
+                (ts, action, head, digest),
+            )
+            head = digest
+        conn.execute(
+            "INSERT INTO workflows (id, type, state, version, created_at, updated_at, created_by, document, "
+            "audit_head, audit_count, is_active) VALUES ('wf-old', 't', 'draft', 2, 'c', 'u', 'alice', "
+            '\'{"id": "wf-old"}\', ?, 2, 1)',
+            (head,),
+        )
+    code, out = _verify()
+    assert code == 0 and "intact: 2 event(s) in 1 workflow(s)" in out, out
+    with raw_db(db) as conn:
+        conn.execute('UPDATE workflows SET document = \'{"id": "wf-old", "x": 1}\'')
+    assert _verify()[0] == 1

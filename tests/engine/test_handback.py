@@ -46,7 +46,7 @@ async def test_run_hands_back_steps_until_the_gate(app: PilotApp, actor: Actor) 
     ]
     assert "NOT completed" in out["message"]
     actions = [e["action"] for e in out["audit_log"]]
-    assert actions == ["run_started", "step_not_executed", "awaiting_approval"]
+    assert actions == ["workflow_created", "run_started", "step_not_executed", "awaiting_approval"]
 
 
 async def test_approve_refuses_until_handed_out_steps_are_acknowledged(app: PilotApp, actor: Actor) -> None:

@@ -53,7 +53,8 @@ async def test_run_refuses_a_builtin_with_blocking_findings_unless_forced(
 
     forced = await client.ok("run_workflow", workflow_id=wid, force=True)
     assert forced["outcome"] == "awaiting_approval"
-    first = forced["audit_log"][0]
+    created_event, first = forced["audit_log"][:2]
+    assert created_event["action"] == "workflow_created"
     assert first["action"] == "forced_run" and "ungated_destructive@step1" in first["detail"]
 
 

@@ -28,7 +28,11 @@ async def test_run_hands_back_steps_and_stops_at_the_gate(client: Client) -> Non
     assert out["message"]
     assert _statuses(out) == ["not_executed", "not_executed", "pending", "pending"]
     log = [e["action"] for e in (await client.status(wf))["audit_log"]]
-    assert log[0] == "run_started" and "step_not_executed" in log and log[-1] == "awaiting_approval"
+    assert (
+        log[:2] == ["workflow_created", "run_started"]
+        and "step_not_executed" in log
+        and log[-1] == "awaiting_approval"
+    )
 
 
 async def test_run_of_reads_only_ends_dispatch_required_not_completed(client: Client) -> None:

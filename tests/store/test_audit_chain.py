@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash, numbering_problem
+from vmware_pilot.store.audit import (
+    GENESIS,
+    ChainHead,
+    SealedRow,
+    check_chain,
+    event_hash,
+    numbering_problem,
+    seal,
+)
 from vmware_pilot.store.protocol import AuditRecord
 
 WF = "wf-20260101-000000-aaaaaa"
@@ -20,14 +28,17 @@ def _chain(n: int) -> list[AuditRecord]:
     return out
 
 
-def _head(events: list[AuditRecord]) -> ChainHead:
-    return ChainHead(events[-1].hash if events else GENESIS, len(events))
+ROW = SealedRow(WF, "demo", "pending", True, "t0", "t1", "alice", '{"id": "x"}')
+
+
+def _head(events: list[AuditRecord], row: SealedRow = ROW) -> ChainHead:
+    return ChainHead(seal(events[-1].hash if events else GENESIS, len(events), row), len(events), row)
 
 
 def test_intact_chain_and_empty_chain_pass() -> None:
     events = _chain(4)
     assert check_chain(WF, events, _head(events)) is None
-    assert check_chain(WF, [], ChainHead(GENESIS, 0)) is None
+    assert check_chain(WF, [], _head([])) is None
     assert check_chain(WF, [], None) is None
 
 
@@ -56,13 +67,26 @@ def test_event_moved_to_another_workflow_no_longer_matches_its_hash() -> None:
     assert problem is not None and problem.record == moved and "altered" in problem.description
 
 
-def test_last_event_rewritten_with_a_fresh_hash_is_caught_by_the_head() -> None:
+def test_last_event_rewritten_with_a_fresh_hash_is_caught_by_the_seal() -> None:
     events = _chain(2)
     last = replace(events[1], detail="x")
     last = replace(last, hash=event_hash(last.prev_hash, WF, last.ts, "alice", last.action, "x"))
     problem = check_chain(WF, [events[0], last], _head(events))
     assert problem is not None and problem.record == last
-    assert "head hash" in problem.description
+    assert "(the last event)" in problem.description and "seal" in problem.description
+
+
+def test_a_record_changed_after_its_last_event_breaks_the_seal() -> None:
+    events = _chain(2)
+    sealed = _head(events)
+    for changed in (
+        replace(ROW, document='{"id": "y"}'),
+        replace(ROW, created_by="mallory"),
+        replace(ROW, state="completed", is_active=False),
+    ):
+        problem = check_chain(WF, events, replace(sealed, row=changed))
+        assert problem is not None and "changed outside vmware-pilot" in problem.description
+    assert check_chain(WF, [], replace(_head([]), row=replace(ROW, document="{}"))) is not None
 
 
 def test_inserted_event_with_a_made_up_link_is_named_as_inserted() -> None:

@@ -62,6 +62,7 @@ class Authoring(ServiceCore):
         gate.enforce(
             wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
+        wf.log("workflow_created", f"Custom workflow with {len(wf.steps)} steps", actor.label)
         with self._template_saved(actor, save_as_template, name, description, wf) as template_file:
             self.runner.create(wf)
         out: dict[str, Any] = {
@@ -220,6 +221,7 @@ class Authoring(ServiceCore):
         self, actor: Actor, workflow_type: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         wf = self.templates.create(workflow_type, params, actor.label)
+        wf.log("workflow_created", f"From template {workflow_type} with {len(wf.steps)} steps", actor.label)
         self.runner.create(wf)
         return {
             "workflow_id": wf.id,

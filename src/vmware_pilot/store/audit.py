@@ -1,10 +1,13 @@
 """The per-workflow audit hash chain: computing event hashes and verifying a stored chain.
 
 Each event's hash is sha256 over the canonical JSON of (prev_hash, workflow_id, ts, actor, action,
-detail); the first event of a workflow links to ``GENESIS``. The workflow row keeps the head hash
-and the event count, so a deleted last event is detected too. Where the database numbers events
-without gaps (SQLite), a gap in the numbering shows events deleted together with their workflow
-row, which no per-workflow chain can see. Pure: the store feeds records in.
+detail); the first event of a workflow links to ``GENESIS``. The workflow row keeps the event
+count and a *seal*: a hash over the last event's hash and the row itself (the workflow document
+with its plan, creator and approvals, and the columns listed next to it), rewritten by every save.
+So a deleted last event is detected, and so is any edit of the stored document. Where the
+database numbers events without gaps (SQLite), a gap in the numbering shows events deleted
+together with their workflow row, which no per-workflow chain can see. Pure: the store feeds
+records in.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ from dataclasses import dataclass
 
 from vmware_pilot.store.protocol import AuditRecord
 
-__all__ = ["GENESIS", "ChainHead", "ChainProblem", "check_chain", "event_hash", "numbering_problem"]
+__all__ = [
+    "GENESIS",
+    "ChainHead",
+    "ChainProblem",
+    "SealedRow",
+    "check_chain",
+    "event_hash",
+    "numbering_problem",
+    "seal",
+]
 
 GENESIS = "0" * 64
 
@@ -30,11 +42,50 @@ def event_hash(prev_hash: str, workflow_id: str, ts: str, actor: str, action: st
 
 
 @dataclass(frozen=True, slots=True)
+class SealedRow:
+    """The parts of a workflow row its seal covers: the document and the columns copied from it."""
+
+    workflow_id: str
+    type: str
+    state: str
+    is_active: bool
+    created_at: str
+    updated_at: str
+    created_by: str
+    document: str
+
+
+def seal(last_hash: str, count: int, row: SealedRow) -> str:
+    """The seal kept on a workflow row: its chain's last hash and event count, and the row."""
+    document = hashlib.sha256(row.document.encode("utf-8")).hexdigest()
+    canonical = json.dumps(
+        [
+            "seal",
+            last_hash,
+            count,
+            row.workflow_id,
+            row.type,
+            row.state,
+            bool(row.is_active),
+            row.created_at,
+            row.updated_at,
+            row.created_by,
+            document,
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
 class ChainHead:
-    """What the workflow row says its chain ends with (None: no workflow row at all)."""
+    """What the workflow row says its chain ends with (None: no workflow row at all): the seal,
+    the event count, and the row the seal covers."""
 
     head: str
     count: int
+    row: SealedRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +160,7 @@ def check_chain(
 def _check_head(
     workflow_id: str, events: Sequence[AuditRecord], head: ChainHead, last_hash: str
 ) -> ChainProblem | None:
-    """Compare the end of an intact chain with the head and count kept on the workflow row."""
-    if len(events) == head.count and last_hash == (head.head or GENESIS):
-        return None
+    """Compare the end of an intact chain with the count and seal kept on the workflow row."""
     last = events[-1] if events else None
     stored = f"{len(events)} are stored"
     if len(events) < head.count:
@@ -128,11 +177,17 @@ def _check_head(
             f"{_name(events[head.count], head.count)} was appended outside vmware-pilot: the workflow "
             f"records {head.count} events but {stored} (inserted)",
         )
-    assert last is not None
+    if head.head == seal(last_hash, head.count, head.row):
+        return None
+    what = (
+        f"{_name(last, len(events) - 1)} (the last event) or the stored record of workflow {workflow_id}"
+        if last is not None
+        else f"the stored record of workflow {workflow_id}"
+    )
     return ChainProblem(
         last,
-        f"{_name(last, len(events) - 1)} does not match the head hash kept on the workflow row: the last "
-        "event was rewritten (altered)",
+        f"{what} was changed outside vmware-pilot: they do not match the seal kept on the workflow row, "
+        "which covers the last event and the document with its plan, creator and approvals (altered)",
     )
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 
 from vmware_pilot.errors import SchemaTooNew, StoreError
+from vmware_pilot.store.audit import GENESIS, SealedRow, seal
 from vmware_pilot.store.tables import schema_meta
 
 __all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate"]
@@ -89,7 +90,37 @@ def _v3_append_only(conn: Connection) -> None:
         )
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_tables, _v2_active_flag, _v3_append_only)
+def _v4_seal_rows(conn: Connection) -> None:
+    """Seal every workflow row (``audit.seal``): its head hash becomes a hash over the last event
+    and the row with its document. Rows stored before are trusted as they are at the upgrade."""
+    rows = conn.execute(
+        text(
+            "SELECT id, type, state, is_active, created_at, updated_at, created_by, document, "
+            "audit_count FROM workflows"
+        )
+    ).all()
+    for row in rows:
+        last = conn.execute(
+            text("SELECT hash FROM audit_events WHERE workflow_id = :id ORDER BY seq DESC LIMIT 1"),
+            {"id": row.id},
+        ).scalar()
+        sealed = SealedRow(
+            workflow_id=row.id,
+            type=row.type,
+            state=row.state,
+            is_active=bool(row.is_active),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            created_by=row.created_by,
+            document=row.document,
+        )
+        conn.execute(
+            text("UPDATE workflows SET audit_head = :head WHERE id = :id"),
+            {"head": seal(str(last or GENESIS), int(row.audit_count), sealed), "id": row.id},
+        )
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_tables, _v2_active_flag, _v3_append_only, _v4_seal_rows)
 LATEST = len(MIGRATIONS)
 
 

@@ -1,13 +1,15 @@
 """SqlStore: the Store on SQLAlchemy Core (SQLite by default), with optimistic concurrency.
 
 Every write is one transaction: the workflow row, guarded by its expected version, and the new
-audit events chained to the head kept on that row. Every read goes to the database; nothing is
+audit events chained to the workflow's last event; the row's seal (``audit.seal``) then covers
+the last event and the row with its document, so an edit of either fails ``verify_audit``. Every read goes to the database; nothing is
 cached in the process, so another process's writes are seen at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -31,7 +33,15 @@ from vmware_pilot.errors import (
     WorkflowNotFound,
 )
 from vmware_pilot.store import codec
-from vmware_pilot.store.audit import GENESIS, ChainHead, check_chain, event_hash, numbering_problem
+from vmware_pilot.store.audit import (
+    GENESIS,
+    ChainHead,
+    SealedRow,
+    check_chain,
+    event_hash,
+    numbering_problem,
+    seal,
+)
 from vmware_pilot.store.engine import (
     WRITE_OPTION,
     make_engine,
@@ -82,6 +92,32 @@ def _record(row: Row[*tuple[Any, ...]]) -> AuditRecord:
         prev_hash=row.prev_hash,
         hash=row.hash,
     )
+
+
+def _sealed_row(workflow_id: str, values: Any) -> SealedRow:
+    """The sealed parts of a workflow row, from its values (a dict or a result row)."""
+    get = values.__getitem__ if isinstance(values, dict) else functools.partial(getattr, values)
+    return SealedRow(
+        workflow_id=workflow_id,
+        type=get("type"),
+        state=get("state"),
+        is_active=bool(get("is_active")),
+        created_at=get("created_at"),
+        updated_at=get("updated_at"),
+        created_by=get("created_by"),
+        document=get("document"),
+    )
+
+
+def _last_hash(conn: Connection, workflow_id: str) -> str:
+    """The hash of the workflow's newest audit event (GENESIS when it has none)."""
+    query = (
+        select(audit_events.c.hash)
+        .where(audit_events.c.workflow_id == workflow_id)
+        .order_by(audit_events.c.seq.desc())
+        .limit(1)
+    )
+    return str(conn.execute(query).scalar() or GENESIS)
 
 
 def _page(limit: int | None, offset: int) -> None:
@@ -150,8 +186,9 @@ class SqlStore:
             head = digest
         return rows
 
-    def _row(self, wf: Workflow, rows: list[dict[str, Any]], head: str, count: int) -> dict[str, Any]:
-        return {
+    def _row(self, wf: Workflow, rows: list[dict[str, Any]], last: str, count: int) -> dict[str, Any]:
+        """The row's values, sealed over ``last`` (the hash the new events chain from) and the row."""
+        values: dict[str, Any] = {
             "type": wf.workflow_type,
             "state": wf.state.value,
             "is_active": wf.state not in TERMINAL_STATES,
@@ -159,9 +196,11 @@ class SqlStore:
             "updated_at": _utc(wf.updated_at),
             "created_by": wf.created_by,
             "document": codec.encode(wf),
-            "audit_head": rows[-1]["hash"] if rows else head,
             "audit_count": count + len(rows),
         }
+        sealed = _sealed_row(wf.id, values)
+        values["audit_head"] = seal(rows[-1]["hash"] if rows else last, values["audit_count"], sealed)
+        return values
 
     @staticmethod
     def _append(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
@@ -209,19 +248,15 @@ class SqlStore:
             )
         with self._tx(write=True) as conn:
             current = conn.execute(
-                select(workflows.c.version, workflows.c.audit_head, workflows.c.audit_count).where(
-                    workflows.c.id == wf.id
-                )
+                select(workflows.c.version, workflows.c.audit_count).where(workflows.c.id == wf.id)
             ).first()
             if current is None:
                 raise WorkflowNotFound(wf.id)
             if current.version != wf.version:
                 raise ConcurrencyConflict(wf.id, wf.version, current.version)
-            rows = self._chain(wf, current.audit_head)
-            values = {
-                "version": wf.version + 1,
-                **self._row(wf, rows, current.audit_head, current.audit_count),
-            }
+            last = _last_hash(conn, wf.id)
+            rows = self._chain(wf, last)
+            values = {"version": wf.version + 1, **self._row(wf, rows, last, current.audit_count)}
             # The version guard also holds where the SELECT above took no lock.
             updated = conn.execute(
                 workflows.update()
@@ -332,6 +367,25 @@ class SqlStore:
         return grouped
 
     @staticmethod
+    def _heads_of(conn: Connection, ids: Sequence[str]) -> dict[str, ChainHead]:
+        """Seal, event count and sealed parts of each stored row among ``ids``."""
+        query = select(
+            workflows.c.id,
+            workflows.c.audit_head,
+            workflows.c.audit_count,
+            workflows.c.type,
+            workflows.c.state,
+            workflows.c.is_active,
+            workflows.c.created_at,
+            workflows.c.updated_at,
+            workflows.c.created_by,
+            workflows.c.document,
+        ).where(workflows.c.id.in_(ids))
+        return {
+            r.id: ChainHead(r.audit_head, r.audit_count, _sealed_row(r.id, r)) for r in conn.execute(query)
+        }
+
+    @staticmethod
     def _numbering(conn: Connection) -> str:
         """SQLite issues seq 1, 2, 3… (a rolled-back insert gives its number back), and audit
         events are never deleted, so a gap or a lower highest seq means events were deleted."""
@@ -364,23 +418,21 @@ class SqlStore:
         with self._tx(write=False) as conn:
             if workflow_id is not None:
                 self._require(conn, workflow_id)
-            heads_query = select(workflows.c.id, workflows.c.audit_head, workflows.c.audit_count)
+            ids_query = select(workflows.c.id)
             orphans_query = select(audit_events.c.workflow_id).distinct()
             if workflow_id is not None:
-                heads_query = heads_query.where(workflows.c.id == workflow_id)
+                ids_query = ids_query.where(workflows.c.id == workflow_id)
                 orphans_query = orphans_query.where(audit_events.c.workflow_id == workflow_id)
-            heads: dict[str, ChainHead | None] = {
-                r.id: ChainHead(r.audit_head, r.audit_count) for r in conn.execute(heads_query)
-            }
+            stored = {r.id for r in conn.execute(ids_query)}
             orphans = orphans_query.where(audit_events.c.workflow_id.not_in(select(workflows.c.id)))
-            heads.update({r.workflow_id: None for r in conn.execute(orphans)})
-            ids = sorted(heads)
+            ids = sorted(stored | {r.workflow_id for r in conn.execute(orphans)})
             checked, first, broken = 0, None, []
-            for start in range(0, len(ids), _BATCH):
-                chunk = ids[start : start + _BATCH]
+            for start in range(0, len(ids), _BATCH // 10):
+                chunk = ids[start : start + _BATCH // 10]  # rows carry whole documents: smaller batches
+                heads = self._heads_of(conn, chunk)
                 for wid, events in self._events_of(conn, chunk).items():
                     checked += len(events)
-                    problem = check_chain(wid, events, heads[wid])
+                    problem = check_chain(wid, events, heads.get(wid))
                     if problem is not None:
                         broken.append(wid)
                         first = first or problem
