@@ -12,6 +12,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine import gates
 from vmware_pilot.templates.steps import make_step
 
 PLAN = {"action": "plan", "skill": "aiops", "tool": "create_vm_plan", "params": {"operations": []}}
@@ -205,3 +206,20 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
     assert status["state"] == "draft" and [s["tool"] for s in status["steps"]] == ["delete_vm"]
     refused = await client.refused("confirm_draft", workflow_id=wid)
     assert refused["approval_gate_violations"][0]["tool"] == "delete_vm"
+
+
+async def test_a_stored_bad_reference_after_a_gate_is_never_handed_out_on_approval(
+    client: Client, pilot_app: PilotApp
+) -> None:
+    wid = await client.custom([READ_STEP, GATE, use("__from_step_0__")])
+    waiting = await client.ok("run_workflow", workflow_id=wid)
+    assert waiting["outcome"] == "awaiting_approval"
+    wf = pilot_app.store.load(wid)  # a record written before these rules: the reference is broken
+    wf.steps[2].params["x"] = "__from_step_8__"
+    wf.extra[gates.GATES_KEY]["1"]["digest"] = gates.plan_digest(wf, 1)  # reached with this plan
+    pilot_app.store.save(wf)
+    out = await client.call("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
+    assert out.payload.get("outcome") == "failed", out.payload
+    assert "pending_dispatch" not in out.payload
+    step = out.payload["steps"][2]
+    assert step["status"] == "failed" and "Step 2: params.x" in step["result"]["error"]

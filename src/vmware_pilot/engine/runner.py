@@ -20,7 +20,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.domain.refs import resolve_refs
+from vmware_pilot.domain.refs import reference_problems, resolve_refs
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import gates, undo
 from vmware_pilot.engine.approval import approve_gate
@@ -71,6 +71,18 @@ def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
     fire(w, Event.REACH_GATE)
     record = gates.reach(w, index, utcnow())
     w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor.label)
+
+
+def _unresolvable(wf: Workflow) -> tuple[int, str] | None:
+    """The first step still to run whose params hold a reference that can never resolve, and why."""
+    for problem in reference_problems(wf.steps):
+        step = wf.steps[problem.step_index]
+        if problem.field.startswith("params") and step.status in (S.PENDING, S.NOT_EXECUTED):
+            return (
+                step.index,
+                f"{problem.message}; it can never resolve, so the step was not run or handed out",
+            )
+    return None
 
 
 class WorkflowEvents(Protocol):
@@ -218,6 +230,13 @@ class Runner:
             w.log("run_started", "", actor.label)
 
         wf, _ = self.commit(wf, start)
+        broken = _unresolvable(wf)
+        if broken is not None:  # a record from before plans were checked: run and hand out nothing
+            refused = StepOutcome(OutcomeKind.FAILED, None, broken[1])
+            wf, _ = self.commit(
+                wf, functools.partial(self._record, index=broken[0], outcome=refused, actor=actor)
+            )
+            return self._finish_failed(wf, actor)
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
         handback: list[int] = []

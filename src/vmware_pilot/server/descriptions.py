@@ -44,7 +44,7 @@ lists the skill and tool names a step may use.
 Each step: {action, skill, tool, params, rollback_tool?, rollback_params?, group_id?}. \
 action "require_approval" (skill "pilot", tool "approve") is a human approval gate. Refused, \
 with nothing saved, when a destructive or unclassifiable step, or a step passing confirm=true, \
-has no gate before it; the error names the step and the gate to insert (fix).
+has no gate before it; the error names the step and the gate to insert (fix). A param value "__from_step_N__" (or "__from_step_N__:key") passes an earlier step's result; one that names no earlier step is refused. save_as_template=true also saves a YAML template, unless one of that name belongs to someone else.
 
 Returns workflow_id, state "pending" and a step summary. Next: review_workflow, then \
 run_workflow. Nothing is undone automatically on failure; see rollback."""
