@@ -208,18 +208,28 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
     assert refused["approval_gate_violations"][0]["tool"] == "delete_vm"
 
 
-async def test_a_stored_bad_reference_after_a_gate_is_never_handed_out_on_approval(
-    client: Client, pilot_app: PilotApp
+@pytest.mark.parametrize(
+    ("edit", "index", "words"),
+    [
+        (lambda steps: steps[2].params.update(x="__from_step_8__"), 2, "Step 2: params.x"),
+        (lambda steps: steps[3].params.update(approvals_required="{{n}}"), 3, "'approvals_required' must be"),
+    ],
+)
+async def test_a_stored_plan_that_went_bad_after_a_gate_runs_and_hands_out_nothing_on_approval(
+    client: Client, pilot_app: PilotApp, edit: Any, index: int, words: str
 ) -> None:
-    wid = await client.custom([READ_STEP, GATE, use("__from_step_0__")])
+    wid = await client.custom([READ_STEP, GATE, use("__from_step_0__"), GATE, READ_STEP])
     waiting = await client.ok("run_workflow", workflow_id=wid)
     assert waiting["outcome"] == "awaiting_approval"
-    wf = pilot_app.store.load(wid)  # a record written before these rules: the reference is broken
-    wf.steps[2].params["x"] = "__from_step_8__"
+    wf = pilot_app.store.load(wid)  # a record written before these rules held
+    edit(wf.steps)
     wf.extra[gates.GATES_KEY]["1"]["digest"] = gates.plan_digest(wf, 1)  # reached with this plan
     pilot_app.store.save(wf)
     out = await client.call("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
     assert out.payload.get("outcome") == "failed", out.payload
     assert "pending_dispatch" not in out.payload
-    step = out.payload["steps"][2]
-    assert step["status"] == "failed" and "Step 2: params.x" in step["result"]["error"]
+    step = out.payload["steps"][index]
+    assert step["status"] == "failed" and words in step["result"]["error"]
+    assert [s["status"] for s in out.payload["steps"]][2:] == [
+        "failed" if i == index else "skipped" for i in range(2, 5)
+    ]

@@ -19,6 +19,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
+from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import reference_problems, resolve_refs
 from vmware_pilot.domain.transitions import fire
@@ -73,16 +74,24 @@ def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
     w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor.label)
 
 
-def _unresolvable(wf: Workflow) -> tuple[int, str] | None:
-    """The first step still to run whose params hold a reference that can never resolve, and why."""
-    for problem in reference_problems(wf.steps):
-        step = wf.steps[problem.step_index]
-        if problem.field.startswith("params") and step.status in (S.PENDING, S.NOT_EXECUTED):
-            return (
-                step.index,
-                f"{problem.message}; it can never resolve, so the step was not run or handed out",
-            )
-    return None
+def _unusable(wf: Workflow) -> tuple[int, str] | None:
+    """The first step still to run that a checked plan could not hold (a reference that can never
+    resolve, a gate option that is no usable value), and why; records stored earlier may."""
+    todo = [s for s in wf.steps if s.status in (S.PENDING, S.NOT_EXECUTED)]
+    indices = {s.index for s in todo}
+    found = [
+        (p.step_index, f"{p.message}; it can never resolve")
+        for p in reference_problems(wf.steps)
+        if p.field.startswith("params") and p.step_index in indices
+    ]
+    for step in todo:
+        problem = gate_option_problem(step.params) if step.is_gate else None
+        if problem is not None:
+            found.append((step.index, f"Approval gate at step {step.index}: {problem[1]}"))
+    if not found:
+        return None
+    index, why = min(found)
+    return index, f"{why}, so nothing was run or handed out. Create a corrected workflow."
 
 
 class WorkflowEvents(Protocol):
@@ -230,7 +239,7 @@ class Runner:
             w.log("run_started", "", actor.label)
 
         wf, _ = self.commit(wf, start)
-        broken = _unresolvable(wf)
+        broken = _unusable(wf)
         if broken is not None:  # a record from before plans were checked: run and hand out nothing
             refused = StepOutcome(OutcomeKind.FAILED, None, broken[1])
             wf, _ = self.commit(
