@@ -16,7 +16,7 @@ from vmware_pilot.errors import PilotError
 from vmware_pilot.safety import gate
 
 WORKER = Path(__file__).with_name("draft_worker.py")
-DRAFTS = 30
+DRAFTS = 100
 
 pytestmark = pytest.mark.slow
 
