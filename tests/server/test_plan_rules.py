@@ -31,6 +31,12 @@ BAD_REFERENCES = [
     ([PLAN, use("__from_step_x__")], 1, "params.x", "malformed"),
     ([PLAN, use(["ok", {"deep": "__from_step_-1__"}])], 1, "params.x[1].deep", "the plan has steps 0..1"),
     (
+        [PLAN, use({"k" * 5000: "__from_step_" + "9" * 5000 + "__"})],
+        1,
+        "params.x." + "k" * 40 + "…",
+        "malformed",
+    ),
+    (
         [
             PLAN,
             {**use("a"), "rollback_tool": "get_events", "rollback_params": {"y": "__from_step_2__"}},
@@ -54,6 +60,7 @@ async def test_create_workflow_refuses_a_reference_that_cannot_resolve(
     out = await client.refused("create_workflow", name="refs", description="d", steps=steps)
     assert (out["step_index"], out["field_name"]) == (index, field)
     assert f"Step {index}: {field}" in out["error"] and words in out["error"]
+    assert len(out["error"]) < 400, "a refusal quotes only a little of the input"
     assert "__from_step_N__" in out["hint"]
     assert await _active(client) == 0, "nothing was stored"
 
@@ -62,7 +69,7 @@ async def test_a_reference_to_an_earlier_step_and_an_undo_to_its_own_step_are_ac
     client: Client,
 ) -> None:
     undo = {"rollback_tool": "get_events", "rollback_params": {"y": "__from_step_1__:id"}}
-    await client.custom([PLAN, use("__from_step_0__:plan_id", **undo), use(" +0 __")])
+    await client.custom([PLAN, use("__from_step_0__:plan_id", **undo), use(["__from_step_1__"])])
 
 
 async def test_update_draft_refuses_a_bad_reference_and_keeps_the_draft(client: Client) -> None:

@@ -95,7 +95,8 @@ def _ref_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _ref_paths(item, f"{path}.{key}")
+            name = str(key) if len(str(key)) <= 40 else str(key)[:40] + "…"  # a path stays short
+            yield from _ref_paths(item, f"{path}.{name}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             yield from _ref_paths(item, f"{path}[{i}]")
