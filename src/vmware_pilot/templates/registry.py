@@ -7,6 +7,7 @@ broken with a message to rename it. Custom files are re-read on every call (hot 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["TemplateRegistry"]
+
+_log = logging.getLogger(__name__)
 
 
 class TemplateRegistry:
@@ -240,10 +243,13 @@ class TemplateRegistry:
         try:
             yield path
         except BaseException:
-            if previous is None:
-                path.unlink(missing_ok=True)
-            else:
-                restore_template(path, previous)
+            try:
+                if previous is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    restore_template(path, previous)
+            except OSError:  # the caller hears why the workflow failed; the log, why this did
+                _log.exception("could not take back the template %s after a failed save", path.name)
             raise
 
     def save_as_template(
