@@ -2,7 +2,8 @@
 
 Each migration is a function of a connection inside the open transaction and defines the tables it
 creates itself, so it keeps meaning what it meant when written. A database whose schema is newer
-than the newest migration here is refused with SchemaTooNew.
+than the newest migration here is refused with SchemaTooNew, one whose recorded version is not a
+number with StoreError.
 """
 
 from __future__ import annotations
@@ -135,7 +136,17 @@ def current_version(conn: Connection) -> int:
             )
         return 0
     value = conn.execute(select(schema_meta.c.value).where(schema_meta.c.key == _KEY)).scalar()
-    return int(value) if value is not None else 0
+    if value is None:
+        return 0
+    text_value = str(value).strip()
+    if not text_value.isascii() or not text_value.isdigit():
+        shown = text_value[:40] + ("…" if len(text_value) > 40 else "")
+        raise StoreError(
+            f"The database records schema version {shown!r}, which is not a number",
+            hint="The schema_meta table was edited or damaged. Restore the database from a backup, or "
+            "point VMWARE_PILOT_DATABASE_URL at a new database file.",
+        )
+    return int(text_value)
 
 
 def migrate(conn: Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -1,0 +1,59 @@
+"""A damaged database is refused at start-up with one line and a hint, never a traceback.
+
+Run through the installed ``vmware-pilot`` entry point, as a person or an MCP client starts it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmware_pilot.config import Settings
+from vmware_pilot.store.migrations import LATEST
+from vmware_pilot.store.sql import open_store
+
+PILOT = Path(sys.executable).with_name("vmware-pilot")
+
+
+def _set_schema_version(settings: Settings, value: str) -> None:
+    conn = sqlite3.connect(settings.home_path / "pilot.db", isolation_level=None)
+    try:
+        conn.execute("UPDATE schema_meta SET value = ?", (value,))
+    finally:
+        conn.close()
+
+
+def _pilot(*args: str) -> subprocess.CompletedProcess[str]:
+    # HOME and VMWARE_PILOT_HOME come from the test's isolated environment.
+    return subprocess.run(
+        [str(PILOT), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", [["mcp"], ["workflows"]])
+def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
+    settings: Settings, command: list[str]
+) -> None:
+    open_store(settings).close()
+    _set_schema_version(settings, str(LATEST + 1))
+    too_new = _pilot(*command)
+    _set_schema_version(settings, "three")
+    bad = _pilot(*command)
+
+    assert "Traceback" not in bad.stderr, bad.stderr
+    assert bad.stdout == ""
+    # Refused like any other unusable database (the same exit code as a too-new schema).
+    assert bad.returncode == too_new.returncode != 0
+    lines = [line for line in bad.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2, bad.stderr  # the refusal and its hint
+    assert "schema version 'three'" in lines[0] and "not a number" in lines[0]
+    assert "VMWARE_PILOT_DATABASE_URL" in lines[1]
