@@ -141,7 +141,7 @@ async def approve_gate(
         fire(w, Event.APPROVE)
         return True
 
-    wf, released = runner.commit(wf, change)
+    wf, released = await runner.save(wf, change)
     if not released:
         missing = required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
         out = runner.result(wf, Outcome.AWAITING_APPROVAL, approvals_missing=missing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from vmware_pilot.domain.actor import Actor
@@ -100,7 +101,7 @@ class Lifecycle(ServiceCore):
                 "cancel_workflow",
             )
         self._refuse_unless_clear("cancel", wf, radius)
-        out = self.runner.cancel(wf, actor, reason)
+        out = await asyncio.to_thread(self.runner.cancel, wf, actor, reason)
         out["action"] = "cancelled"
         out["blast_radius"] = radius
         return out

@@ -141,6 +141,11 @@ class Runner:
             return wf, result
         raise ConcurrencyConflict(wf.id, wf.version, None)
 
+    async def save(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]:
+        """``commit`` in a worker thread, for code on the event loop: a save that waits for the
+        database's write lock (another process's transaction) must not stall every other caller."""
+        return await asyncio.to_thread(self.commit, wf, change)
+
     def create(self, wf: Workflow) -> None:
         self.vault.remember(wf)
         wf.diff_report = build_diff_report(wf, self.catalog)
@@ -175,7 +180,7 @@ class Runner:
         return entry
 
     # --- runs -------------------------------------------------------------------------------
-    def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
+    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
         """A step left 'running' by a dead process: mark it interrupted and fail the workflow."""
         stuck = next((s for s in wf.steps if s.status is S.RUNNING), None)
         if stuck is None:
@@ -195,7 +200,7 @@ class Runner:
                 actor.label,
             )
 
-        wf, _ = self.commit(wf, change)
+        wf, _ = await self.save(wf, change)
         error = (
             f"Step {index} ({stuck.skill}.{stuck.tool}) was interrupted by a previous crash; whether it "
             "took effect is unknown. Check the target system, then rollback with "
@@ -238,14 +243,14 @@ class Runner:
             fire(w, Event.START_RUN)
             w.log("run_started", "", actor.label)
 
-        wf, _ = self.commit(wf, start)
+        wf, _ = await self.save(wf, start)
         broken = _unusable(wf)
         if broken is not None:  # a record from before plans were checked: run and hand out nothing
             refused = StepOutcome(OutcomeKind.FAILED, None, broken[1])
-            wf, _ = self.commit(
+            wf, _ = await self.save(
                 wf, functools.partial(self._record, index=broken[0], outcome=refused, actor=actor)
             )
-            return self._finish_failed(wf, actor)
+            return await self._finish_failed(wf, actor)
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
         handback: list[int] = []
@@ -257,10 +262,10 @@ class Runner:
                 continue
             if step.is_gate:
                 if handback:
-                    wf = self._record_handback(wf, handback, actor)
+                    wf = await self._record_handback(wf, handback, actor)
                     handback = []
                 gate_index = i
-                wf, _ = self.commit(wf, functools.partial(_reach_gate, index=i, actor=actor))
+                wf, _ = await self.save(wf, functools.partial(_reach_gate, index=i, actor=actor))
                 await report(progress, done, total, f"step {gate_index}: waiting for approval")
                 return self.result(wf, Outcome.AWAITING_APPROVAL)
             if self.dispatcher is None:
@@ -273,10 +278,10 @@ class Runner:
             done += len(batch)
             await report(progress, done, total, self._describe(wf, batch, finished=True))
             if failed:
-                return self._finish_failed(wf, actor)
+                return await self._finish_failed(wf, actor)
             i = batch[-1] + 1
         if handback:
-            wf = self._record_handback(wf, handback, actor)
+            wf = await self._record_handback(wf, handback, actor)
         if any(s.status is S.NOT_EXECUTED for s in wf.steps):
             count = sum(1 for s in wf.steps if s.status is S.NOT_EXECUTED)
 
@@ -288,18 +293,18 @@ class Runner:
                     actor.label,
                 )
 
-            wf, _ = self.commit(wf, hand_back)
+            wf, _ = await self.save(wf, hand_back)
             return self.result(wf, Outcome.DISPATCH_REQUIRED)
 
         def complete(w: Workflow) -> None:
             fire(w, Event.COMPLETE)
             w.log("workflow_completed", "", actor.label)
 
-        wf, _ = self.commit(wf, complete)
+        wf, _ = await self.save(wf, complete)
         await report(progress, total, total, "workflow completed")
         return self.result(wf, Outcome.COMPLETED)
 
-    def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
+    async def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
         def change(w: Workflow) -> None:
             for index in indices:
                 step = w.steps[index]
@@ -307,7 +312,7 @@ class Runner:
                 step.result = {"reason": NOT_EXECUTED_REASON}
                 w.log("step_not_executed", f"Step {index}: {step.tool} — no dispatch configured", actor.label)
 
-        wf, _ = self.commit(wf, change)
+        wf, _ = await self.save(wf, change)
         return wf
 
     def _batch(self, wf: Workflow, start: int) -> list[int]:
@@ -365,11 +370,11 @@ class Runner:
                 w.steps[index].started_at = now
             w.extra[RUN_OWNER_KEY] = this_process()
 
-        wf, _ = self.commit(wf, mark_running)
+        wf, _ = await self.save(wf, mark_running)
         outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
         failed = False
         for index, outcome in zip(batch, outcomes, strict=True):
-            wf, ok = self.commit(
+            wf, ok = await self.save(
                 wf, functools.partial(self._record, index=index, outcome=outcome, actor=actor)
             )
             failed = failed or not ok
@@ -433,14 +438,14 @@ class Runner:
             w.log("step_failed", f"Step {index}: {step.tool} → {outcome.message}", actor.label)
         return False
 
-    def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
+    async def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
         def change(w: Workflow) -> None:
             for step in w.steps:
                 if step.status is S.PENDING:
                     step.status = S.SKIPPED
             fire(w, Event.FAIL)
 
-        wf, _ = self.commit(wf, change)
+        wf, _ = await self.save(wf, change)
         bad = [s for s in wf.steps if s.status in (S.FAILED, S.INTERRUPTED)]
         error = "; ".join(
             f"step {s.index} ({s.skill}.{s.tool}) {s.status.value}: "

@@ -7,6 +7,7 @@ that ends ``failed``): the server marks those ``isError`` by the reference rule.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -41,7 +42,7 @@ class PilotService(Authoring, Lifecycle):
     """Facade over store, catalog, templates, safety rules and the runner."""
 
     # --- execution --------------------------------------------------------------------------
-    def _review_gate(self, actor: Actor, wf: Workflow, force: bool) -> Workflow:
+    async def _review_gate(self, actor: Actor, wf: Workflow, force: bool) -> Workflow:
         """Refuse ungated custom plans always and blocking findings unless a built-in is forced."""
         if not wf.steps:
             raise StateRefused(
@@ -101,7 +102,7 @@ class PilotService(Authoring, Lifecycle):
             )
 
         _log.warning("forced run of %s by %s: %s", wf.id, actor.label, detail)
-        wf, _ = self.runner.commit(wf, log_forced)
+        wf, _ = await self.runner.save(wf, log_forced)
         return wf
 
     async def run_workflow(
@@ -129,8 +130,8 @@ class PilotService(Authoring, Lifecycle):
     ) -> dict[str, Any]:
         async with self._exclusive(wf, "run"):
             wf = self._load(wf.id)
-            wf = self._review_gate(actor, wf, force)
-            crashed = self.runner.detect_crash(wf, actor)
+            wf = await self._review_gate(actor, wf, force)
+            crashed = await self.runner.detect_crash(wf, actor)
             if crashed is not None:
                 return crashed[1]
             refusal = await self.runner.dispatch_refusal(wf)
@@ -169,7 +170,9 @@ class PilotService(Authoring, Lifecycle):
             view = {**self.pending_gate(wf.id), "default_approver": actor.label}
             answer = await form(view)
             if answer.decision == "reject" and answer.reason.strip():
-                return self.reject(actor, wf.id, answer.reason, rejected_by=answer.approver)
+                return await asyncio.to_thread(
+                    self.reject, actor, wf.id, answer.reason, rejected_by=answer.approver
+                )
             if answer.decision != "approve":
                 raise policy.declined(wf, answer)
             if not actor.authenticated:

@@ -55,7 +55,7 @@ async def rollback(
                     }
                 )
 
-    wf, _ = runner.commit(wf, start)
+    wf, _ = await runner.save(wf, start)
     for index in [s.index for s in undo_candidates(wf, include_unknown=include_unknown)]:
         step = wf.steps[index]
         if not step.rollback_tool:
@@ -67,10 +67,12 @@ async def rollback(
                 "status": "not_reversible",
                 "reason": "no rollback defined: the change stays applied; reverse it by hand",
             }
-            wf, _ = runner.commit(wf, functools.partial(_append_result, entry=entry))
+            wf, _ = await runner.save(wf, functools.partial(_append_result, entry=entry))
             continue
         outcome = await runner.call_step(wf, index, bound=index + 1, reverse=True)
-        wf, _ = runner.commit(wf, functools.partial(_record_undo, index=index, outcome=outcome, actor=actor))
+        wf, _ = await runner.save(
+            wf, functools.partial(_record_undo, index=index, outcome=outcome, actor=actor)
+        )
     bad = [r for r in wf.rollback_results if r["status"] in ("failed", "unknown")]
 
     def finish(w: Workflow) -> None:
@@ -79,7 +81,7 @@ async def rollback(
             w.blocked_reason = "rollback_failed"
         w.log("rollback_completed", "", actor.label)
 
-    wf, _ = runner.commit(wf, finish)
+    wf, _ = await runner.save(wf, finish)
     out = runner.result(wf)
     if bad:
         listed = "; ".join(f"step {r['step']} {r['tool']} {r['status']}" for r in bad)

@@ -34,8 +34,10 @@ _HINTS: dict[str, str] = {
     "list_workflows": "The workflow store or template registry failed; the server log has the details.",
 }
 # Tools whose service method writes synchronously (a transaction and an fsync, or a wait for
-# another process's lock): run in a worker thread so the event loop keeps serving others. Reads
-# stay on the loop: they are short, CPU-bound and would only pay thread hand-offs under the GIL.
+# another process's lock): run in a worker thread so the event loop keeps serving others. The
+# async tools (run_workflow, approve, rollback, cancel_workflow) save through ``Runner.save``,
+# which does the same. Reads stay on the loop: they are short, CPU-bound and would only pay
+# thread hand-offs under the GIL.
 _THREADED = frozenset(
     {"create_workflow", "design_workflow", "update_draft", "confirm_draft", "create_workflow_from_template"}
 )
