@@ -26,8 +26,9 @@ from vmware_pilot.domain.actor import Actor
 
 runner = CliRunner()
 CLI = Path(sys.executable).with_name("vmware-pilot")
-AGENT = Actor("agent")
-ME = Actor.os_user().name
+# An agent on stdio acts as the OS account it runs under: the same caller as the person here.
+AGENT = Actor.os_user()
+ME = AGENT.name
 GATE = {
     "action": "require_approval",
     "skill": "pilot",
@@ -43,6 +44,8 @@ OFF = {
     "rollback_tool": "power_on_vm",
     "rollback_params": {"vm_name": "web-01"},
 }
+# A literal secret is handed only to the workflow's creator; released by someone else, by reference.
+OFF_BY_REF = {**OFF, "params": {"vm_name": "web-01", "vc_password": {"$env": "VC_PASSWORD"}}}
 
 
 @pytest.fixture
@@ -223,7 +226,7 @@ def test_approve_refuses_a_plan_changed_since_the_gate(pilot: PilotApp) -> None:
 
 
 def test_a_quorum_gate_takes_distinct_people(pilot: PilotApp) -> None:
-    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "approvals_required": 2}}, OFF)
+    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "approvals_required": 2}}, OFF_BY_REF)
     first = invoke("approve", wid, "--yes", user="olivia")
     assert first.exit_code == 0 and "1 more approval" in first.stdout
     assert status(pilot, wid)["state"] == "awaiting_approval"

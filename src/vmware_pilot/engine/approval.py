@@ -87,11 +87,12 @@ async def approve_gate(
     who = approver.strip()
     gate, digest, so_far, required = precheck(wf, approver, acknowledge_not_executed, expected_digest)
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+    gate_index = gate.index
     if so_far + 1 >= required:
         refusal = await runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
         if refusal is not None:
             return refusal
-    gate_index = gate.index
+        runner.refuse_handback(wf, actor, start=gate_index + 1)
 
     def change(w: Workflow) -> bool:
         # Re-checked on the stored record: a concurrent approval may have landed since the load.
@@ -106,6 +107,8 @@ async def approve_gate(
         now = utcnow()
         gates.admit(w, step, who, now, digest)
         names = gates.record_approval(w, gate_index, who, channel, digest, now)
+        if len(names) >= required:
+            runner.refuse_handback(w, actor, start=gate_index + 1)
         if len(names) < required:
             w.log(
                 "approval_recorded",
@@ -144,7 +147,7 @@ async def approve_gate(
     wf, released = await runner.save(wf, change)
     if not released:
         missing = required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
-        out = runner.result(wf, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
+        out = runner.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
         out.setdefault(
             "message",
             f"Approval by {who} recorded; the gate at step {gate_index} needs {missing} more distinct "

@@ -23,7 +23,7 @@ from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import reference_problems, resolve_refs
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates, undo
+from vmware_pilot.engine import gates, handout, undo
 from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, refuse_if_running_elsewhere, this_process
@@ -152,32 +152,33 @@ class Runner:
         self.store.create(wf)
 
     # --- results ----------------------------------------------------------------------------
-    def result(self, wf: Workflow, outcome: Outcome | None = None, **extra: Any) -> dict[str, Any]:
-        """WF + outcome (+ pending_dispatch and message whenever a step is not_executed)."""
+    def result(
+        self, wf: Workflow, actor: Actor, outcome: Outcome | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """WF + outcome (+ pending_dispatch and message whenever a step handed to ``actor`` is
+        not_executed; steps handed to someone else are listed under ``with_another_caller``)."""
         out = wf.to_dict()
         if outcome is not None:
             out["outcome"] = outcome.value
-        handed = [s for s in wf.steps if s.status is S.NOT_EXECUTED]
-        if handed:
-            out["pending_dispatch"] = [self._handout(wf, s) for s in handed]
+        mine, others = handout.pending_dispatch(self.vault, wf, actor)
+        if mine:
+            out["pending_dispatch"] = mine
             out["message"] = _HANDBACK_MESSAGE
+        if others:
+            out["with_another_caller"] = others
         if wf.state is WorkflowState.AWAITING_APPROVAL:
             out["pending_gate"] = gates.gate_view(wf, self.catalog, utcnow())["gate"]
         out.update(extra)
         return out
 
-    def _handout(self, wf: Workflow, step: Step) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "index": step.index,
-            "skill": step.skill,
-            "tool": step.tool,
-            "params": self.vault.restore(wf.id, step.index, "params", step.params),
-        }
-        if step.group_id:
-            entry["group_id"] = step.group_id
-        if step.rollback_tool:
-            entry["rollback_tool"] = step.rollback_tool
-        return entry
+    def refuse_handback(self, wf: Workflow, actor: Actor, start: int = 0) -> None:
+        """Without a dispatcher: refuse, before anything changes, a walk from ``start`` that would
+        hand ``actor`` steps already with another caller, or a literal secret not theirs."""
+        if self.dispatcher is not None:
+            return
+        reached = handout.walk_segment(wf, start)
+        handout.refuse_if_held_elsewhere(wf, reached, actor)
+        handout.refuse_literal_secrets(wf, reached, actor)
 
     # --- runs -------------------------------------------------------------------------------
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
@@ -206,7 +207,7 @@ class Runner:
             "took effect is unknown. Check the target system, then rollback with "
             "acknowledge_unknown_effects=True, or create a new workflow."
         )
-        return wf, self.result(wf, Outcome.FAILED, error=error)
+        return wf, self.result(wf, actor, Outcome.FAILED, error=error)
 
     async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> dict[str, Any] | None:
         """With a dispatcher: refuse before changing anything (reference §5.3)."""
@@ -240,6 +241,7 @@ class Runner:
         """Walk from the first pending step to the next gate, the end, or a failure."""
 
         def start(w: Workflow) -> None:
+            self.refuse_handback(w, actor)  # again on the stored record: another process may race
             fire(w, Event.START_RUN)
             w.log("run_started", "", actor.label)
 
@@ -267,7 +269,7 @@ class Runner:
                 gate_index = i
                 wf, _ = await self.save(wf, functools.partial(_reach_gate, index=i, actor=actor))
                 await report(progress, done, total, f"step {gate_index}: waiting for approval")
-                return self.result(wf, Outcome.AWAITING_APPROVAL)
+                return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
             if self.dispatcher is None:
                 handback.append(i)
                 i += 1
@@ -294,7 +296,7 @@ class Runner:
                 )
 
             wf, _ = await self.save(wf, hand_back)
-            return self.result(wf, Outcome.DISPATCH_REQUIRED)
+            return self.result(wf, actor, Outcome.DISPATCH_REQUIRED)
 
         def complete(w: Workflow) -> None:
             fire(w, Event.COMPLETE)
@@ -302,10 +304,11 @@ class Runner:
 
         wf, _ = await self.save(wf, complete)
         await report(progress, total, total, "workflow completed")
-        return self.result(wf, Outcome.COMPLETED)
+        return self.result(wf, actor, Outcome.COMPLETED)
 
     async def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
         def change(w: Workflow) -> None:
+            handout.record(w, indices, actor)
             for index in indices:
                 step = w.steps[index]
                 step.status = S.NOT_EXECUTED
@@ -452,7 +455,7 @@ class Runner:
             f"{(s.result or {}).get('error', '') if isinstance(s.result, dict) else ''}"
             for s in bad
         )
-        return self.result(wf, Outcome.FAILED, error=error)
+        return self.result(wf, actor, Outcome.FAILED, error=error)
 
     # --- approval ---------------------------------------------------------------------------
     async def approve(

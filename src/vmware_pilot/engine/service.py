@@ -130,6 +130,7 @@ class PilotService(Authoring, Lifecycle):
     ) -> dict[str, Any]:
         async with self._exclusive(wf, "run"):
             wf = self._load(wf.id)
+            self.runner.refuse_handback(wf, actor)
             wf = await self._review_gate(actor, wf, force)
             crashed = await self.runner.detect_crash(wf, actor)
             if crashed is not None:

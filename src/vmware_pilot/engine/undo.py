@@ -82,7 +82,7 @@ async def rollback(
         w.log("rollback_completed", "", actor.label)
 
     wf, _ = await runner.save(wf, finish)
-    out = runner.result(wf)
+    out = runner.result(wf, actor)
     if bad:
         listed = "; ".join(f"step {r['step']} {r['tool']} {r['status']}" for r in bad)
         out["outcome"] = Outcome.FAILED.value
@@ -133,4 +133,4 @@ def cancel(runner: Runner, wf: Workflow, actor: Actor, reason: str, rejected_by:
 
     wf, _ = runner.commit(wf, change)
     runner.vault.forget(wf.id)
-    return runner.result(wf, Outcome.CANCELLED)
+    return runner.result(wf, actor, Outcome.CANCELLED)
