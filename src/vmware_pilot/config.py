@@ -110,6 +110,26 @@ class Settings(BaseSettings):
         description="OAuth: space- or comma-separated scopes every access token must carry, also announced "
         "to clients; empty: none required.",
     )
+    http_header_timeout: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="Network transports: seconds a client has to finish the TLS handshake and to send a "
+        "request's headers (from connecting, or from the next request's first byte); then it is cut off.",
+    )
+    http_body_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Network transports: seconds a client has to send a request's body once its headers "
+        "arrived; then the connection is closed.",
+    )
+    http_max_connections_per_client: int = Field(
+        default=256,
+        ge=1,
+        description="Network transports: connections one client address may hold open; more get 503. "
+        "Behind a proxy every client shares the proxy's address.",
+    )
 
     @field_validator("notify_url")
     @classmethod

@@ -4,13 +4,15 @@ Every request to ``/mcp`` needs ``Authorization: Bearer <token>``: a static toke
 whose name is the caller, or with OAuth configured a JWT access token (oauth.py), whose subject is
 the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
-which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}`` to anyone and says
-nothing else. At start, requests without a token are sent to the app in-process and the server
-refuses to start unless each one is refused with 401.
+in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
+to anyone and says nothing else. At start, requests without a token are sent to the app
+in-process and the server refuses to start unless each one is refused with 401. Connections are
+guarded below HTTP (connections.py): read deadlines and a cap per client address.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -41,6 +43,7 @@ from vmware_pilot.transports.callers import (
     gate_roles,
     resource_metadata_url,
 )
+from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
@@ -184,7 +187,14 @@ class _Guard:
         if origin is not None and origin.lower() not in self.origins:
             await _respond(send, 403, b"Invalid Origin header", "text/plain")
             return
-        await self.app(scope, receive, send)
+        await self.app(_lowercased(scope, (b"host", b"origin")), receive, send)
+
+
+def _lowercased(scope: Scope, names: tuple[bytes, ...]) -> Scope:
+    """``scope`` with the values of headers ``names`` in lower case: host names are case-insensitive,
+    and the SDK's own Host/Origin check behind this guard compares them exactly."""
+    headers = [(k, v.lower() if k.lower() in names else v) for k, v in scope["headers"]]
+    return {**scope, "headers": headers}
 
 
 async def _respond(send: Send, status: int, body: bytes, content_type: str, head: bool = False) -> None:
@@ -284,6 +294,34 @@ async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:
 
 
 class _Server(uvicorn.Server):
+    """uvicorn's server with a TLS handshake deadline, and returning on SIGINT/SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config, handshake_timeout: float) -> None:
+        super().__init__(config)
+        self._handshake_timeout = handshake_timeout
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn passes no handshake timeout to asyncio (whose default is 60 s), so a client that
+        # connects and never finishes TLS would hold its connection that long: listen here instead.
+        await super().startup(sockets=[])
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=_loop
+            )
+
+        loop = asyncio.get_running_loop()
+        for sock in sockets or []:
+            server = await loop.create_server(
+                create_protocol,
+                sock=sock,
+                ssl=config.ssl,
+                backlog=config.backlog,
+                ssl_handshake_timeout=self._handshake_timeout if config.ssl else None,
+            )
+            self.servers.append(server)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         # Shut down gracefully and return (so runs drain and the store closes) instead of
@@ -344,8 +382,16 @@ async def serve_http(
         raise
     asgi = build_http_app(app, options, port, tokens, roles, jwt)
     await self_check(asgi, options.allowed_hosts(port)[1], resource_metadata_url(jwt.config) if jwt else "")
+    settings = app.settings
+    limits = ConnectionLimits(
+        header_timeout=settings.http_header_timeout,
+        body_timeout=settings.http_body_timeout,
+        per_client=settings.http_max_connections_per_client,
+    )
     config = uvicorn.Config(
         asgi,
+        http=guarded_protocol(limits),
+        ws="none",
         lifespan="on",
         log_level="warning",
         access_log=False,
@@ -373,7 +419,7 @@ async def serve_http(
     )
     sys.stderr.flush()
     try:
-        await _Server(config).serve(sockets=[sock])
+        await _Server(config, handshake_timeout=limits.header_timeout).serve(sockets=[sock])
     finally:
         with contextlib.suppress(OSError):
             sock.close()
