@@ -358,3 +358,27 @@ async def test_a_role_that_disappears_from_the_roles_file_refuses_its_callers_wi
             assert not (await gina.call("list_workflows")).is_error
         finally:
             roles.write_text(ROLES)
+
+
+async def test_a_literal_secret_is_handed_out_only_to_the_token_that_created_the_workflow(
+    team: Team,
+) -> None:
+    secret = "s3cr3t-of-alice"
+    step = {
+        "action": "list",
+        "skill": "aiops",
+        "tool": "list_virtual_machines",
+        "params": {"vc_password": secret},
+    }
+    async with team.client("alice") as alice, team.client("carol") as carol:
+        created = await alice.call("create_workflow", {"name": "n", "description": "d", "steps": [step]})
+        workflow_id = created.payload["workflow_id"]
+        refused = await carol.call("run_workflow", {"workflow_id": workflow_id})
+        assert refused.is_error and secret not in json.dumps(refused.payload)
+        assert '{"$env"' in refused.payload["hint"]
+        handed = await alice.call("run_workflow", {"workflow_id": workflow_id})
+        assert handed.payload["pending_dispatch"][0]["params"] == {"vc_password": secret}
+        # ...and the steps handed to alice are not handed to carol afterwards either.
+        again = await carol.call("run_workflow", {"workflow_id": workflow_id})
+        assert again.is_error and again.payload["handed_to"] == "token:alice"
+        assert secret not in json.dumps(again.payload)
