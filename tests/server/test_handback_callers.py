@@ -156,3 +156,16 @@ async def test_a_secret_by_reference_is_handed_to_any_caller(pilot_app: PilotApp
         # ...and from then on the released steps are bob's.
         refused = await alice.refused("run_workflow", workflow_id=wf)
         assert refused["handed_to"] == "token:bob"
+
+
+async def test_an_oauth_caller_is_the_same_caller_whatever_display_name_its_token_carries(
+    pilot_app: PilotApp,
+) -> None:
+    before = Actor("sub-123", kind="oidc", display="Alice Example")
+    renamed = Actor("sub-123", kind="oidc", display="Alice Smith")
+    async with connect(pilot_app, before) as first, connect(pilot_app, renamed) as second:
+        wf = await first.custom([WITH_LITERAL])
+        handed = await first.ok("run_workflow", workflow_id=wf)
+        again = await second.ok("run_workflow", workflow_id=wf)
+        assert again["pending_dispatch"] == handed["pending_dispatch"]
+        assert again["pending_dispatch"][0]["params"] == {"vc_password": SECRET}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.secrets import SecretVault, find_masked_secrets
@@ -40,8 +40,13 @@ HANDED_TO_KEY: Final = "handed_to"
 S = StepStatus
 
 
+def _same_caller(label: str, actor: Actor) -> bool:
+    # An OAuth caller's label carries a display name that may change between its tokens.
+    return identity_key(label) == identity_key(actor.label)
+
+
 def is_creator(wf: Workflow, actor: Actor) -> bool:
-    return bool(wf.created_by) and wf.created_by == actor.label
+    return bool(wf.created_by) and _same_caller(wf.created_by, actor)
 
 
 def holder(wf: Workflow, step: Step) -> str:
@@ -54,7 +59,7 @@ def holder(wf: Workflow, step: Step) -> str:
 
 def _held_by_another(wf: Workflow, step: Step, actor: Actor) -> bool:
     who = holder(wf, step)
-    return step.status is S.NOT_EXECUTED and bool(who) and who != actor.label
+    return step.status is S.NOT_EXECUTED and bool(who) and not _same_caller(who, actor)
 
 
 def record(wf: Workflow, indices: list[int], actor: Actor) -> None:
