@@ -32,10 +32,11 @@ OFF = {
     "rollback_tool": "power_on_vm",
     "rollback_params": {"vm_name": "__from_step_1__:name"},
 }
+OFF_BY_REF = {**OFF, "params": {"vm_name": "web-01", "vc_password": {"$env": "VC_PASSWORD"}}}
 
 
-async def at_gate(app: PilotApp, actor: Actor, **options: Any) -> str:
-    out = app.service.create_workflow(actor, "off-web", "power off web-01", [gate(**options), OFF])
+async def at_gate(app: PilotApp, actor: Actor, releases: dict[str, Any] = OFF, **options: Any) -> str:
+    out = app.service.create_workflow(actor, "off-web", "power off web-01", [gate(**options), releases])
     wid: str = out["workflow_id"]
     run = await app.service.run_workflow(actor, wid)
     assert run["outcome"] == "awaiting_approval"
@@ -231,7 +232,8 @@ async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
 async def test_an_oauth_caller_renamed_between_two_tokens_is_still_one_approver(
     app: PilotApp, actor: Actor
 ) -> None:
-    wid = await at_gate(app, actor, approvals_required=2)
+    # Released to someone other than its creator: the secret goes by reference (handout.py).
+    wid = await at_gate(app, actor, releases=OFF_BY_REF, approvals_required=2)
     await app.service.approve(Actor("sub-1", kind="oidc", display="Alice"), wid)
     with pytest.raises(StateRefused) as info:
         await app.service.approve(Actor("sub-1", kind="oidc", display="Alice Smith"), wid)
