@@ -103,7 +103,8 @@ _RUN_WORKFLOW = """\
 Who performs the steps depends on how this server was started:
 • default (no --dispatch): Pilot runs nothing. Steps are recorded 'not_executed' and listed in \
 pending_dispatch, and the outcome is 'dispatch_required' (NOT 'completed'). YOU perform those \
-skill/tool calls, in order.
+skill/tool calls, in order. Steps handed to another caller are not handed to you (refused with \
+handed_to); pass secrets as {"$env": "VAR"}, since a literal secret goes only to its creator.
 • with --dispatch: Pilot calls each step in that skill's own MCP server, so this call lasts as \
 long as the steps. If your client times out, Pilot carries on: check get_workflow_status later \
 and never perform those steps yourself.
