@@ -56,6 +56,8 @@ Transport = Literal["https", "http"]
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 _DNS_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _GRACEFUL_SECONDS = 5
+# A kept-alive connection idle this long after an answer is closed (README: slow and idle connections).
+_KEEP_ALIVE_SECONDS = 5
 
 
 def parse_public_names(text: str) -> tuple[str, ...]:
@@ -392,6 +394,7 @@ async def serve_http(
         asgi,
         http=guarded_protocol(limits),
         ws="none",
+        timeout_keep_alive=_KEEP_ALIVE_SECONDS,
         lifespan="on",
         log_level="warning",
         access_log=False,
