@@ -233,7 +233,8 @@ def test_listing_orders_files_by_name_and_counts_steps(
     write(templates_dir, "c.yaml", "name: second\nsteps: [{skill: monitor, tool: get_alarms}]\n")
     write(templates_dir, "notes.txt", "name: ignored\n")
     entries = custom_entries(registry)
-    assert entries[:2] == [
+    old_keys = ("name", "description", "file", "steps", "type")  # discovery adds parameters, example
+    assert [{k: e[k] for k in old_keys} for e in entries[:2]] == [
         {"name": "first", "description": "", "file": "a.yml", "steps": 2, "type": "custom"},
         {"name": "second", "description": "two", "file": "b.yaml", "steps": 1, "type": "custom"},
     ]

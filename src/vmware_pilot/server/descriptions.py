@@ -211,7 +211,8 @@ Call it first to see whether a template fits, then create_workflow_from_template
 use create_workflow when none does. Custom templates are YAML files in ~/.vmware/workflows/. \
 limit and offset page active_workflows (newest first); by default all are returned.
 
-Returns {templates: [{name, type, description, steps, …}], active_workflows: [{id, type, state, \
+Returns {templates: [{name, type, description, steps, parameters: [{name, type, required, default, \
+description}], example: the create_workflow_from_template call}], active_workflows: [{id, type, state, \
 created_at, updated_at}]}; pass an id to get_workflow_status."""
 
 _GET_SKILL_CATALOG = """\

@@ -8,6 +8,7 @@ A file is ``*.yaml`` or ``*.yml`` in the templates folder, re-read on every call
     parameters:                  # optional; when present, only these may be passed
       vm_name: {type: string, required: true, description: VM to restart}
       force: {type: boolean, default: false}
+      mode: {type: string, enum: [soft, hard], default: soft}   # enum: the only values accepted
     steps:                       # required, non-empty; step keys as for create_workflow
       - {action: stop, skill: aiops, tool: power_off_vm, params: {vm_name: "{{vm_name}}", force: "{{force}}"}}
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,13 +42,14 @@ __all__ = [
     "load_file",
     "load_folder",
     "name_problem",
+    "placeholders_of",
     "template_files",
 ]
 
 _log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 1 << 20
 TOP_KEYS = ("name", "description", "authors", "parameters", "steps")
-SPEC_KEYS = ("type", "default", "required", "description")
+SPEC_KEYS = ("type", "default", "required", "description", "enum")
 PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -94,8 +96,14 @@ class ParamSpec:
     default: Any
     has_default: bool
     description: str
+    enum: tuple[Any, ...] | None = None
 
     def text(self) -> str:
+        if self.enum is not None:
+            return f"{self._text()[:-1]}, one of {', '.join(map(repr, self.enum))})"
+        return self._text()
+
+    def _text(self) -> str:
         if self.required:
             return f"{self.name} ({self.type}, required)"
         return (
@@ -148,6 +156,12 @@ class CustomTemplate:
                     got = type(values[spec.name]).__name__
                     raise self._param_error(
                         spec.name, f"parameter '{spec.name}' must be {spec.type}, got {got}"
+                    )
+                if spec.enum is not None and values[spec.name] not in spec.enum:
+                    allowed = ", ".join(map(repr, spec.enum))
+                    raise self._param_error(
+                        spec.name,
+                        f"parameter '{spec.name}' must be one of {allowed}, got {values[spec.name]!r}",
                     )
             elif spec.has_default:
                 values[spec.name] = spec.default
@@ -226,6 +240,11 @@ def _placeholders(value: Any) -> set[str]:
     return set(_PLACEHOLDER.findall(value)) if isinstance(value, str) else set()
 
 
+def placeholders_of(steps: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Every ``{{name}}`` the raw steps use."""
+    return set().union(*(_placeholders(s) for s in steps)) if steps else set()
+
+
 def _secret_placeholders(value: Any, *, under_secret: bool) -> set[str]:
     """Placeholder names used anywhere under a secret key of ``value``."""
     if isinstance(value, Mapping):
@@ -269,7 +288,10 @@ def _parameters(raw: Any) -> dict[str, ParamSpec]:
         description = spec.get("description", "")
         if not isinstance(description, str):
             raise ValueError(f"parameter '{name}': description must be text")
-        out[name] = ParamSpec(name, kind, required, spec.get("default"), has_default, description)
+        enum = _enum(name, spec, kind)
+        if enum is not None and has_default and spec["default"] not in enum:
+            raise ValueError(f"parameter '{name}': default {spec['default']!r} is not one of its enum values")
+        out[name] = ParamSpec(name, kind, required, spec.get("default"), has_default, description, enum)
     return out
 
 
@@ -301,6 +323,16 @@ def _read(path: Path) -> Any:
 
 def _bounded(message: str) -> str:
     return message if len(message) <= _MAX_ERROR else message[: _MAX_ERROR - 1] + "…"
+
+
+def _enum(name: str, spec: Mapping[str, Any], kind: str) -> tuple[Any, ...] | None:
+    """The ``enum`` values of a parameter spec (None without one): a non-empty list of its type."""
+    if "enum" not in spec:
+        return None
+    values = spec["enum"]
+    if not isinstance(values, list) or not values or not all(_is_type(v, kind) for v in values):
+        raise ValueError(f"parameter '{name}': enum must be a non-empty list of {kind} values")
+    return tuple(values)
 
 
 def load_file(path: Path, builtin_names: Collection[str]) -> CustomTemplate:

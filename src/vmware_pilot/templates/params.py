@@ -10,17 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from vmware_pilot.errors import TemplateParamError
 
 __all__ = [
     "NonBlank",
     "SecretText",
+    "Target",
     "TemplateParams",
     "bind",
     "param_error",
     "signature",
+    "type_text",
 ]
 
 P = TypeVar("P", bound="TemplateParams")
@@ -71,16 +81,23 @@ SecretText = Annotated[
 ]
 """A secret given literally (redacted at rest) or as a ``{"$env": NAME}`` reference resolved at dispatch."""
 
+Target = Annotated[
+    str,
+    Field(description="Target (vCenter, NSX, Aria…) each step addresses; empty uses each skill's default."),
+]
+"""The ``target`` every built-in copies into its steps."""
 
-def _type_text(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+
+def type_text(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+    """A JSON schema's type in words: ``string``, ``integer or null``, ``array of string``…"""
     ref = schema.get("$ref")
     if isinstance(ref, str) and isinstance(defs.get(ref.rsplit("/", 1)[-1]), Mapping):
         schema = defs[ref.rsplit("/", 1)[-1]]
     if "anyOf" in schema:
-        return " or ".join(_type_text(s, defs) for s in schema["anyOf"])
+        return " or ".join(type_text(s, defs) for s in schema["anyOf"])
     kind = str(schema.get("type", "any"))
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"array of {_type_text(schema['items'], defs)}"
+        return f"array of {type_text(schema['items'], defs)}"
     return kind
 
 
@@ -92,9 +109,9 @@ def signature(name: str, model: type[TemplateParams]) -> str:
     parts = []
     for field, spec in schema.get("properties", {}).items():
         if field in required:
-            parts.append(f"{field} ({_type_text(spec, defs)}, required)")
+            parts.append(f"{field} ({type_text(spec, defs)}, required)")
         else:
-            parts.append(f"{field} ({_type_text(spec, defs)}, default {spec.get('default')!r})")
+            parts.append(f"{field} ({type_text(spec, defs)}, default {spec.get('default')!r})")
     return f"{name} takes " + (", ".join(parts) if parts else "no parameters")
 
 

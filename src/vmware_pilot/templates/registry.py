@@ -19,6 +19,7 @@ from vmware_pilot.errors import InvalidInput, TemplateError
 from vmware_pilot.safety.gate import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import CustomTemplate, load_file, load_folder, name_problem
+from vmware_pilot.templates.discovery import builtin_parameters, custom_parameters, example_call
 from vmware_pilot.templates.saving import restore_template, template_document, write_template
 from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
@@ -73,37 +74,55 @@ class TemplateRegistry:
         return self._builtins.get(name)
 
     def listing(self) -> list[dict[str, Any]]:
-        """Built-ins, then one entry per custom file sorted by file name (broken ones with ``error``)."""
+        """Built-ins, then one entry per custom file sorted by file name (broken ones with ``error``).
+
+        Each usable entry has ``parameters`` and an ``example`` call (``templates.discovery``).
+        """
         facts = self._facts(self._current_catalog())
-        out: list[dict[str, Any]] = [
-            {
-                "name": b.name,
-                "type": "builtin",
-                "description": b.description,
-                "steps": b.default_step_count(facts),
-            }
-            for b in BUILTINS
-        ]
+        out: list[dict[str, Any]] = [self._builtin_entry(b, facts) for b in BUILTINS]
         good, broken = load_folder(self.templates_dir, self._builtins)
-        entries: list[tuple[str, dict[str, Any]]] = [
-            (
-                t.path.name,
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "file": t.path.name,
-                    "steps": len(t.raw_steps),
-                    "type": "custom",
-                },
-            )
-            for t in good
-        ]
+        entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._custom_entry(t)) for t in good]
         entries += [
             (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
             for b in broken
         ]
         out += [entry for _, entry in sorted(entries, key=lambda e: e[0])]
         return out
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """The ``listing`` entry of template ``name``; TemplateError (with the names) when unknown."""
+        entry = next((e for e in self.listing() if e["name"] == name), None)
+        if entry is None:
+            raise TemplateError(
+                f"Unknown template: {name}",
+                hint="Call list_workflows() (or read pilot://templates) to see every template name.",
+            )
+        return entry
+
+    @staticmethod
+    def _builtin_entry(b: BuiltinTemplate[Any], facts: ToolFacts) -> dict[str, Any]:
+        parameters = builtin_parameters(b)
+        return {
+            "name": b.name,
+            "type": "builtin",
+            "description": b.description,
+            "steps": b.default_step_count(facts),
+            "parameters": parameters,
+            "example": example_call(b.name, parameters, b.examples),
+        }
+
+    @staticmethod
+    def _custom_entry(t: CustomTemplate) -> dict[str, Any]:
+        parameters = custom_parameters(t)
+        return {
+            "name": t.name,
+            "description": t.description,
+            "file": t.path.name,
+            "steps": len(t.raw_steps),
+            "type": "custom",
+            "parameters": parameters,
+            "example": example_call(t.name, parameters),
+        }
 
     # --- creation ---------------------------------------------------------------------------
     def create(self, workflow_type: str, params: dict[str, Any], created_by: str) -> Workflow:

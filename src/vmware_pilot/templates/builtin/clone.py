@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
-from vmware_pilot.templates.params import NonBlank, TemplateParams
+from vmware_pilot.templates.params import NonBlank, Target, TemplateParams
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["CLONE_AND_TEST"]
@@ -22,11 +22,23 @@ _GUEST_KEYS = ("command", "username", "arguments", "password", "working_director
 
 
 class CloneAndTestParams(TemplateParams):
-    target_vm: NonBlank
-    change_spec: dict[str, Any]
-    monitor_minutes: Annotated[int, Field(ge=0)] = 5
-    target: str = ""
-    snapshot_name: NonBlank
+    target_vm: Annotated[
+        NonBlank, Field(description="VM whose change is tried on a clone first, then applied to it.")
+    ]
+    change_spec: Annotated[
+        dict[str, Any],
+        Field(
+            description="The change: a resize {cpu, memory_mb or memory_gb} or a guest command {command, username, arguments?, password?, working_directory?}."
+        ),
+    ]
+    monitor_minutes: Annotated[
+        Annotated[int, Field(ge=0)],
+        Field(description="Minutes to watch the clone's alarms and events before the approval."),
+    ] = 5
+    target: Target = ""
+    snapshot_name: Annotated[
+        NonBlank, Field(description="Snapshot of target_vm the linked clone is made from.")
+    ]
 
 
 def _positive_int(spec: Mapping[str, Any], key: str) -> int:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vmware_pilot.catalog.renames import rename_tool
 from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
-from vmware_pilot.templates.params import NonBlank, TemplateParams
+from vmware_pilot.templates.params import NonBlank, Target, TemplateParams
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["BASELINE_REMEDIATE", "NETWORK_SEGMENT_SETUP", "STORAGE_EXPANSION", "VKS_CLUSTER_DEPLOY"]
@@ -18,16 +18,33 @@ __all__ = ["BASELINE_REMEDIATE", "NETWORK_SEGMENT_SETUP", "STORAGE_EXPANSION", "
 
 
 class NetworkSegmentSetupParams(TemplateParams):
-    segment_id: NonBlank
-    display_name: NonBlank
-    subnet: NonBlank
-    transport_zone_path: NonBlank
-    tier1_id: str = ""
-    tier0_path: str = ""
-    nat_source: str = ""
-    nat_translated: str = ""
-    dfw_policy_id: str = ""
-    target: str = ""
+    segment_id: Annotated[NonBlank, Field(description="Id of the NSX segment to create.")]
+    display_name: Annotated[
+        NonBlank, Field(description="Display name of the segment (the gateway is named <display_name>-gw).")
+    ]
+    subnet: Annotated[NonBlank, Field(description="Gateway address with prefix length, e.g. 10.10.1.1/24.")]
+    transport_zone_path: Annotated[
+        NonBlank, Field(description="Policy path of the transport zone the segment joins.")
+    ]
+    tier1_id: Annotated[
+        str, Field(description="Id of a Tier-1 gateway to create and attach; empty attaches none.")
+    ] = ""
+    tier0_path: Annotated[
+        str, Field(description="Policy path of the Tier-0 the new Tier-1 links to (needs tier1_id).")
+    ] = ""
+    nat_source: Annotated[
+        str, Field(description="Source network of a SNAT rule (needs nat_translated and tier1_id).")
+    ] = ""
+    nat_translated: Annotated[
+        str, Field(description="Translated address of the SNAT rule (needs nat_source).")
+    ] = ""
+    dfw_policy_id: Annotated[
+        str,
+        Field(
+            description="Id of a distributed-firewall policy to create for the segment; empty creates none."
+        ),
+    ] = ""
+    target: Target = ""
 
 
 def network_segment_setup(p: NetworkSegmentSetupParams, facts: ToolFacts) -> Plan:
@@ -131,14 +148,18 @@ NETWORK_SEGMENT_SETUP = BuiltinTemplate(
 
 
 class VksClusterDeployParams(TemplateParams):
-    namespace_name: NonBlank
-    cluster_id: NonBlank
-    storage_policy: NonBlank
-    tkc_name: NonBlank
-    k8s_version: NonBlank
-    vm_class: NonBlank = "best-effort-medium"
-    worker_count: Annotated[int, Field(ge=1)] = 3
-    target: str = ""
+    namespace_name: Annotated[NonBlank, Field(description="vSphere Namespace to create.")]
+    cluster_id: Annotated[
+        NonBlank, Field(description="Id of the vSphere cluster (Supervisor) that hosts the namespace.")
+    ]
+    storage_policy: Annotated[NonBlank, Field(description="Storage policy the namespace and cluster use.")]
+    tkc_name: Annotated[NonBlank, Field(description="Name of the Tanzu Kubernetes cluster to create.")]
+    k8s_version: Annotated[NonBlank, Field(description="Kubernetes release of the cluster, e.g. v1.29.4.")]
+    vm_class: Annotated[NonBlank, Field(description="VM class of the cluster's nodes.")] = (
+        "best-effort-medium"
+    )
+    worker_count: Annotated[Annotated[int, Field(ge=1)], Field(description="Number of worker nodes.")] = 3
+    target: Target = ""
 
 
 def vks_cluster_deploy(p: VksClusterDeployParams, facts: ToolFacts) -> Plan:
@@ -206,10 +227,12 @@ VKS_CLUSTER_DEPLOY = BuiltinTemplate(
 
 
 class StorageExpansionParams(TemplateParams):
-    host_name: NonBlank
-    iscsi_address: NonBlank
-    iscsi_port: Annotated[int, Field(ge=1, le=65535)] = 3260
-    target: str = ""
+    host_name: Annotated[NonBlank, Field(description="ESXi host that gets the iSCSI target.")]
+    iscsi_address: Annotated[NonBlank, Field(description="Address of the iSCSI target.")]
+    iscsi_port: Annotated[
+        Annotated[int, Field(ge=1, le=65535)], Field(description="TCP port of the iSCSI target.")
+    ] = 3260
+    target: Target = ""
 
 
 def storage_expansion(p: StorageExpansionParams, facts: ToolFacts) -> Plan:
@@ -262,8 +285,13 @@ class DriftItem(BaseModel):
 
 
 class BaselineRemediateParams(TemplateParams):
-    drift_items: Annotated[list[DriftItem], Field(min_length=1)]
-    target: str = ""
+    drift_items: Annotated[
+        Annotated[list[DriftItem], Field(min_length=1)],
+        Field(
+            description="Drifts to fix, as baseline_audit reports them: each {tool, skill?, params?, rollback_tool?, rollback_params?, resource?}."
+        ),
+    ]
+    target: Target = ""
 
 
 def _item_params(

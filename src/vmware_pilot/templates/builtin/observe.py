@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field
+
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
-from vmware_pilot.templates.params import NonBlank, TemplateParams
+from vmware_pilot.templates.params import NonBlank, Target, TemplateParams
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["BASELINE_AUDIT", "BASELINE_CAPTURE", "COMPLIANCE_SCAN", "INCIDENT_RESPONSE", "INVESTIGATE_ALERT"]
@@ -14,9 +18,11 @@ __all__ = ["BASELINE_AUDIT", "BASELINE_CAPTURE", "COMPLIANCE_SCAN", "INCIDENT_RE
 
 
 class IncidentResponseParams(TemplateParams):
-    alert_entity: NonBlank
-    alert_name: NonBlank
-    target: str = ""
+    alert_entity: Annotated[
+        NonBlank, Field(description="Object the alarm fired on (VM, host, …), as vCenter names it.")
+    ]
+    alert_name: Annotated[NonBlank, Field(description="Name of the vCenter alarm to acknowledge.")]
+    target: Target = ""
 
 
 def incident_response(p: IncidentResponseParams, facts: ToolFacts) -> Plan:
@@ -47,11 +53,20 @@ INCIDENT_RESPONSE = BuiltinTemplate(
 
 
 class InvestigateAlertParams(TemplateParams):
-    alert_entity: NonBlank
-    alert_name: str = ""
-    deep_dive: bool = False
-    target: str = ""
-    aria_target: str = ""
+    alert_entity: Annotated[NonBlank, Field(description="Object the alert concerns (VM, host, …).")]
+    alert_name: Annotated[
+        str, Field(description="Name of the alert; empty uses alert_entity as the label.")
+    ] = ""
+    deep_dive: Annotated[
+        bool,
+        Field(
+            description="Add a second evidence round (anomalies, capacity, recent alerts) with its own check."
+        ),
+    ] = False
+    target: Target = ""
+    aria_target: Annotated[
+        str, Field(description="Aria Operations target for the Aria reads; empty uses target.")
+    ] = ""
 
 
 def investigate_alert(p: InvestigateAlertParams, facts: ToolFacts) -> Plan:
@@ -122,10 +137,18 @@ INVESTIGATE_ALERT = BuiltinTemplate(
 
 
 class ComplianceScanParams(TemplateParams):
-    target: str = ""
-    check_alarms: bool = True
-    check_capacity: bool = True
-    cluster_id: str = ""
+    target: Target = ""
+    check_alarms: Annotated[bool, Field(description="Include the active alarms.")] = True
+    check_capacity: Annotated[
+        bool,
+        Field(description="Include capacity: Aria's overview of cluster_id, or the cluster health summary."),
+    ] = True
+    cluster_id: Annotated[
+        str,
+        Field(
+            description="Aria id of the cluster whose capacity is read; empty reads the vCenter cluster summary."
+        ),
+    ] = ""
 
 
 def compliance_scan(p: ComplianceScanParams, facts: ToolFacts) -> Plan:
@@ -172,13 +195,15 @@ def _baseline_path(name: str) -> str:
 
 
 class BaselineCaptureParams(TemplateParams):
-    target: str = ""
-    include_vms: bool = True
-    include_hosts: bool = True
-    include_network: bool = True
-    include_storage: bool = True
-    include_alarms: bool = True
-    baseline_name: str = ""
+    target: Target = ""
+    include_vms: Annotated[bool, Field(description="Read the virtual machines.")] = True
+    include_hosts: Annotated[bool, Field(description="Read the ESXi hosts.")] = True
+    include_network: Annotated[bool, Field(description="Read the NSX segments.")] = True
+    include_storage: Annotated[bool, Field(description="Read the datastores.")] = True
+    include_alarms: Annotated[bool, Field(description="Read the active alarms.")] = True
+    baseline_name: Annotated[
+        str, Field(description="Name to save the baseline under; empty names it after the capture time.")
+    ] = ""
 
 
 # The inventory a baseline holds: (include flag, what, skill, tool), in capture order.
@@ -233,12 +258,12 @@ BASELINE_CAPTURE = BuiltinTemplate(
 
 
 class BaselineAuditParams(TemplateParams):
-    baseline_name: str = "latest"
-    target: str = ""
-    include_vms: bool = True
-    include_hosts: bool = True
-    include_network: bool = True
-    include_storage: bool = True
+    baseline_name: Annotated[str, Field(description="Saved baseline to compare against.")] = "latest"
+    target: Target = ""
+    include_vms: Annotated[bool, Field(description="Read the virtual machines.")] = True
+    include_hosts: Annotated[bool, Field(description="Read the ESXi hosts.")] = True
+    include_network: Annotated[bool, Field(description="Read the NSX segments.")] = True
+    include_storage: Annotated[bool, Field(description="Read the datastores.")] = True
 
 
 def baseline_audit(p: BaselineAuditParams, facts: ToolFacts) -> Plan:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from vmware_pilot.templates.builtin.base import BuiltinTemplate, ParamProblem, Plan, StepList
-from vmware_pilot.templates.params import NonBlank, SecretText, TemplateParams
+from vmware_pilot.templates.params import NonBlank, SecretText, Target, TemplateParams
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = [
@@ -38,9 +38,17 @@ def _unique(names: Sequence[str], field: str) -> None:
 
 
 class PlanAndApproveParams(TemplateParams):
-    operations: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    target: str = ""
-    description: str = ""
+    operations: Annotated[
+        Annotated[list[dict[str, Any]], Field(min_length=1)],
+        Field(
+            description="The plan's operations, each {action, vm_name?, …} as vmware-aiops create_vm_plan takes them."
+        ),
+    ]
+    target: Target = ""
+    description: Annotated[
+        str,
+        Field(description="What the plan does, shown at the gate; empty describes it from the operations."),
+    ] = ""
 
 
 def plan_and_approve(p: PlanAndApproveParams, facts: ToolFacts) -> Plan:
@@ -85,8 +93,11 @@ PLAN_AND_APPROVE = BuiltinTemplate(
 
 
 class RollingRestartParams(TemplateParams):
-    vm_names: Annotated[list[NonBlank], Field(min_length=1)]
-    target: str = ""
+    vm_names: Annotated[
+        Annotated[list[NonBlank], Field(min_length=1)],
+        Field(description="VMs to restart, in order, one at a time."),
+    ]
+    target: Target = ""
 
 
 def rolling_restart(p: RollingRestartParams, facts: ToolFacts) -> Plan:
@@ -123,10 +134,10 @@ ROLLING_RESTART = BuiltinTemplate(
 
 
 class CapacityExpansionParams(TemplateParams):
-    vm_name: NonBlank
-    cpu: PositiveInt | None = None
-    memory_mb: PositiveInt | None = None
-    target: str = ""
+    vm_name: Annotated[NonBlank, Field(description="VM to resize.")]
+    cpu: Annotated[PositiveInt | None, Field(description="New number of vCPUs; null leaves it.")] = None
+    memory_mb: Annotated[PositiveInt | None, Field(description="New memory in MB; null leaves it.")] = None
+    target: Target = ""
 
 
 def capacity_expansion(p: CapacityExpansionParams, facts: ToolFacts) -> Plan:
@@ -170,9 +181,9 @@ CAPACITY_EXPANSION = BuiltinTemplate(
 
 
 class DisasterRecoveryParams(TemplateParams):
-    vm_name: NonBlank
-    snapshot_name: NonBlank = "baseline"
-    target: str = ""
+    vm_name: Annotated[NonBlank, Field(description="VM to revert.")]
+    snapshot_name: Annotated[NonBlank, Field(description="Known-good snapshot to revert to.")] = "baseline"
+    target: Target = ""
 
 
 def disaster_recovery(p: DisasterRecoveryParams, facts: ToolFacts) -> Plan:
@@ -204,13 +215,19 @@ DISASTER_RECOVERY = BuiltinTemplate(
 
 
 class PatchDeploymentParams(TemplateParams):
-    vm_names: Annotated[list[NonBlank], Field(min_length=1)]
-    patch_local_path: NonBlank
-    patch_guest_path: NonBlank
-    install_command: NonBlank
-    username: NonBlank
-    password: SecretText = ""
-    target: str = ""
+    vm_names: Annotated[
+        Annotated[list[NonBlank], Field(min_length=1)], Field(description="VMs to patch, one at a time.")
+    ]
+    patch_local_path: Annotated[
+        NonBlank, Field(description="Path of the patch file on the machine running the aiops skill.")
+    ]
+    patch_guest_path: Annotated[NonBlank, Field(description="Where the patch is written inside each guest.")]
+    install_command: Annotated[NonBlank, Field(description="Guest command that installs the patch.")]
+    username: Annotated[NonBlank, Field(description="Guest OS user that runs the command.")]
+    password: Annotated[
+        SecretText, Field(description='Guest OS password, best as a secret reference {"$env": "VARIABLE"}.')
+    ] = ""
+    target: Target = ""
 
 
 def patch_deployment(p: PatchDeploymentParams, facts: ToolFacts) -> Plan:
