@@ -83,6 +83,12 @@ class Settings(BaseSettings):
     notify_attempts: int = Field(
         default=4, ge=1, le=10, description="Attempts per notification, with doubling backoff from 0.5 s."
     )
+    watch_interval: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="Seconds between checks of subscribed workflows for changes (any process's).",
+    )
 
     public_url: str = Field(
         default="",

@@ -80,6 +80,24 @@ class PilotFastMCP(FastMCP[Any]):
         actor = self._caller()
         return actor, self._role_of(actor)
 
+    def read_refusal(self, tool: str) -> PilotError | None:
+        """Why the caller may not see what ``tool`` shows (resources, completions), or None."""
+        if self._role_of is None:
+            return None
+        try:
+            actor, role = self._role()
+        except PilotError as exc:
+            return exc
+        reason = tool_refusal(role, tool)
+        if reason is None:
+            return None
+        return PilotError(
+            f"{reason}.",
+            hint=f"Ask an administrator for a role that includes {tool} (`vmware-pilot token set-role "
+            f"{actor.name} ROLE`).",
+            role=role.name,
+        )
+
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
         if self._role_of is None:

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ServerCapabilities
 
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
+from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
+from vmware_pilot.server.prompts import register_prompts
+from vmware_pilot.server.resources import register_resources
+from vmware_pilot.server.runlog import register_logging
+from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
 from vmware_pilot.server.tools import build_tools
+from vmware_pilot.server.wire import guard
 
 __all__ = ["SERVER_NAME", "create_server"]
 
@@ -22,6 +29,29 @@ SERVER_NAME = "vmware-pilot"
 
 _LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _speak_fully(server: PilotFastMCP, app: PilotApp) -> None:
+    """Resources with subscriptions, prompts, completions, logging and the JSON-RPC edges."""
+    lowlevel = server._mcp_server
+    refusal = server.read_refusal
+    register_resources(lowlevel, app.service, refusal)
+    register_prompts(lowlevel)
+    register_completions(lowlevel, app.service, refusal)
+    register_logging(lowlevel)
+    hub = SubscriptionHub(VersionPolling(app.store.versions, app.settings.watch_interval))
+    register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(app.store.versions([wid])))
+    guard(lowlevel, on_end=hub.drop)
+    declared = lowlevel.get_capabilities
+
+    def capabilities(*args: Any, **kwargs: Any) -> ServerCapabilities:
+        # The SDK never declares resource subscriptions itself; this server supports them.
+        caps = declared(*args, **kwargs)
+        if caps.resources is not None:
+            caps.resources.subscribe = True
+        return caps
+
+    lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
 
 
 def create_server(
@@ -54,6 +84,7 @@ def create_server(
         auth=auth,
         transport_security=transport_security,
     )
+    _speak_fully(server, app)
     # FastMCP has no version argument; the low-level server reports this in `initialize`
     # (otherwise it reports the SDK's own version).
     server._mcp_server.version = __version__

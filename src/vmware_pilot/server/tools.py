@@ -18,11 +18,13 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.service import PilotService, ProgressFn
+from vmware_pilot.engine.service import PilotService
 from vmware_pilot.server.descriptions import DESCRIPTIONS
 from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import ServiceCall, call_guarded
 from vmware_pilot.server.results import to_result
+from vmware_pilot.server.runlog import RunReport
+from vmware_pilot.server.wire import current_connection
 
 __all__ = ["TOOL_NAMES", "build_tools"]
 
@@ -130,21 +132,6 @@ Limit = Annotated[
 Offset = Annotated[int, Field(ge=0, description="Number of active workflows to skip before the page.")]
 
 
-def _progress_for(ctx: ToolContext) -> ProgressFn | None:
-    """A progress callback when the client sent a progressToken; otherwise None."""
-    meta = ctx.request_context.meta
-    if meta is None or meta.progressToken is None:
-        return None
-
-    async def progress(done: float, total: float | None, message: str) -> None:
-        try:
-            await ctx.report_progress(done, total, message)
-        except Exception:  # a client that went away must not stop the run
-            _log.debug("progress notification not delivered", exc_info=True)
-
-    return progress
-
-
 def _closed(tool: Tool) -> Tool:
     """The same tool with an input model that forbids unknown arguments (schema: additionalProperties false)."""
     base = tool.fn_metadata.arg_model
@@ -213,12 +200,16 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
         )
 
     async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> CallToolResult:
-        progress = _progress_for(ctx)
-        return await respond(
-            "run_workflow",
-            lambda: service.run_workflow(actor(), workflow_id, force, progress=progress),
-            workflow_id,
-        )
+        report = RunReport(ctx, current_connection(), workflow_id)
+        progress = report if report.wanted else None
+        try:
+            return await respond(
+                "run_workflow",
+                lambda: service.run_workflow(actor(), workflow_id, force, progress=progress),
+                workflow_id,
+            )
+        finally:
+            report.close()  # answered or cancelled: nothing more about this request
 
     async def approve(
         workflow_id: WorkflowId,
@@ -226,15 +217,19 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
         approver: Approver = "",
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
     ) -> CallToolResult:
-        progress = _progress_for(ctx)
+        report = RunReport(ctx, current_connection(), workflow_id)
+        progress = report if report.wanted else None
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
-        return await respond(
-            "approve",
-            lambda: service.approve(
-                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
-            ),
-            workflow_id,
-        )
+        try:
+            return await respond(
+                "approve",
+                lambda: service.approve(
+                    actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
+                ),
+                workflow_id,
+            )
+        finally:
+            report.close()  # answered or cancelled: nothing more about this request
 
     async def rollback(
         workflow_id: WorkflowId,

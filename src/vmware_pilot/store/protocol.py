@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypedDict
 
@@ -78,6 +78,10 @@ class Store(Protocol):
         offset: int = 0,
         states: Sequence[WorkflowState] | None = None,
     ) -> list[WorkflowSummary]: ...
+
+    def versions(self, workflow_ids: Collection[str]) -> dict[str, int]: ...
+
+    def workflow_ids(self, prefix: str = "", limit: int = 100) -> list[str]: ...
 
     def audit_events(self, workflow_id: str | None = None) -> Iterator[AuditRecord]: ...
 

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -329,6 +329,23 @@ class SqlStore:
             query = query.where(workflows.c.state.in_([WorkflowState(s).value for s in states]))
         with self._tx(write=False) as conn:
             return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset or None))]
+
+    def versions(self, workflow_ids: Collection[str]) -> dict[str, int]:
+        """The stored version of each of ``workflow_ids`` that exists: a cheap probe for changes."""
+        if not workflow_ids:
+            return {}
+        query = select(workflows.c.id, workflows.c.version).where(workflows.c.id.in_(list(workflow_ids)))
+        with self._tx(write=False) as conn:
+            return {str(r.id): int(r.version) for r in conn.execute(query)}
+
+    def workflow_ids(self, prefix: str = "", limit: int = 100) -> list[str]:
+        """Ids starting with ``prefix`` (taken literally), newest created first, at most ``limit``."""
+        query = select(workflows.c.id).order_by(*_NEWEST_FIRST).limit(limit)
+        if prefix:
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            query = query.where(workflows.c.id.like(f"{escaped}%", escape="\\"))
+        with self._tx(write=False) as conn:
+            return [str(r.id) for r in conn.execute(query)]
 
     # --- audit ------------------------------------------------------------------------------
     def _require(self, conn: Connection, workflow_id: str) -> None:

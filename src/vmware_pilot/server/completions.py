@@ -1,0 +1,91 @@
+"""``completion/complete``: suggestions for prompt arguments and resource-template variables.
+
+* ``workflow_id`` (prompt ``roll_back_workflow``, ``pilot://workflows/{workflow_id}[/audit]``):
+  stored workflow ids starting with what was typed, newest first, if the caller's role may read
+  workflows;
+* ``name`` of ``pilot://templates/{name}``: template names (built-in and YAML);
+* ``state`` (prompt ``review_workflows``): workflow states;
+* a template prompt's parameter with fixed values: its ``enum`` values, ``true``/``false`` for a
+  boolean.
+
+Anything else completes to nothing. At most 100 values are returned (``hasMore`` says if more
+matched).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.lowlevel import Server
+from mcp.types import (
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+)
+
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.engine.service import PilotService
+from vmware_pilot.server.resources import Refusal
+
+__all__ = ["register_completions"]
+
+_MAX = 100
+
+
+def _done(values: list[str], typed: str) -> Completion:
+    matching = [v for v in values if v.startswith(typed)]
+    return Completion(values=matching[:_MAX], total=len(matching), hasMore=len(matching) > _MAX)
+
+
+def _fixed_values(service: PilotService, template: str, parameter: str) -> list[str]:
+    entry = next((t for t in service.templates.listing() if t["name"] == template), None)
+    if entry is None or entry["type"] != "builtin":
+        return []
+    spec = next((p for p in entry.get("parameters", []) if p["name"] == parameter), None)
+    if spec is None:
+        return []
+    if spec.get("enum"):
+        return [v if isinstance(v, str) else json.dumps(v) for v in spec["enum"]]
+    return ["true", "false"] if spec["type"] == "boolean" else []
+
+
+def complete(service: PilotService, refusal: Refusal, ref: Any, argument: CompletionArgument) -> Completion:
+    """The values for ``argument`` of ``ref`` (see the module docstring)."""
+    typed, name = argument.value, argument.name
+    if isinstance(ref, ResourceTemplateReference):
+        if name == "workflow_id" and ref.uri.startswith("pilot://workflows/"):
+            name = "workflow_id"
+        elif name == "name" and ref.uri == "pilot://templates/{name}":
+            if refusal("list_workflows") is not None:
+                return Completion(values=[])
+            return _done([t["name"] for t in service.templates.listing()], typed)
+        else:
+            return Completion(values=[])
+    elif isinstance(ref, PromptReference) and name not in ("workflow_id", "state"):
+        return _done(_fixed_values(service, ref.name, name), typed)
+    if name == "state":
+        return _done([s.value for s in WorkflowState], typed)
+    if name == "workflow_id":
+        if refusal("get_workflow_status") is not None:
+            return Completion(values=[])
+        ids = service.store.workflow_ids(typed, _MAX + 1)
+        return Completion(values=ids[:_MAX], hasMore=len(ids) > _MAX)
+    return Completion(values=[])
+
+
+def register_completions(lowlevel: Server[Any, Any], service: PilotService, refusal: Refusal) -> None:
+    """Install completion/complete on ``lowlevel``."""
+
+    @lowlevel.completion()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def handler(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion:
+        # The caller's role is resolved here, on the request; the store is read in a worker thread.
+        refused = {t: refusal(t) for t in ("list_workflows", "get_workflow_status")}
+        return await anyio.to_thread.run_sync(lambda: complete(service, refused.get, ref, argument))

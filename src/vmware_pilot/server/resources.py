@@ -1,0 +1,184 @@
+"""MCP resources: read-only views of workflows, templates and the catalog under ``pilot://``.
+
+| URI                                  | content                                   | readable with the role of |
+|--------------------------------------|-------------------------------------------|---------------------------|
+| ``pilot://workflows/{workflow_id}``  | the ``get_workflow_status`` view          | get_workflow_status       |
+| ``pilot://workflows/{id}/audit``     | the stored audit events, oldest first     | get_workflow_status       |
+| ``pilot://templates``                | ``list_workflows``' template list         | list_workflows            |
+| ``pilot://templates/{name}``         | one template with parameters and example  | list_workflows            |
+| ``pilot://catalog``                  | the ``get_skill_catalog`` payload         | get_skill_catalog         |
+
+Each is JSON (``application/json``) built by the same service call as its tool, so masking is
+the tools'. Lists show only what the caller's role may read. Errors are JSON-RPC errors: an
+unknown URI or workflow is ``RESOURCE_NOT_FOUND`` (-32002), a read the role forbids
+``INVALID_REQUEST``; each carries ``uri`` and a ``hint`` in ``data``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.shared.exceptions import McpError
+from mcp.types import INVALID_REQUEST, ErrorData, Resource, ResourceTemplate
+
+from vmware_pilot.engine.service import PilotService
+from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.server.results import dump_json
+
+__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "register_resources", "workflow_of"]
+
+RESOURCE_NOT_FOUND = -32002
+JSON = "application/json"
+
+Refusal = Callable[[str], PilotError | None]
+"""The caller's refusal to see what a tool shows (``PilotFastMCP.read_refusal``)."""
+
+_WORKFLOW = re.compile(r"pilot://workflows/([^/?#]+)")
+_AUDIT = re.compile(r"pilot://workflows/([^/?#]+)/audit")
+_TEMPLATE = re.compile(r"pilot://templates/([^/?#]+)")
+
+
+@dataclass(frozen=True)
+class _View:
+    tool: str  # the tool whose role grants the read
+    read: Callable[[], Any]
+
+
+def workflow_of(uri: str) -> str | None:
+    """The workflow id a workflow or audit URI names (None for any other URI)."""
+    found = _WORKFLOW.fullmatch(uri) or _AUDIT.fullmatch(uri)
+    return unquote(found.group(1)) if found else None
+
+
+def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
+    service.store.load(workflow_id)  # WorkflowNotFound for an unknown id
+    report = service.store.verify_audit(workflow_id)
+    events = [r.to_dict() for r in service.store.audit_events(workflow_id)]
+    return {"workflow_id": workflow_id, "intact": report.ok, "events": events}
+
+
+def _view(service: PilotService, uri: str) -> _View | None:
+    if uri == "pilot://templates":
+        return _View("list_workflows", lambda: {"templates": service.templates.listing()})
+    if uri == "pilot://catalog":
+        return _View("get_skill_catalog", service.get_skill_catalog)
+    if found := _AUDIT.fullmatch(uri):
+        audited = unquote(found.group(1))
+        return _View("get_workflow_status", lambda: _audit(service, audited))
+    if found := _WORKFLOW.fullmatch(uri):
+        workflow_id = unquote(found.group(1))
+        return _View("get_workflow_status", lambda: service.get_workflow_status(workflow_id))
+    if found := _TEMPLATE.fullmatch(uri):
+        name = unquote(found.group(1))
+        return _View("list_workflows", lambda: service.templates.describe(name))
+    return None
+
+
+def _error(code: int, message: str, uri: str, hint: str) -> McpError:
+    return McpError(ErrorData(code=code, message=message, data={"uri": uri, "hint": hint}))
+
+
+def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
+    """The view behind ``uri`` when the caller may read it; McpError otherwise."""
+    view = _view(service, uri)
+    if view is None:
+        raise _error(
+            RESOURCE_NOT_FOUND,
+            f"Unknown resource: {uri[:200]}",
+            uri[:200],
+            "resources/list and resources/templates/list show the pilot:// URIs this server has.",
+        )
+    refused = refusal(view.tool)
+    if refused is not None:
+        raise _error(INVALID_REQUEST, refused.message, uri, refused.hint)
+    return view
+
+
+def _read(service: PilotService, refusal: Refusal, uri: str) -> str:
+    view = readable(service, refusal, uri)
+    try:
+        return dump_json(view.read())
+    except WorkflowNotFound as exc:
+        raise _error(RESOURCE_NOT_FOUND, exc.message, uri, exc.hint) from None
+    except PilotError as exc:
+        code = RESOURCE_NOT_FOUND if uri.startswith("pilot://templates/") else INVALID_REQUEST
+        raise _error(code, exc.message, uri, exc.hint) from None
+
+
+def _templates() -> list[tuple[ResourceTemplate, str]]:
+    return [
+        (
+            ResourceTemplate(
+                uriTemplate="pilot://workflows/{workflow_id}",
+                name="workflow",
+                description="A workflow's state, steps, gates and audit log (as get_workflow_status). "
+                "Subscribe to be told when it changes.",
+                mimeType=JSON,
+            ),
+            "get_workflow_status",
+        ),
+        (
+            ResourceTemplate(
+                uriTemplate="pilot://workflows/{workflow_id}/audit",
+                name="workflow-audit",
+                description="A workflow's tamper-evident audit events, oldest first, and whether the "
+                "hash chain is intact.",
+                mimeType=JSON,
+            ),
+            "get_workflow_status",
+        ),
+        (
+            ResourceTemplate(
+                uriTemplate="pilot://templates/{name}",
+                name="template",
+                description="One workflow template: description, parameters and an example call.",
+                mimeType=JSON,
+            ),
+            "list_workflows",
+        ),
+    ]
+
+
+def _static() -> list[tuple[Resource, str]]:
+    return [
+        (
+            Resource(
+                uri="pilot://templates",
+                name="templates",
+                description="Every workflow template (built-in and YAML) with parameters and an example.",
+                mimeType=JSON,
+            ),
+            "list_workflows",
+        ),
+        (
+            Resource(
+                uri="pilot://catalog",
+                name="catalog",
+                description="The skills and tools workflow steps can use, with their risk levels.",
+                mimeType=JSON,
+            ),
+            "get_skill_catalog",
+        ),
+    ]
+
+
+def register_resources(lowlevel: Server[Any, Any], service: PilotService, refusal: Refusal) -> None:
+    """Install resources/list, resources/templates/list and resources/read on ``lowlevel``."""
+
+    @lowlevel.list_resources()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def list_resources() -> list[Resource]:
+        return [r for r, tool in _static() if refusal(tool) is None]
+
+    @lowlevel.list_resource_templates()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def list_resource_templates() -> list[ResourceTemplate]:
+        return [t for t, tool in _templates() if refusal(tool) is None]
+
+    @lowlevel.read_resource()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def read_resource(uri: Any) -> Iterable[ReadResourceContents]:
+        return [ReadResourceContents(_read(service, refusal, str(uri)), JSON)]

@@ -1,0 +1,70 @@
+"""What a client hears while its run_workflow or approve call runs: progress and log notifications.
+
+Progress notifications go out when the request carried a ``progressToken``. Log notifications
+(``notifications/message``, logger ``vmware_pilot.run``, level ``info``) go out when the client
+set a level with ``logging/setLevel`` that lets ``info`` through; a client that never set one gets
+none. Once the request has ended, answered or cancelled by the client, ``close()`` silences
+both: the run may go on detached, but nothing more is said about a request the client gave up.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp import types
+from mcp.server.lowlevel import Server
+
+from vmware_pilot.server.wire import Connection, current_connection
+
+__all__ = ["LEVELS", "RunReport", "register_logging"]
+
+_log = logging.getLogger("vmware_pilot.server")
+
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
+)  # fmt: skip
+
+
+def _lets_through(threshold: types.LoggingLevel | None, level: types.LoggingLevel) -> bool:
+    return threshold is not None and LEVELS.index(level) >= LEVELS.index(threshold)
+
+
+class RunReport:
+    """The progress callback for one request (``engine.progress.ProgressFn``)."""
+
+    def __init__(self, ctx: Any, connection: Connection, workflow_id: str) -> None:
+        meta = ctx.request_context.meta
+        self._ctx = ctx
+        self._token = meta.progressToken if meta is not None else None
+        self._connection = connection
+        self._workflow_id = workflow_id
+        self._open = True
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the client asked for anything (a progress token, or a log level)."""
+        return self._token is not None or self._connection.log_level is not None
+
+    def close(self) -> None:
+        self._open = False
+
+    async def __call__(self, done: float, total: float | None, message: str) -> None:
+        try:
+            if self._open and self._token is not None:
+                await self._ctx.report_progress(done, total, message)
+            if self._open and _lets_through(self._connection.log_level, "info"):
+                data = {"workflow_id": self._workflow_id, "message": message, "done": done, "total": total}
+                await self._ctx.request_context.session.send_log_message(
+                    "info", data, logger="vmware_pilot.run", related_request_id=self._ctx.request_id
+                )
+        except Exception:  # a client that went away must not stop the run
+            _log.debug("run notification not delivered", exc_info=True)
+
+
+def register_logging(lowlevel: Server[Any, Any]) -> None:
+    """Install logging/setLevel: the level is kept per connection and read by each ``RunReport``."""
+
+    @lowlevel.set_logging_level()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def set_level(level: types.LoggingLevel) -> None:
+        current_connection().log_level = level

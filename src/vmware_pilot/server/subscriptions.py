@@ -1,0 +1,190 @@
+"""Resource subscriptions: ``notifications/resources/updated`` when a subscribed workflow changes.
+
+A client subscribes to ``pilot://workflows/{id}`` or ``…/audit``. Every change a workflow goes
+through (a state change, a step starting or finishing, a gate reached, an approval) commits a
+new version, so "changed" means "its stored version moved". Where the changes come from is a
+``ChangeSource``: ``VersionPolling`` reads the versions of the watched workflows from the store
+every interval, so a change made by any process sharing the database (another stdio server, the
+operator CLI, an HTTP replica) reaches the subscriber. A push source (e.g. PostgreSQL
+LISTEN/NOTIFY) can replace it without touching the hub.
+
+The hub keeps subscriptions per connection; a connection that ends (``drop``) or whose stream is
+closed loses its subscriptions. The watch task runs only while someone is subscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData
+from pydantic import AnyUrl
+
+from vmware_pilot.server.resources import RESOURCE_NOT_FOUND, Refusal, workflow_of
+from vmware_pilot.server.wire import current_connection
+
+__all__ = ["ChangeSource", "SubscriptionHub", "VersionPolling", "register_subscriptions"]
+
+_log = logging.getLogger("vmware_pilot.server")
+
+
+class ChangeSource(Protocol):
+    """Tells which watched workflows changed."""
+
+    def watch(self, workflow_id: str) -> None:
+        """Start from the workflow's current state: only later changes count."""
+
+    async def changed(self, watched: Collection[str]) -> set[str]:
+        """Wait for changes (or a while) and return the ids in ``watched`` that changed.
+
+        ``watched`` is live: read it after waiting, as subscriptions come and go meanwhile."""
+
+
+class VersionPolling:
+    """A ``ChangeSource`` reading ``versions(ids)`` every ``interval`` seconds (in a worker thread)."""
+
+    def __init__(self, versions: Callable[[Collection[str]], dict[str, int]], interval: float) -> None:
+        self._versions = versions
+        self._interval = interval
+        self._seen: dict[str, int | None] = {}
+
+    def watch(self, workflow_id: str) -> None:
+        if workflow_id not in self._seen:
+            self._seen[workflow_id] = self._versions([workflow_id]).get(workflow_id)
+
+    async def changed(self, watched: Collection[str]) -> set[str]:
+        await asyncio.sleep(self._interval)
+        ids = list(watched)
+        now = await anyio.to_thread.run_sync(self._versions, ids)
+        moved = {i for i in ids if i in self._seen and now.get(i) != self._seen[i]}
+        for i in ids:
+            self._seen[i] = now.get(i)
+        for i in set(self._seen) - set(watched):
+            del self._seen[i]
+        return moved
+
+
+class _Sender(Protocol):
+    async def send_resource_updated(self, uri: AnyUrl) -> None: ...
+
+
+class SubscriptionHub:
+    """Subscriptions of every connection to this server, and the task that announces changes."""
+
+    def __init__(self, source: ChangeSource) -> None:
+        self._source = source
+        # workflow id -> connection -> (its session, the URIs it subscribed to)
+        self._subs: dict[str, dict[object, tuple[_Sender, set[str]]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def subscribe(self, connection: object, session: _Sender, uri: str, workflow_id: str) -> None:
+        # Registered before the baseline is read, so a poll in between seeds it instead.
+        _, uris = self._subs.setdefault(workflow_id, {}).setdefault(connection, (session, set()))
+        uris.add(uri)
+        await anyio.to_thread.run_sync(self._source.watch, workflow_id)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._announce())
+
+    def unsubscribe(self, connection: object, uri: str, workflow_id: str) -> None:
+        entry = self._subs.get(workflow_id, {}).get(connection)
+        if entry is not None:
+            entry[1].discard(uri)
+            if not entry[1]:
+                self._forget(workflow_id, connection)
+
+    def drop(self, connection: object) -> None:
+        """Forget every subscription of a connection that ended."""
+        for workflow_id in list(self._subs):
+            self._forget(workflow_id, connection)
+        if not self._subs and self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def _forget(self, workflow_id: str, connection: object) -> None:
+        by_connection = self._subs.get(workflow_id, {})
+        by_connection.pop(connection, None)
+        if not by_connection:
+            self._subs.pop(workflow_id, None)
+
+    async def _announce(self) -> None:
+        while self._subs:
+            try:
+                changed = await self._source.changed(self._subs.keys())
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the store may be briefly unavailable: try again next round
+                _log.warning("checking subscribed workflows for changes failed", exc_info=True)
+                continue
+            for workflow_id in changed:
+                for connection, (session, uris) in list(self._subs.get(workflow_id, {}).items()):
+                    await self._send(connection, session, uris)
+
+    async def _send(self, connection: object, session: _Sender, uris: Collection[str]) -> None:
+        for uri in sorted(uris):
+            try:
+                await session.send_resource_updated(AnyUrl(uri))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.drop(connection)
+                return
+            except Exception:
+                _log.debug("resource update for %s not delivered", uri, exc_info=True)
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        self._subs.clear()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def register_subscriptions(
+    lowlevel: Server[Any, Any], hub: SubscriptionHub, refusal: Refusal, exists: Callable[[str], bool]
+) -> None:
+    """Install resources/subscribe and resources/unsubscribe on ``lowlevel`` (workflow URIs only).
+
+    Subscribing needs the role to read workflows (get_workflow_status) and an existing workflow
+    (``exists``); otherwise the request gets a JSON-RPC error naming the problem."""
+
+    def workflow(uri: str) -> str:
+        workflow_id = workflow_of(uri)
+        if workflow_id is None:
+            raise McpError(
+                ErrorData(
+                    code=INVALID_PARAMS,
+                    message=f"Only workflow resources can be subscribed to, not {uri[:200]}",
+                    data={"uri": uri[:200], "hint": "Subscribe to pilot://workflows/{workflow_id}."},
+                )
+            )
+        refused = refusal("get_workflow_status")
+        if refused is not None:
+            raise McpError(
+                ErrorData(
+                    code=INVALID_REQUEST, message=refused.message, data={"uri": uri, "hint": refused.hint}
+                )
+            )
+        return workflow_id
+
+    @lowlevel.subscribe_resource()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def subscribe(uri: AnyUrl) -> None:
+        workflow_id = workflow(str(uri))
+        if not await anyio.to_thread.run_sync(exists, workflow_id):
+            raise McpError(
+                ErrorData(
+                    code=RESOURCE_NOT_FOUND,
+                    message=f"Workflow '{workflow_id}' not found",
+                    data={"uri": str(uri), "hint": "Use list_workflows() to see active workflow IDs."},
+                )
+            )
+        await hub.subscribe(current_connection(), lowlevel.request_context.session, str(uri), workflow_id)
+
+    @lowlevel.unsubscribe_resource()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def unsubscribe(uri: AnyUrl) -> None:
+        hub.unsubscribe(current_connection(), str(uri), workflow(str(uri)))

@@ -1,0 +1,113 @@
+"""Resources under pilot://: listed as resources and templates, read like the tools, errors by JSON-RPC."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.types import TextResourceContents
+
+from tests.server.conftest import Client, connect
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
+from vmware_pilot.server import create_server
+
+
+async def read_json(client: Client, uri: str) -> Any:
+    result = await client.session.read_resource(uri)  # type: ignore[arg-type]
+    (content,) = result.contents
+    assert isinstance(content, TextResourceContents) and content.mimeType == "application/json"
+    return json.loads(content.text)
+
+
+async def read_error(client: Client, uri: str) -> Any:
+    with pytest.raises(McpError) as refused:
+        await client.session.read_resource(uri)  # type: ignore[arg-type]
+    return refused.value.error
+
+
+async def test_resources_and_templates_are_listed(client: Client) -> None:
+    resources = (await client.session.list_resources()).resources
+    assert sorted(str(r.uri) for r in resources) == ["pilot://catalog", "pilot://templates"]
+    templates = (await client.session.list_resource_templates()).resourceTemplates
+    assert sorted(t.uriTemplate for t in templates) == [
+        "pilot://templates/{name}",
+        "pilot://workflows/{workflow_id}",
+        "pilot://workflows/{workflow_id}/audit",
+    ]
+    assert all(r.description and r.mimeType == "application/json" for r in [*resources, *templates])
+
+
+async def test_each_resource_reads_what_its_tool_returns(client: Client) -> None:
+    workflow_id = await client.incident()
+    await client.ok("run_workflow", workflow_id=workflow_id)
+    assert await read_json(client, f"pilot://workflows/{workflow_id}") == await client.status(workflow_id)
+    listed = await client.ok("list_workflows")
+    assert await read_json(client, "pilot://templates") == {"templates": listed["templates"]}
+    assert await read_json(client, "pilot://catalog") == await client.ok("get_skill_catalog")
+    one = await read_json(client, "pilot://templates/incident_response")
+    assert one == next(t for t in listed["templates"] if t["name"] == "incident_response")
+    audit = await read_json(client, f"pilot://workflows/{workflow_id}/audit")
+    assert audit["workflow_id"] == workflow_id and audit["intact"] is True
+    status = await client.status(workflow_id)
+    assert [e["action"] for e in audit["events"]] == [e["action"] for e in status["audit_log"]]
+    assert all(e["hash"] and e["workflow_id"] == workflow_id for e in audit["events"])
+
+
+async def test_a_secret_reads_masked_as_in_the_tool(client: Client) -> None:
+    params = {
+        "vm_names": ["web-01"],
+        "patch_local_path": "/p/fix.rpm",
+        "patch_guest_path": "/tmp/fix.rpm",
+        "install_command": "rpm -i /tmp/fix.rpm",
+        "username": "root",
+        "password": "hunter2-literal",
+    }
+    created = await client.ok(
+        "create_workflow_from_template", workflow_type="patch_deployment", params=params
+    )
+    text = json.dumps(await read_json(client, f"pilot://workflows/{created['workflow_id']}"))
+    assert "hunter2-literal" not in text and "***" in text
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["pilot://nothing", "pilot://workflows/wf-missing", "pilot://workflows/wf-missing/audit", "file:///etc/passwd",
+     "pilot://templates/no_such_template"],
+)  # fmt: skip
+async def test_an_unknown_uri_gets_resource_not_found_with_a_hint(client: Client, uri: str) -> None:
+    error = await read_error(client, uri)
+    assert error.code == -32002
+    assert error.data["hint"] and error.data["uri"] == uri
+
+
+@asynccontextmanager
+async def as_role(app: PilotApp, role: Role) -> AsyncIterator[Client]:
+    server = create_server(app, actor=Actor("rita", kind="token", role=role.name), role_of=lambda _: role)
+    async with create_connected_server_and_client_session(server) as session:
+        yield Client(session)
+
+
+async def test_a_reader_reads_everything_a_role_without_read_tools_nothing(pilot_app: PilotApp) -> None:
+    async with connect(pilot_app) as admin:
+        workflow_id = await admin.incident()
+    async with as_role(pilot_app, BUILTIN_ROLES["reader"]) as reader:
+        assert (await read_json(reader, f"pilot://workflows/{workflow_id}"))["id"] == workflow_id
+        assert len((await reader.session.list_resource_templates()).resourceTemplates) == 3
+    planner = Role("planner", "none", frozenset({"list_workflows", "design_workflow"}))
+    async with as_role(pilot_app, planner) as limited:
+        error = await read_error(limited, f"pilot://workflows/{workflow_id}")
+        assert error.code == -32600 and "get_workflow_status" in error.data["hint"]
+        assert (await read_error(limited, "pilot://catalog")).code == -32600
+        assert "templates" in await read_json(limited, "pilot://templates")
+        assert [str(r.uri) for r in (await limited.session.list_resources()).resources] == [
+            "pilot://templates"
+        ]
+        templates = (await limited.session.list_resource_templates()).resourceTemplates
+        assert [t.uriTemplate for t in templates] == ["pilot://templates/{name}"]

@@ -1,0 +1,116 @@
+"""Subscriptions: a subscribed client hears notifications/resources/updated when its workflow changes,
+whichever process made the change."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.exceptions import McpError
+from mcp.types import ResourceUpdatedNotification, ServerNotification
+
+from tests.server.conftest import Client, connect
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+
+PILOT = Path(sys.executable).with_name("vmware-pilot")
+
+
+class Updates:
+    """Collects resources/updated notifications; ``wait(uri)`` waits for the next one for ``uri``."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._arrived = asyncio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, ServerNotification) and isinstance(message.root, ResourceUpdatedNotification):
+            self.uris.append(str(message.root.params.uri))
+            self._arrived.set()
+
+    async def wait(self, uri: str, after: int = 0) -> None:
+        with anyio.fail_after(30):
+            while uri not in self.uris[after:]:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+
+@pytest.fixture
+def fast_app(pilot_home: Path) -> Any:
+    app = build_app(Settings(home=pilot_home, watch_interval=0.05))
+    yield app
+    app.close()
+
+
+@asynccontextmanager
+async def subscriber(app: PilotApp) -> AsyncIterator[tuple[Client, Updates]]:
+    updates = Updates()
+    async with connect(app, message_handler=updates) as client:
+        yield client, updates
+
+
+async def test_run_gate_and_approval_each_notify_the_subscriber(fast_app: PilotApp) -> None:
+    async with subscriber(fast_app) as (client, updates):
+        workflow_id = await client.incident()
+        uri = f"pilot://workflows/{workflow_id}"
+        await client.session.subscribe_resource(uri)  # type: ignore[arg-type]
+        await client.session.subscribe_resource(f"{uri}/audit")  # type: ignore[arg-type]
+        await client.ok("run_workflow", workflow_id=workflow_id)  # runs to the gate
+        await updates.wait(uri)
+        await updates.wait(f"{uri}/audit")
+        seen = len(updates.uris)
+        await client.ok("approve", workflow_id=workflow_id, approver="alice", acknowledge_not_executed=True)
+        await updates.wait(uri, after=seen)
+
+
+async def test_a_change_made_by_another_process_reaches_the_subscriber(fast_app: PilotApp) -> None:
+    async with subscriber(fast_app) as (client, updates):
+        workflow_id = await client.incident()
+        uri = f"pilot://workflows/{workflow_id}"
+        await client.session.subscribe_resource(uri)  # type: ignore[arg-type]
+        # The operator CLI is a separate process sharing the database.
+        done = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [str(PILOT), "cancel", workflow_id, "--reason", "not needed", "--yes"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        )
+        assert done.returncode == 0, done.stderr
+        await updates.wait(uri)
+        assert (await client.status(workflow_id))["state"] == "cancelled"
+
+
+async def test_after_unsubscribing_only_the_remaining_subscription_is_notified(fast_app: PilotApp) -> None:
+    async with subscriber(fast_app) as (client, updates):
+        first, second = await client.incident(), await client.incident()
+        for workflow_id in (first, second):
+            await client.session.subscribe_resource(f"pilot://workflows/{workflow_id}")  # type: ignore[arg-type]
+        await client.session.unsubscribe_resource(f"pilot://workflows/{first}")  # type: ignore[arg-type]
+        await client.ok("run_workflow", workflow_id=first)
+        await client.ok("run_workflow", workflow_id=second)
+        await updates.wait(f"pilot://workflows/{second}")
+        # The first changed before the second; still watched, its notice would have come no later.
+        assert f"pilot://workflows/{first}" not in updates.uris
+
+
+@pytest.mark.parametrize(
+    ("uri", "code"),
+    [("pilot://workflows/wf-missing", -32002), ("pilot://templates", -32602), ("pilot://catalog", -32602)],
+)
+async def test_subscribing_to_something_that_cannot_change_is_refused(
+    fast_app: PilotApp, uri: str, code: int
+) -> None:
+    async with subscriber(fast_app) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.session.subscribe_resource(uri)  # type: ignore[arg-type]
+        assert refused.value.error.code == code
