@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -54,20 +55,23 @@ class VersionPolling:
         self._versions = versions
         self._interval = interval
         self._seen: dict[str, int | None] = {}
+        self._guard = threading.Lock()  # watch() runs in a worker thread, changed() on the loop
 
     def watch(self, workflow_id: str) -> None:
-        if workflow_id not in self._seen:
-            self._seen[workflow_id] = self._versions([workflow_id]).get(workflow_id)
+        version = self._versions([workflow_id]).get(workflow_id)
+        with self._guard:
+            self._seen.setdefault(workflow_id, version)
 
     async def changed(self, watched: Collection[str]) -> set[str]:
         await asyncio.sleep(self._interval)
         ids = list(watched)
         now = await anyio.to_thread.run_sync(self._versions, ids)
-        moved = {i for i in ids if i in self._seen and now.get(i) != self._seen[i]}
-        for i in ids:
-            self._seen[i] = now.get(i)
-        for i in set(self._seen) - set(watched):
-            del self._seen[i]
+        with self._guard:
+            moved = {i for i in ids if i in self._seen and now.get(i) != self._seen[i]}
+            for i in ids:
+                self._seen[i] = now.get(i)
+            for i in set(self._seen) - set(watched):
+                del self._seen[i]
         return moved
 
 
@@ -114,14 +118,18 @@ class SubscriptionHub:
             self._subs.pop(workflow_id, None)
 
     async def _announce(self) -> None:
+        failing = False
         while self._subs:
             try:
                 changed = await self._source.changed(self._subs.keys())
             except asyncio.CancelledError:
                 raise
             except Exception:  # the store may be briefly unavailable: try again next round
-                _log.warning("checking subscribed workflows for changes failed", exc_info=True)
+                if not failing:  # once per outage, not once per round
+                    _log.warning("checking subscribed workflows for changes failed", exc_info=True)
+                failing = True
                 continue
+            failing = False
             for workflow_id in changed:
                 for connection, (session, uris) in list(self._subs.get(workflow_id, {}).items()):
                     await self._send(connection, session, uris)
