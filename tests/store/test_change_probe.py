@@ -1,0 +1,31 @@
+"""The store's cheap reads behind subscriptions and completions: versions and id prefixes."""
+
+from __future__ import annotations
+
+from tests.store.helpers import sample_workflow
+from vmware_pilot.store.sql import SqlStore
+
+
+def test_versions_move_with_every_save_and_skip_unknown_ids(store: SqlStore) -> None:
+    wf = sample_workflow()
+    store.create(wf)
+    before = store.versions([wf.id, "wf-missing"])
+    assert list(before) == [wf.id]
+    wf = store.load(wf.id)
+    wf.log("note", "something happened", "alice")
+    store.save(wf)
+    assert store.versions([wf.id])[wf.id] > before[wf.id]
+    assert store.versions([]) == {}
+
+
+def test_workflow_ids_match_a_literal_prefix_newest_first(store: SqlStore) -> None:
+    created = []
+    for _ in range(3):
+        wf = sample_workflow()
+        store.create(wf)
+        created.append(wf.id)
+    assert store.workflow_ids("wf-") == list(reversed(created))
+    assert store.workflow_ids(created[0]) == [created[0]]
+    assert store.workflow_ids("wf-", limit=2) == list(reversed(created))[:2]
+    # LIKE wildcards in what was typed are taken literally.
+    assert store.workflow_ids("wf%") == [] and store.workflow_ids("w_-") == []
