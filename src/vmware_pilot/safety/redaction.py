@@ -154,40 +154,60 @@ def redact(value: Any, *, scrub_text: bool = False) -> Any:
     return value
 
 
-# A free-standing credential after an HTTP auth scheme (the Basic one must look like base64).
-_AUTH_SCHEME = re.compile(r"\b((?i:bearer)|Basic(?=\s+[A-Za-z0-9+/]*[0-9+/=]))(\s+)[A-Za-z0-9\-._~+/=]{8,}")
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
-_KEY_VALUE = re.compile(
-    r"""(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]*)(?P=q)(?P<sep>\s*[:=]\s*)"""
-    r"""(?P<scheme>(?:Bearer|Basic|Token)\s+)?"""
-    r"""(?P<val>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;&'"{}\[\]()<>]+)""",
-    re.IGNORECASE,
+# Every pattern below is linear on any input: each unbounded repeat is possessive (``*+``, ``++``)
+# and a repeat that could start inside a run of its own characters is pinned to the run's start
+# by a look-behind, so a scan never re-reads a run from each of its positions.
+
+# A free-standing credential after an HTTP auth scheme (the Basic one must look like base64:
+# some digit, ``+``, ``/`` or ``=`` after its leading letters).
+_AUTH_SCHEME = re.compile(r"\b((?i:bearer)|Basic(?=\s++[A-Za-z]*+[0-9+/=]))(\s++)[A-Za-z0-9\-._~+/=]{8,}+")
+# ``scheme://user:password@``; digits, ``+``, ``.`` and ``-`` before the scheme's first letter are
+# kept (``9http://`` still names ``http``).
+_URL_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.\-])(?P<lead>[0-9+.\-]*+)"
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*+://[^\s/:@]++:)(?P<secret>[^\s/@]++)@"
+)
+# A key and its separator. The key is a whole run of key characters, less any leading digits,
+# dots or dashes (``9password=`` names ``password``); a quoted key is closed by the same quote.
+_KEY = re.compile(
+    r"""(?P<q>["']?)(?<![\w.\-])(?:[^\W_A-Za-z]|[.\-])*+(?P<key>[A-Za-z_][\w.\-]*+)(?P=q)"""
+    r"""\s*+[:=]\s*+""",
+)
+# The value after a secret key: an optional auth scheme, then a quoted string or a bare word.
+_VALUE = re.compile(
+    r"""(?P<scheme>(?i:Bearer|Basic|Token)\s++)?"""
+    r"""(?P<val>"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+'|[^\s,;&'"{}\[\]()<>]++)""",
 )
 
 
 def _mask_key_values(text: str) -> str:
-    # Scan by hand: a match on a harmless key must not swallow a secret pair inside its value
-    # ("failed: password=x"), so only a secret match moves past its value.
+    # Scan by hand: a harmless key must not swallow a secret pair inside its value
+    # ("failed: password=x"), so the value is read only after a secret key, and the scan moves
+    # past a value only when it masked it. Each character is read a bounded number of times.
     parts: list[str] = []
     pos = 0
-    while (match := _KEY_VALUE.search(text, pos)) is not None:
-        if not is_secret_key(match["key"]):
+    while (match := _KEY.search(text, pos)) is not None:
+        value = _VALUE.match(text, match.end()) if is_secret_key(match["key"]) else None
+        if value is None:
             parts.append(text[pos : match.end("key")])
             pos = match.end("key")
             continue
-        val = match["val"]
+        val = value["val"]
         quote = val[0] if val[0] in "\"'" else ""
-        parts.append(text[pos : match.start("val")])
+        parts.append(text[pos : value.start("val")])
         parts.append(f"{quote}{MASK}{quote}")
-        pos = match.end("val")
+        pos = value.end("val")
     parts.append(text[pos:])
     return "".join(parts)
 
 
 def redact_text(text: str) -> str:
-    """``text`` with secrets in ``key=value``, ``"key": "value"``, ``Bearer x`` and URL shapes masked."""
+    """``text`` with secrets in ``key=value``, ``"key": "value"``, ``Bearer x`` and URL shapes masked.
+
+    Linear in the length of ``text`` (it runs on whatever a caller or a skill sends).
+    """
     if not text:
         return text
     out = _AUTH_SCHEME.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
-    out = _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}{m[3]}", out)
+    out = _URL_USERINFO.sub(lambda m: f"{m['lead']}{m['head']}{MASK}@", out)
     return _mask_key_values(out)
