@@ -31,7 +31,7 @@ from typing import Any
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref
-from vmware_pilot.templates.steps import steps_from_dicts
+from vmware_pilot.templates.steps import IDENTIFIER_KEYS, steps_from_dicts
 from vmware_pilot.templates.yamlsafe import load_yaml
 
 __all__ = [
@@ -259,6 +259,17 @@ def _secret_placeholders(value: Any, *, under_secret: bool) -> set[str]:
     return set()
 
 
+def _with_sample_names(step: Any) -> Any:
+    """``step`` with each placeholder in a name replaced by a sample name, to check its shape now;
+    the filled-in name is checked again when the template is used."""
+    if not isinstance(step, Mapping):
+        return step
+    return {
+        k: _PLACEHOLDER.sub("x", v) if k in IDENTIFIER_KEYS and isinstance(v, str) else v
+        for k, v in step.items()
+    }
+
+
 def _parameters(raw: Any) -> dict[str, ParamSpec]:
     if not isinstance(raw, Mapping):
         raise ValueError("'parameters' must be a mapping of parameter name to its spec")
@@ -377,7 +388,8 @@ def _template(doc: Any, path: Path, builtin_names: Collection[str]) -> CustomTem
     steps = doc.get("steps")
     if not isinstance(steps, list) or not steps:
         raise ValueError("'steps' must be a non-empty list of steps")
-    steps_from_dicts(steps, template=True)  # the structure is checked now, placeholders on use
+    # the structure is checked now (names with sample values), placeholders on use
+    steps_from_dicts([_with_sample_names(s) for s in steps], template=True)
     parameters = _parameters(doc["parameters"]) if doc.get("parameters") is not None else None
     if parameters is not None:
         undeclared = sorted({n for s in steps for n in _placeholders(s)} - set(parameters))

@@ -6,6 +6,7 @@ not empty, and every step reference resolvable in principle (``domain.refs``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,10 +17,24 @@ from vmware_pilot.domain.model import Step
 from vmware_pilot.domain.refs import reference_problems
 from vmware_pilot.errors import InvalidInput, StepValidationError
 
-__all__ = ["STEP_KEYS", "check_plan", "gate_step", "make_step", "step_from_dict", "steps_from_dicts"]
+__all__ = [
+    "IDENTIFIER_KEYS",
+    "STEP_KEYS",
+    "check_plan",
+    "gate_step",
+    "identifier_problem",
+    "make_step",
+    "step_from_dict",
+    "steps_from_dicts",
+]
 
 STEP_KEYS = ("action", "skill", "tool", "params", "rollback_tool", "rollback_params", "group_id")
 _STRING_KEYS = ("action", "skill", "tool", "rollback_tool", "group_id")
+# Names a step is dispatched by, shown to approvers and grouped by: identifiers, so no name can
+# carry a control character, an escape sequence or a look-alike of another name's layout.
+IDENTIFIER_KEYS = ("skill", "tool", "rollback_tool", "group_id")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+_GROUP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a group may be numbered: "1", "2"
 _FIX = "Each step is {action, skill, tool, params, rollback_tool?, rollback_params?, group_id?}; "
 
 
@@ -49,6 +64,32 @@ def make_step(
 def gate_step(index: int, message: str, **extra: Any) -> Step:
     """A require_approval gate (skill ``pilot``, tool ``approve``)."""
     return make_step(index, GATE_ACTION, "pilot", "approve", {"message": message, **extra})
+
+
+def identifier_problem(value: str, key: str = "tool") -> str | None:
+    """Why ``value`` cannot be the step's ``key``: a letter (or for ``group_id`` a digit too),
+    then up to 63 letters, digits, ``_``, ``.`` or ``-``. None when it can."""
+    group = key == "group_id"
+    if (_GROUP_ID if group else _IDENTIFIER).fullmatch(value):
+        return None
+    shown = repr(value[:40]) + (f"… ({len(value)} characters)" if len(value) > 40 else "")
+    first = "a letter or digit" if group else "a letter"
+    return (
+        f"{shown} is not a name: it must be {first} followed by at most 63 letters, digits, '_', '.' or '-'"
+    )
+
+
+def _check_identifiers(index: int, names: Mapping[str, str]) -> None:
+    for key, value in names.items():
+        problem = identifier_problem(value, key) if value else None
+        if problem is not None:
+            raise StepValidationError(
+                f"Step {index}: '{key}' {problem}",
+                step_index=index,
+                field=key,
+                hint=_FIX + "skill, tool, rollback_tool and group_id are plain names such as "
+                "'aiops', 'power_on_vm' or 'gather-1'; get_skill_catalog lists the real ones.",
+            )
 
 
 def step_from_dict(raw: Any, index: int, *, template: bool = False) -> Step:
@@ -124,15 +165,22 @@ def step_from_dict(raw: Any, index: int, *, template: bool = False) -> Step:
             field="rollback_tool",
             hint="Name the undo tool in rollback_tool, or drop rollback_params.",
         )
+    names = {
+        "skill": skill.strip(),
+        "tool": tool.strip(),
+        "rollback_tool": str(raw.get("rollback_tool") or "").strip(),
+        "group_id": str(raw.get("group_id") or ""),
+    }
+    _check_identifiers(index, names)
     return make_step(
         index,
         action,
-        skill.strip(),
-        tool.strip(),
+        names["skill"],
+        names["tool"],
         raw.get("params") or {},
-        str(raw.get("rollback_tool") or "").strip(),
+        names["rollback_tool"],
         raw.get("rollback_params") or {},
-        str(raw.get("group_id") or ""),
+        names["group_id"],
     )
 
 
