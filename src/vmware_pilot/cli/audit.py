@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
+from vmware_pilot.cli.terminal import json_text, say
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.store.sql import open_store
@@ -29,18 +29,18 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        typer.echo(f"error: invalid settings: {exc}", err=True)
-        typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
+        say(f"error: invalid settings: {exc}", err=True)
+        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(2) from None
 
 
 def _fail(exc: PilotError) -> typer.Exit:
-    typer.echo(f"error: {exc.message}", err=True)
+    say(f"error: {exc.message}", err=True)
     hint = exc.hint
     if isinstance(exc, WorkflowNotFound):
         hint = "Check the id; `vmware-pilot audit export` shows the workflow id of every event."
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        say(f"hint: {hint}", err=True)
     return typer.Exit(2)
 
 
@@ -55,12 +55,12 @@ def verify(workflow: WorkflowOption = None) -> None:
         raise _fail(exc) from exc
     scope = f"workflow {workflow}" if workflow else f"{report.workflows} workflow(s)"
     if report.ok:
-        typer.echo(f"Audit trail intact: {report.checked} event(s) in {scope} verified.")
+        say(f"Audit trail intact: {report.checked} event(s) in {scope} verified.")
         return
-    typer.echo(f"Audit trail BROKEN: {report.description}", err=True)
+    say(f"Audit trail BROKEN: {report.description}", err=True)
     if len(report.broken) > 1:
-        typer.echo(f"Broken workflows ({len(report.broken)}): {', '.join(report.broken)}", err=True)
-    typer.echo(
+        say(f"Broken workflows ({len(report.broken)}): {', '.join(report.broken)}", err=True)
+    say(
         "hint: the events were changed outside vmware-pilot; keep a copy of the database for "
         "investigation and compare with `vmware-pilot audit export`.",
         err=True,
@@ -80,6 +80,6 @@ def export(
     try:
         with open_store(settings) as store:
             for record in store.audit_events(workflow):
-                typer.echo(json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=False))
+                typer.echo(json_text(record.to_dict(), indent=None))
     except PilotError as exc:
         raise _fail(exc) from exc

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from vmware_pilot.catalog.registry import Catalog, ToolInfo
 from vmware_pilot.catalog.renames import skill_key
+from vmware_pilot.cli.terminal import console as terminal_console
+from vmware_pilot.cli.terminal import json_text, say, visible
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import DEFAULT_TIMEOUT, SKILLS, ProbeResult, refresh_catalog
 from vmware_pilot.dispatch.locate import package_name
@@ -30,8 +31,8 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        typer.echo(f"error: invalid settings: {exc}", err=True)
-        typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
+        say(f"error: invalid settings: {exc}", err=True)
+        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(2) from None
 
 
@@ -44,7 +45,12 @@ def _progress(result: ProbeResult) -> None:
         line = f"{result.skill}: FAILED: {result.error}"
         if result.kept_from:
             line += f" (kept the tools found at {result.kept_from})"
-    typer.echo(f"  {line}", err=True)
+    say(f"  {line}", err=True)
+
+
+def _cells(*values: object) -> list[Text]:
+    # A skill's own texts (descriptions, errors) are shown literally: no markup, no escapes.
+    return [Text(visible(v)) for v in values]
 
 
 def _refresh_table(results: tuple[ProbeResult, ...]) -> Table:
@@ -57,7 +63,7 @@ def _refresh_table(results: tuple[ProbeResult, ...]) -> Table:
             outcome = "not installed"
         else:
             outcome = f"failed: {r.error}" + (f" (kept tools of {r.kept_from})" if r.kept_from else "")
-        table.add_row(r.skill, str(len(r.tools)) if r.tools else "-", outcome, r.command or "-")
+        table.add_row(*_cells(r.skill, str(len(r.tools)) if r.tools else "-", outcome, r.command or "-"))
     return table
 
 
@@ -85,22 +91,22 @@ def refresh(
         cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.access(cache.parent, os.W_OK):
             raise PermissionError(f"{cache.parent} is not writable")
-        typer.echo(f"Probing {len(skills)} skill(s)…", err=True)
+        say(f"Probing {len(skills)} skill(s)…", err=True)
         report = asyncio.run(
             refresh_catalog(settings, skills=skills, server_timeout=timeout, on_result=_progress)
         )
     except OSError as exc:
-        typer.echo(f"error: cannot write the catalog cache {cache}: {exc}", err=True)
-        typer.echo(
+        say(f"error: cannot write the catalog cache {cache}: {exc}", err=True)
+        say(
             "hint: point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
             "the previous cache (if any) is unchanged.",
             err=True,
         )
         raise typer.Exit(2) from None
     if as_json:
-        typer.echo(json.dumps(report.payload(), indent=2, ensure_ascii=False))
+        typer.echo(json_text(report.payload()))
     else:
-        console = Console()
+        console = terminal_console()
         console.print(_refresh_table(report.results))
         found = sum(1 for r in report.results if r.status == "discovered")
         console.print(f"{found} skill(s) discovered; catalog cache: {report.cache_path}")
@@ -158,7 +164,7 @@ def show(
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
     settings = _settings()
     catalog = Catalog.load(settings.catalog_cache_path)
-    console = Console()
+    console = terminal_console()
     if skill is None:
         views = [_skill_view(catalog, s, full=as_json) for s in catalog.skills()]
         if as_json:
@@ -166,11 +172,11 @@ def show(
                 "cache": str(settings.catalog_cache_path),
                 "refreshed_at": catalog.refreshed_at or None,
             }
-            typer.echo(json.dumps({**payload, "skills": views}, indent=2, ensure_ascii=False))
+            typer.echo(json_text({**payload, "skills": views}))
             return
         table = Table("Skill", "Tools", "Discovered", "Description", title="Skill catalog")
         for v in views:
-            table.add_row(v["skill"], str(len(v["tools"])), v["version"] or "-", v["description"])
+            table.add_row(*_cells(v["skill"], str(len(v["tools"])), v["version"] or "-", v["description"]))
         console.print(table)
         if catalog.discovered:
             console.print(f"Discovered tools from {settings.catalog_cache_path} ({catalog.refreshed_at}).")
@@ -180,20 +186,22 @@ def show(
             )
         return
     if not catalog.has_skill(skill):
-        typer.echo(f"error: unknown skill '{skill}'", err=True)
-        typer.echo(f"hint: known skills: {', '.join(catalog.skills())}", err=True)
+        say(f"error: unknown skill '{skill}'", err=True)
+        say(f"hint: known skills: {', '.join(catalog.skills())}", err=True)
         raise typer.Exit(2)
     view = _skill_view(catalog, skill_key(skill), full=as_json)
     if as_json:
-        typer.echo(json.dumps(view, indent=2, ensure_ascii=False))
+        typer.echo(json_text(view))
         return
-    title = f"{view['skill']}: {view['description']}"
+    title = Text(visible(f"{view['skill']}: {view['description']}"))
     table = Table("Tool", "Risk", "Source", "On server", "Description", title=title)
     for t in view["tools"]:
-        table.add_row(t["name"], t["risk"], t["source"], _yes_no(t["on_server"]), t["description"])
+        table.add_row(*_cells(t["name"], t["risk"], t["source"], _yes_no(t["on_server"]), t["description"]))
     console.print(table)
     if view["discovered"]:
-        console.print(f"Discovered from {view['server']} {view['version']} at {view['refreshed_at']}.")
+        console.print(
+            Text(visible(f"Discovered from {view['server']} {view['version']} at {view['refreshed_at']}."))
+        )
     else:
         console.print(
             "Curated entries only: run `vmware-pilot catalog refresh` to list the installed server's tools."

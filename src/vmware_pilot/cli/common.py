@@ -3,13 +3,13 @@
 Exit codes: 0 done (or nothing to do), 1 refused (a rule, the workflow's state, or the person
 said no), 2 usage (bad arguments, unknown workflow id, invalid settings). Results are printed
 readably, or as JSON on stdout with ``--json`` (then everything meant for the person goes to
-stderr). Secrets are masked in everything printed.
+stderr). Secrets are masked in everything printed, and control characters are shown as escapes
+(``cli.terminal``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 
+from vmware_pilot.cli.terminal import ask, console, json_text, say
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError, WorkflowNotFound
@@ -57,7 +57,7 @@ class Output:
 
     def __init__(self, json_mode: bool) -> None:
         self.json_mode = json_mode
-        self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
+        self.console = console(stderr=json_mode)
 
     def show(self, *renderables: Any) -> None:
         self.console.print(*renderables)
@@ -65,7 +65,7 @@ class Output:
     def result(self, data: Any) -> None:
         """The command's result: JSON on stdout in --json mode (secrets masked)."""
         if self.json_mode:
-            sys.stdout.write(json.dumps(redact(data), indent=2, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(json_text(redact(data)) + "\n")
 
 
 def operator() -> Actor:
@@ -77,8 +77,8 @@ def _settings(dispatch: bool = False) -> Settings:
     try:
         settings = Settings()
     except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
-        typer.echo(f"error: invalid settings: {exc}", err=True)
-        typer.echo("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
+        say(f"error: invalid settings: {exc}", err=True)
+        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if dispatch:
         settings = settings.model_copy(update={"dispatch": "stdio"})
@@ -115,9 +115,9 @@ def run_async(app: PilotApp, work: Coroutine[Any, Any, T]) -> T:
 
 
 def refuse(message: str, hint: str = "", code: int = EXIT_REFUSED) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    say(f"error: {message}", err=True)
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        say(f"hint: {hint}", err=True)
     raise typer.Exit(code)
 
 
@@ -128,7 +128,7 @@ def fail(exc: PilotError, json_mode: bool = False) -> NoReturn:
     if isinstance(exc, WorkflowNotFound):
         hint = "`vmware-pilot workflows` lists the workflows and their ids."
     if json_mode:
-        sys.stdout.write(json.dumps(redact(exc.payload()), indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_text(redact(exc.payload())) + "\n")
     refuse(exc.message, hint, code)
 
 
@@ -141,5 +141,5 @@ def confirm(question: str, yes: bool, json_mode: bool = False, hint: str = "") -
             "this needs a person's confirmation and there is no terminal to ask on; nothing was changed",
             hint or "Run it in a terminal, or add --yes if you already decided.",
         )
-    if not typer.confirm(question, default=False, err=json_mode):
+    if not ask(question, err=json_mode):
         refuse("not confirmed; nothing was changed")

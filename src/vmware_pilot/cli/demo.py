@@ -23,6 +23,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from vmware_pilot.cli.terminal import console as terminal_console
+from vmware_pilot.cli.terminal import json_text, visible
 from vmware_pilot.config import ENV_PREFIX
 
 __all__ = ["DEMO_PARAMS", "DEMO_TEMPLATE", "demo"]
@@ -252,7 +254,7 @@ async def _run(home: Path, console: Console, json_mode: bool, errlog: TextIO) ->
             await _walk(walk)
         finally:
             if json_mode:
-                print(json.dumps(walk.record, indent=2, ensure_ascii=False))
+                print(json_text(walk.record))
     return walk.record
 
 
@@ -264,14 +266,14 @@ def demo(
     json_output: Annotated[bool, typer.Option("--json", help="Print the raw tool results as JSON.")] = False,
 ) -> None:
     """Walk a built-in template through the MCP server: review, run, gate, approve, status, rollback preview."""
-    console = Console()
+    console = terminal_console()
     with _home(home) as pilot_home, tempfile.TemporaryFile(mode="w+") as errlog:
         try:
             asyncio.run(_run(pilot_home, console, json_output, errlog))
         except Exception as exc:
             errlog.seek(0)
             server_log = errlog.read()[-4000:]
-            console.print(f"[red]demo failed:[/] {_root_cause(exc)}", highlight=False, markup=True)
+            console.print(Text.assemble(("demo failed:", "red"), " ", visible(_root_cause(exc))))
             if server_log:
                 sys.stderr.write(f"--- server log ---\n{server_log}\n")
             raise typer.Exit(1) from None

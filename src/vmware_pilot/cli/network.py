@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from vmware_pilot.cli.terminal import say
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError
@@ -38,9 +39,9 @@ def role_book(settings: Settings) -> RoleBook:
 
 
 def _refuse(message: str, hint: str, code: int) -> typer.Exit:
-    typer.echo(f"vmware-pilot mcp: {message}", err=True)
+    say(f"vmware-pilot mcp: {message}", err=True)
     if hint:
-        typer.echo(f"  {hint}", err=True)
+        say(f"  {hint}", err=True)
     return typer.Exit(code)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from vmware_pilot.cli import views
 from vmware_pilot.cli.common import (
@@ -27,6 +27,7 @@ from vmware_pilot.cli.common import (
     refuse,
     run_async,
 )
+from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
@@ -74,7 +75,7 @@ def printer(out: Output) -> ProgressFn:
 
     async def progress(done: float, total: float | None, message: str) -> None:
         count = f"{int(done)}/{int(total)}" if total else f"{int(done)}"
-        out.show(f"[dim]\\[{count}][/] {escape(message)}")
+        out.show(Text.assemble((f"[{count}]", "dim"), " ", visible(message)))
 
     return progress
 
@@ -244,7 +245,12 @@ def reject(
             fail(exc, json_output)
     out.result(result)
     if not json_output:
-        out.show(f"[bold]{workflow_id}[/] rejected by {escape(person.label)} and cancelled: {escape(reason)}")
+        out.show(
+            Text.assemble(
+                (visible(workflow_id), "bold"),
+                visible(f" rejected by {person.label} and cancelled: {reason}"),
+            )
+        )
 
 
 def cancel(
@@ -278,7 +284,11 @@ def cancel(
             fail(exc, json_output)
     out.result(result)
     if not json_output:
-        out.show(f"[bold]{workflow_id}[/] cancelled" + (f": {escape(reason)}" if reason else ""))
+        out.show(
+            Text.assemble(
+                (visible(workflow_id), "bold"), visible(" cancelled" + (f": {reason}" if reason else ""))
+            )
+        )
 
 
 def rollback(
@@ -316,6 +326,8 @@ def rollback(
     if not json_output:
         out.show(views.outcome_panel({**result, "outcome": result.get("outcome") or result.get("action")}))
         for entry in result.get("rollback_results") or []:
-            out.show(escape(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}"))
+            out.show(
+                Text(visible(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}"))
+            )
     if result.get("outcome") == "failed":
         raise typer.Exit(1)

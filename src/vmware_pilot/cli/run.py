@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from vmware_pilot.cli import views
 from vmware_pilot.cli.common import (
@@ -28,6 +29,7 @@ from vmware_pilot.cli.common import (
     run_async,
 )
 from vmware_pilot.cli.operator import printer
+from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
@@ -110,9 +112,7 @@ async def _drive(
                 f"Did you perform the {len(unrun)} step(s) listed above and check their results, "
                 f"and do you approve this gate as {person.label}?"
             )
-        if not yes and (
-            not sys.stdin.isatty() or not typer.confirm(question, default=False, err=out.json_mode)
-        ):
+        if not yes and (not sys.stdin.isatty() or not ask(question, err=out.json_mode)):
             return result  # nobody to ask, or the person said no: the workflow waits at the gate
         result = await app.service.approve(
             person,
@@ -176,7 +176,7 @@ def run(
         try:
             workflow_id = _create(app, person, template, params, steps)
             mode = "Pilot runs the steps" if app.dispatcher is not None else "steps are handed back to you"
-            out.show(f"Created [bold]{workflow_id}[/] ({mode}).")
+            out.show(Text.assemble("Created ", (visible(workflow_id), "bold"), f" ({mode})."))
             result = run_async(app, _drive(app, person, workflow_id, force, yes, out))
         except PilotError as exc:
             fail(exc, json_output)
@@ -187,8 +187,12 @@ def run(
         if result.get("outcome") == "awaiting_approval":
             ack = " --ack-not-executed" if result.get("pending_dispatch") else ""
             out.show(
-                f"It waits at the gate. Approve with `vmware-pilot approve {workflow_id}{ack}`, "
-                f"or reject with `vmware-pilot reject {workflow_id} --reason ...`."
+                Text(
+                    visible(
+                        f"It waits at the gate. Approve with `vmware-pilot approve {workflow_id}{ack}`, "
+                        f"or reject with `vmware-pilot reject {workflow_id} --reason ...`."
+                    )
+                )
             )
         elif result.get("outcome") == "dispatch_required":
             out.show("Perform the steps above yourself, in order; Pilot did not run them.")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
+from vmware_pilot.cli.terminal import say
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
@@ -42,9 +43,9 @@ def configure_logging(level: str) -> None:
 
 
 def _fail(message: str, hint: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"vmware-pilot mcp: {message}", err=True)
+    say(f"vmware-pilot mcp: {message}", err=True)
     if hint:
-        typer.echo(f"  {hint}", err=True)
+        say(f"  {hint}", err=True)
     return typer.Exit(code)
 
 

@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from vmware_pilot.cli.network import role_book, token_store
+from vmware_pilot.cli.terminal import say
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server import TOOL_NAMES
@@ -28,9 +29,9 @@ RoleArg = Annotated[str, typer.Argument(help="admin, reader, or a role from role
 
 
 def _fail(message: str, hint: str = "") -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    say(f"error: {message}", err=True)
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        say(f"hint: {hint}", err=True)
     return typer.Exit(2)
 
 
@@ -68,8 +69,8 @@ def create(
         secret = token_store(settings).create(name, role)
     except PilotError as exc:
         raise _fail(exc.message, exc.hint) from None
-    typer.echo(secret)
-    typer.echo(
+    say(secret)
+    say(
         f"Token {name!r} created with role {role}. The secret above is shown only now; store it in the "
         "client's configuration. A running server accepts it from its next request.",
         err=True,
@@ -85,12 +86,12 @@ def list_tokens() -> None:
     except PilotError as exc:
         raise _fail(exc.message, exc.hint) from None
     if not entries:
-        typer.echo("No tokens. Create one with `vmware-pilot token create NAME --role ROLE`.")
+        say("No tokens. Create one with `vmware-pilot token create NAME --role ROLE`.")
         return
     usable = role_book(settings).listing().roles
     for entry in entries:
         note = "" if entry.role in usable else "  (role not usable: its calls are refused)"
-        typer.echo(f"{entry.name}\t{entry.role}\t{entry.created_at}{note}")
+        say(entry.name, entry.role, f"{entry.created_at}{note}")
 
 
 @app.command()
@@ -100,7 +101,7 @@ def revoke(name: Name) -> None:
         token_store(_settings()).revoke(name)
     except PilotError as exc:
         raise _fail(exc.message, exc.hint) from None
-    typer.echo(f"Token {name!r} revoked.")
+    say(f"Token {name!r} revoked.")
 
 
 @app.command(name="set-role")
@@ -112,7 +113,7 @@ def set_role(name: Name, role: RoleArg) -> None:
         token_store(settings).set_role(name, role)
     except PilotError as exc:
         raise _fail(exc.message, exc.hint) from None
-    typer.echo(f"Token {name!r} now has role {role}.")
+    say(f"Token {name!r} now has role {role}.")
 
 
 @app.command()
@@ -124,9 +125,9 @@ def roles() -> None:
     for role in listing.roles.values():
         visible = role.visible(TOOL_NAMES)
         tools = "all tools" if len(visible) == len(TOOL_NAMES) else ", ".join(visible)
-        typer.echo(f"{role.name}\tapprove: {role.approve}\t{tools}")
+        say(role.name, f"approve: {role.approve}", tools)
     for group, target in listing.groups.items():
-        typer.echo(f"group {group}\t→ {target or 'no role'}")
+        say(f"group {group}", f"→ {target or 'no role'}")
     if listing.problem:
-        typer.echo(f"error: custom roles are off: {listing.problem}", err=True)
+        say(f"error: custom roles are off: {listing.problem}", err=True)
         raise typer.Exit(1)

@@ -1,13 +1,13 @@
 """Rich renderings of service results for the operator CLI (tables and panels, secrets masked).
 
 Everything that comes from a workflow (names, messages, params, audit details, errors of other
-skills) is rendered as plain text, never as Rich markup: a gate message cannot restyle or hide
-what an operator reads, nor break the rendering.
+skills) is rendered through ``_t``: plain text, never Rich markup, with control characters shown
+as escapes (``cli.terminal.visible``). A gate message cannot restyle, move or hide what an
+operator reads, nor break the rendering.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from vmware_pilot.cli.terminal import json_text, visible
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
@@ -44,8 +45,9 @@ _TIER_STYLE = {"destructive": "bold red", "write": "yellow", "read": "green", "u
 
 
 def _t(value: object, style: str = "") -> Text:
-    """``value`` as literal text (square brackets are shown, not read as markup)."""
-    return Text(str(value), style=style)
+    """``value`` as literal text: square brackets are shown, not read as markup, and control
+    characters (escape sequences, carriage returns, line breaks) are shown as escapes."""
+    return Text(visible(value), style=style)
 
 
 def _table(*columns: str, keep: tuple[str, ...] = ("#", "id", "state", "status")) -> Table:
@@ -57,7 +59,7 @@ def _table(*columns: str, keep: tuple[str, ...] = ("#", "id", "state", "status")
 
 
 def _state(state: str) -> Text:
-    return Text(state, style=_STATE_STYLE.get(state, ""))
+    return _t(state, _STATE_STYLE.get(state, ""))
 
 
 def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
@@ -137,8 +139,8 @@ def audit_table(events: Sequence[Mapping[str, Any]]) -> Table:
 def status_panel(status: Mapping[str, Any], audit_tail: int) -> RenderableType:
     status = redact(status)
     head = Text.assemble(
-        (str(status["id"]), "bold"),
-        f"  {status['workflow_type']}  ",
+        _t(status["id"], "bold"),
+        _t(f"  {status['workflow_type']}  "),
         _state(str(status["state"])),
     )
     facts = [f"created by {status.get('created_by') or '-'}"]
@@ -146,12 +148,12 @@ def status_panel(status: Mapping[str, Any], audit_tail: int) -> RenderableType:
         facts.append(f"approved by {status['approved_by']}")
     if status.get("blocked_reason"):
         facts.append(f"reason: {status['blocked_reason']}")
-    parts: list[RenderableType] = [head, Text("; ".join(facts), style="dim"), steps_table(status["steps"])]
+    parts: list[RenderableType] = [head, _t("; ".join(facts), "dim"), steps_table(status["steps"])]
     if status.get("gates"):
         parts += [Text("\nGates", style="bold"), gates_table(status["gates"])]
     summary = (status.get("diff_report") or {}).get("summary")
     if summary:
-        parts += [Text("\nChanges", style="bold"), Text(str(summary))]
+        parts += [Text("\nChanges", style="bold"), _t(summary)]
     events = list(status.get("audit_log") or [])[-audit_tail:] if audit_tail > 0 else []
     if events:
         parts += [Text(f"\nAudit (last {len(events)})", style="bold"), audit_table(events)]
@@ -165,7 +167,7 @@ def review_panel(review: Mapping[str, Any]) -> RenderableType:
     findings = _table("severity", "kind", "step", "message")
     for f in review.get("findings") or []:
         findings.add_row(_t(f["severity"]), _t(f["kind"]), _t(f["step_index"]), _t(f["message"]))
-    body: list[RenderableType] = [Text(f"verdict: {verdict}", style=style), Text(summary, style="dim")]
+    body: list[RenderableType] = [_t(f"verdict: {verdict}", style), _t(summary, "dim")]
     body.append(findings if review.get("findings") else Text("No findings.", style="green"))
     return Group(*body)
 
@@ -179,16 +181,16 @@ def gate_panel(view: Mapping[str, Any]) -> RenderableType:
         releases.add_row(
             _t(r["index"]),
             _t(f"{r['skill']}.{r['tool']}"),
-            Text(tier, style=_TIER_STYLE.get(tier, "")),
+            _t(tier, _TIER_STYLE.get(tier, "")),
             _t(r.get("rollback_tool") or "-"),
         )
     ran = _table("#", "skill.tool", "status")
     for s in view.get("already_ran") or []:
         style = "yellow" if s["status"] == "not_executed" else ""
-        ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), Text(str(s["status"]), style=style))
+        ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), _t(s["status"], style))
     lines: list[RenderableType] = [
         # One line: a multi-line message cannot imitate the panel's own headings and tables.
-        Text(" ".join(str(gate.get("message") or "(no message)").split()), style="bold"),
+        _t(" ".join(str(gate.get("message") or "(no message)").split()), "bold"),
         Text("\nReleases (runs once approved):", style="bold"),
         releases if view.get("releases") else Text("nothing: approving ends this part", style="dim"),
     ]
@@ -201,7 +203,7 @@ def gate_panel(view: Mapping[str, Any]) -> RenderableType:
         facts.append(f"approvals {len(gate.get('approvals') or [])}/{required} ({names})")
     if gate.get("expires_at"):
         facts.append(("EXPIRED at " if gate.get("expired") else "expires ") + str(gate["expires_at"])[:19])
-    lines.append(Text("\n" + "\n".join(facts), style="dim"))
+    lines += [Text(""), *(_t(fact, "dim") for fact in facts)]
     title = _t(
         f"{view.get('workflow_id')} ({view.get('workflow_type')}): approval gate at step {gate.get('index')}"
     )
@@ -212,7 +214,7 @@ def handout_table(pending: Sequence[Mapping[str, Any]]) -> Table:
     """Steps handed to the person to perform themselves, in order (secrets masked)."""
     table = _table("#", "skill.tool", "params", "undo")
     for step in pending:
-        params = json.dumps(redact(step.get("params") or {}), ensure_ascii=False)
+        params = json_text(redact(step.get("params") or {}), indent=None)
         table.add_row(
             _t(step.get("index", "")),
             _t(f"{step.get('skill')}.{step.get('tool')}"),
@@ -243,8 +245,8 @@ def blast_panel(verb: str, radius: Mapping[str, Any]) -> RenderableType:
         table.add_row(_t(key), _t(radius.get(f"{key}_count", len(entries))), _t(names))
     notes = [str(v) for k, v in radius.items() if k.endswith("_note") and v]
     problems = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
-    body: list[RenderableType] = [table, *(Text(n, style="dim") for n in notes)]
-    body += [Text(f"blocked: {p}", style="bold red") for p in problems]
+    body: list[RenderableType] = [table, *(_t(n, "dim") for n in notes)]
+    body += [_t(f"blocked: {p}", "bold red") for p in problems]
     state_after = radius.get("state_after", "")
     title = _t(f"{verb} preview: workflow ends '{state_after}'" if state_after else f"{verb} preview")
     return Panel(Group(*body), title=title, title_align="left", border_style="magenta")
@@ -257,7 +259,7 @@ def outcome_panel(result: Mapping[str, Any]) -> RenderableType:
         Text.assemble(("outcome ", "bold"), _state(outcome), "  state ", _state(str(result.get("state", ""))))
     ]
     if result.get("error"):
-        parts.append(Text(str(result["error"]), style="red"))
+        parts.append(_t(result["error"], "red"))
     pending = result.get("pending_dispatch") or []
     if pending:
         parts += [
@@ -268,13 +270,14 @@ def outcome_panel(result: Mapping[str, Any]) -> RenderableType:
     if gate and outcome == "awaiting_approval":
         missing = int(gate.get("approvals_missing") or 0)
         quorum = int(gate.get("approvals_required") or 1) > 1
-        parts.append(
-            Text(
-                f"\nWaiting at the gate at step {gate.get('index')}: {gate.get('message', '')}"
+        parts += [
+            Text(""),
+            _t(
+                f"Waiting at the gate at step {gate.get('index')}: {gate.get('message', '')}"
                 + (f" ({missing} more approval(s) needed)" if quorum and missing else ""),
-                style="yellow",
-            )
-        )
+                "yellow",
+            ),
+        ]
     style = "red" if outcome == "failed" else "green" if outcome == "completed" else "cyan"
     return Panel(
         Group(*parts), title=_t(result.get("workflow_id") or result.get("id") or ""), border_style=style
