@@ -254,6 +254,35 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
         second.close()
 
 
+async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_restart(
+    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    guest = guest_command_with_password()
+    guest["params"] = {"vm_name": "a", "command": "mysql --password=hunter2-pw", "confirm": True}
+    first = build_app(settings, dispatcher=dispatcher)
+    try:
+        wid = create(first, actor, [GATE, guest])
+        await first.service.run_workflow(actor, wid)
+        assert (
+            first.service.get_workflow_status(wid)["steps"][1]["params"]["command"] == "mysql --password=***"
+        )
+        await first.service.approve(actor, wid, approver="alice")
+        assert dispatcher.calls[0][2]["command"] == "mysql --password=hunter2-pw"
+        again = create(first, actor, [GATE, guest])
+        await first.service.run_workflow(actor, again)
+    finally:
+        first.close()
+    second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
+    try:
+        out = await second.service.approve(actor, again, approver="alice")
+        assert out["steps"][1]["status"] == "failed"
+        assert "secret(s) command," in out["steps"][1]["result"]["error"]
+        assert "did not survive a restart" in out["steps"][1]["result"]["error"]
+        assert len(dispatcher.calls) == 1
+    finally:
+        second.close()
+
+
 async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:

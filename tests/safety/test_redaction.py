@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, key_tokens, redact, redact_text
+from vmware_pilot.safety.redaction import (
+    MASK,
+    has_masked_shape,
+    is_secret_key,
+    is_secret_ref,
+    key_tokens,
+    redact,
+    redact_text,
+)
 
 MASKED_KEYS = [
     "db_password",
@@ -99,8 +107,8 @@ def test_secret_reference_empty_value_and_flags_are_kept() -> None:
 
 def test_redact_scrub_text_also_masks_secrets_inside_strings() -> None:
     value = {"error": "login failed for password=hunter2", "items": ["token: abc123"]}
-    assert redact(value) == value
-    assert redact(value, scrub_text=True) == {
+    assert redact(value, scrub_text=False) == value
+    assert redact(value) == {
         "error": f"login failed for password={MASK}",
         "items": [f"token: {MASK}"],
     }
@@ -140,3 +148,18 @@ def test_redact_text_masks_secret_shapes(text: str, expected: str) -> None:
 )
 def test_redact_text_keeps_ordinary_text(text: str) -> None:
     assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        (f"mysql --password={MASK} -e 'select 1'", True),
+        (f"curl -H 'Authorization: Bearer {MASK}' https://a", True),
+        (f"https://admin:{MASK}@vc.local/sdk", True),
+        (f"the value {MASK} is shown as is", False),
+        ("password=hunter2", False),
+        ("", False),
+    ],
+)
+def test_a_masked_secret_shape_is_recognised_in_text(text: str, masked: bool) -> None:
+    assert has_masked_shape(text) is masked

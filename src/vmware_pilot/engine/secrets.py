@@ -15,7 +15,7 @@ from typing import Any
 
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import SecretUnavailable
-from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact
+from vmware_pilot.safety.redaction import MASK, has_masked_shape, is_secret_key, is_secret_ref, redact
 
 __all__ = [
     "MASK",
@@ -62,8 +62,11 @@ class SecretVault:
 
 
 def find_masked_secrets(value: Any, path: str = "") -> list[str]:
-    """Paths of secret-named keys whose value is the store's mask (the secret did not survive)."""
+    """Paths of secret-named keys whose value is the store's mask, and of texts holding a masked
+    secret shape such as ``--password=***`` (the secret did not survive)."""
     found: list[str] = []
+    if isinstance(value, str) and has_masked_shape(value):
+        found.append(path or "a param")
     if isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "MASK",
     "SECRET_REF_KEYS",
+    "has_masked_shape",
     "is_secret_key",
     "is_secret_ref",
     "key_tokens",
@@ -136,11 +137,12 @@ def _mask(value: Any) -> Any:
     return MASK
 
 
-def redact(value: Any, *, scrub_text: bool = False) -> Any:
-    """A deep copy of ``value`` with every value under a secret key replaced by ``***``.
+def redact(value: Any, *, scrub_text: bool = True) -> Any:
+    """A deep copy of ``value`` with every value under a secret key replaced by ``***`` and every
+    string passed through ``redact_text``: a ``user:pass@`` URL, a ``Bearer`` credential or a
+    ``password=…`` pair is masked under any key, in params, goals and descriptions alike.
 
-    With ``scrub_text`` every string is also passed through ``redact_text`` (results and error
-    texts); parameters are masked by key only, so a command line sent to a tool is not rewritten.
+    ``scrub_text=False`` masks by key only (for a caller that must keep texts exactly).
     """
     if isinstance(value, Mapping):
         return {
@@ -152,6 +154,19 @@ def redact(value: Any, *, scrub_text: bool = False) -> Any:
     if scrub_text and isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def has_masked_shape(text: str) -> bool:
+    """True when a secret shape in ``text`` holds the mask (``password=***``): a stored text whose
+    secret was lost, which must not be sent anywhere as if it were the value."""
+    if MASK not in text:
+        return False
+    probe = text.replace(MASK, _PROBE)
+    return redact_text(probe) != probe
+
+
+# Stands in for the mask where a credential may stand: long and base64-like, as a Bearer one is.
+_PROBE = "Xmasked0secret0Xmasked"
 
 
 # Every pattern below is linear on any input: each unbounded repeat is possessive (``*+``, ``++``)

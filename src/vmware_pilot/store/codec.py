@@ -1,8 +1,9 @@
 """Workflow ↔ stored JSON document, with secrets masked before anything is written.
 
 The document holds the record of reference §1.1 without ``audit_log`` (kept as rows in
-``audit_events``) plus ``extra``. Parameters are masked by key; results, rollback results and free
-texts are also scrubbed of ``key=value`` shapes. Decoding is strict about what it finds (unknown
+``audit_events``) plus ``extra``. Every value under a secret key is masked and every text (params
+under ordinary keys, the goal, the description, results) is scrubbed of secret shapes (``user:pass@``,
+``Bearer …``, ``password=…``); the live values stay in the process (``engine.secrets``). Decoding is strict about what it finds (unknown
 keys, states, statuses → CorruptRecord) and fills the optional fields reference §1.9 lets go missing.
 """
 
@@ -55,7 +56,7 @@ def _encode_step(step: Step) -> dict[str, Any]:
     out = step.to_dict()
     out["params"] = redact(step.params)
     out["rollback_params"] = redact(step.rollback_params)
-    out["result"] = redact(step.result, scrub_text=True)
+    out["result"] = redact(step.result)
     return out
 
 
@@ -70,9 +71,9 @@ def encode_document(wf: Workflow) -> dict[str, Any]:
         "created_at": iso(wf.created_at),
         "updated_at": iso(wf.updated_at),
         "approved_by": wf.approved_by,
-        "diff_report": redact(wf.diff_report, scrub_text=True),
+        "diff_report": redact(wf.diff_report),
         "blocked_reason": redact_text(wf.blocked_reason),
-        "rollback_results": redact(wf.rollback_results, scrub_text=True),
+        "rollback_results": redact(wf.rollback_results),
         "created_by": wf.created_by,
         "authors": list(wf.authors),
         "extra": redact(wf.extra),

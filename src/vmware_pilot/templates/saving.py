@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from vmware_pilot.domain.model import Step
-from vmware_pilot.safety.redaction import redact
+from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = ["restore_template", "step_document", "template_document", "write_template"]
 
@@ -39,7 +39,7 @@ def template_document(
     """The YAML content, secrets masked; ``authors`` only when there are any."""
     doc: dict[str, Any] = {
         "name": name,
-        "description": description,
+        "description": redact_text(description),
         "steps": [redact(step_document(s)) for s in steps],
     }
     names = sorted({str(a) for a in authors if a})
