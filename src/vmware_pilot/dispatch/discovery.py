@@ -36,6 +36,7 @@ from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.locate import SkillCommand, locate
 from vmware_pilot.errors import DispatchRefused
+from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -78,7 +79,7 @@ class ProbeResult:
         out: dict[str, Any] = {"skill": self.skill, "status": self.status, "tools": len(self.tools)}
         for key in ("command", "version", "error", "hint", "kept_from"):
             if value := getattr(self, key):
-                out[key] = value
+                out[key] = redact_text(value)
         return out
 
 
@@ -205,7 +206,7 @@ async def probe_skill(
     except DispatchRefused as exc:
         # Only the plain "not installed" refusal names a package; a bad name or setting is a failure.
         status: Status = "not_installed" if "package" in exc.fields else "failed"
-        command_line = str(exc.fields.get("command", ""))
+        command_line = redact_text(str(exc.fields.get("command", "")))
         return ProbeResult(skill, status, command=command_line, error=exc.message, hint=exc.hint)
     try:
         version, tools = await list_server_tools(command, server_timeout=server_timeout, env=env)

@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.errors import DispatchRefused
+from vmware_pilot.safety.redaction import MASK, is_secret_key, redact_text
 
 __all__ = [
     "PACKAGES",
@@ -64,8 +65,13 @@ class SkillCommand:
         return list(self.argv[1:])
 
     def display(self) -> str:
-        """The command line as a shell would read it."""
-        return shlex.join(self.argv)
+        """The command line as a shell would read it, with secrets masked: it is logged, shown and
+        written to the catalog cache (``--password=x``, ``--token x``, ``https://u:x@h`` → ``***``)."""
+        shown: list[str] = []
+        for arg in self.argv:
+            after_secret_flag = bool(shown) and shown[-1].startswith("-") and is_secret_key(shown[-1])
+            shown.append(MASK if after_secret_flag and "=" not in shown[-1] else redact_text(arg))
+        return shlex.join(shown)
 
 
 def server_name(skill: str) -> str:
