@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["ENV_PREFIX", "Settings"]
+from vmware_pilot.safety.redaction import redact_text
+
+__all__ = ["ENV_PREFIX", "Settings", "settings_problem"]
 
 ENV_PREFIX = "VMWARE_PILOT_"
 
@@ -18,7 +20,10 @@ ENV_PREFIX = "VMWARE_PILOT_"
 class Settings(BaseSettings):
     """Every field is read from ``VMWARE_PILOT_<FIELD>`` (upper case) and documented in the README."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    # A refused value is never echoed whole by pydantic: a URL may carry a password.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     home: Path = Field(
         default_factory=lambda: Path("~/.vmware"),
@@ -141,10 +146,19 @@ class Settings(BaseSettings):
     @classmethod
     def _check_notify_url(cls, value: str) -> str:
         url = value.strip()
-        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+        if not url:
+            return url
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                f"VMWARE_PILOT_NOTIFY_URL={url!r} is not an http(s) URL with a host; set it to the "
-                "receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
+                f"VMWARE_PILOT_NOTIFY_URL={redact_text(url)!r} is not an http(s) URL with a host; set it to "
+                "the receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
+            )
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                f"VMWARE_PILOT_NOTIFY_URL={redact_text(url)!r} carries credentials (user:password@), which "
+                "Pilot does not send as a login and would keep in clear; remove them and let the receiver "
+                "check the X-Pilot-Signature header signed with VMWARE_PILOT_NOTIFY_SECRET"
             )
         return url
 
@@ -228,3 +242,15 @@ class Settings(BaseSettings):
     def env_names(cls) -> dict[str, str]:
         """Setting name → environment variable, for documentation checks."""
         return {name: f"{ENV_PREFIX}{name.upper()}" for name in cls.model_fields}
+
+
+def settings_problem(exc: Exception) -> str:
+    """Invalid settings in one line, each problem with its variable, no value given echoed whole."""
+    if not isinstance(exc, ValidationError):
+        return " ".join(str(exc).split())
+    problems = []
+    for error in exc.errors():
+        name = f"{ENV_PREFIX}{'_'.join(str(p) for p in error['loc']).upper()}" if error["loc"] else ""
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(message if not name or name in message else f"{name}: {message}")
+    return "; ".join(problems)

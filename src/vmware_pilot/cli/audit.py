@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from vmware_pilot.cli.terminal import json_text, say
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.store.sql import open_store
 
@@ -29,7 +29,7 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        say(f"error: invalid settings: {exc}", err=True)
+        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
         say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(2) from None
 

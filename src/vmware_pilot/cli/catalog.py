@@ -14,7 +14,7 @@ from vmware_pilot.catalog.registry import Catalog, ToolInfo
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import json_text, say, visible
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.dispatch.discovery import DEFAULT_TIMEOUT, SKILLS, ProbeResult, refresh_catalog
 from vmware_pilot.dispatch.locate import package_name
 
@@ -31,7 +31,7 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        say(f"error: invalid settings: {exc}", err=True)
+        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
         say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(2) from None
 

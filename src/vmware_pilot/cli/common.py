@@ -19,7 +19,7 @@ import typer
 from pydantic import ValidationError
 
 from vmware_pilot.cli.terminal import ask, console, json_text, say
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import InvalidInput, PilotError, WorkflowNotFound
 from vmware_pilot.safety.redaction import redact
@@ -77,7 +77,7 @@ def _settings(dispatch: bool = False) -> Settings:
     try:
         settings = Settings()
     except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
-        say(f"error: invalid settings: {exc}", err=True)
+        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
         say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if dispatch:

@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from vmware_pilot.cli.terminal import say
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 
@@ -97,7 +97,9 @@ def mcp(
             settings = settings.model_copy(update={"dispatch": "stdio"})
         configure_logging(settings.log_level)
     except (ValidationError, ValueError) as exc:
-        raise _fail(f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables.") from None
+        raise _fail(
+            f"invalid settings: {settings_problem(exc)}", "Fix the VMWARE_PILOT_* environment variables."
+        ) from None
     if network is not None:
         serve_network(settings, network)
         return

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from vmware_pilot.cli.network import role_book, token_store
 from vmware_pilot.cli.terminal import say
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.roles import RoleBook
@@ -40,7 +40,8 @@ def _settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise _fail(
-            f"invalid settings: {exc}", "Fix the VMWARE_PILOT_* environment variables (README, Settings)."
+            f"invalid settings: {settings_problem(exc)}",
+            "Fix the VMWARE_PILOT_* environment variables (README, Settings).",
         ) from None
 
 
