@@ -204,7 +204,7 @@ def test_invalid_settings_are_an_error_with_a_hint_not_a_traceback(command: str)
 
     assert result.exit_code == 2
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "invalid settings" in result.stderr and "dispatch_timeout" in result.stderr
+    assert "invalid settings" in result.stderr and "VMWARE_PILOT_DISPATCH_TIMEOUT" in result.stderr
     assert "hint: fix the VMWARE_PILOT_* environment variables" in result.stderr
 
 

@@ -52,7 +52,8 @@ class PilotService(Authoring, Lifecycle):
                 state=wf.state.value,
             )
         catalog = self.catalog
-        result = review(wf, catalog)
+        # Review reads every step's text: off the event loop, so a big plan holds up nobody.
+        result = await asyncio.to_thread(review, wf, catalog)
         blocking = blocking_findings(result)
         if self._is_custom(wf):
             try:

@@ -34,12 +34,21 @@ _HINTS: dict[str, str] = {
     "list_workflows": "The workflow store or template registry failed; the server log has the details.",
 }
 # Tools whose service method writes synchronously (a transaction and an fsync, or a wait for
-# another process's lock): run in a worker thread so the event loop keeps serving others. The
+# another process's lock), or works over a whole plan (decoding, review, plan digests, which grow
+# with the plan's text): run in a worker thread so the event loop keeps serving others. The
 # async tools (run_workflow, approve, rollback, cancel_workflow) save through ``Runner.save``,
-# which does the same. Reads stay on the loop: they are short, CPU-bound and would only pay
-# thread hand-offs under the GIL.
+# which does the same. The short reads (lists, the catalog) stay on the loop: they would only
+# pay thread hand-offs under the GIL.
 _THREADED = frozenset(
-    {"create_workflow", "design_workflow", "update_draft", "confirm_draft", "create_workflow_from_template"}
+    {
+        "create_workflow",
+        "design_workflow",
+        "update_draft",
+        "confirm_draft",
+        "create_workflow_from_template",
+        "review_workflow",
+        "get_workflow_status",
+    }
 )
 _DEFAULT_HINT = (
     "Check the arguments (get_skill_catalog lists skill and tool names; list_workflows the "
