@@ -65,7 +65,7 @@ class Output:
     def result(self, data: Any) -> None:
         """The command's result: JSON on stdout in --json mode (secrets masked)."""
         if self.json_mode:
-            sys.stdout.write(json_text(redact(data)) + "\n")
+            sys.stdout.write(json_text(redact(data, scrub_text=False)) + "\n")
 
 
 def operator() -> Actor:
@@ -128,7 +128,7 @@ def fail(exc: PilotError, json_mode: bool = False) -> NoReturn:
     if isinstance(exc, WorkflowNotFound):
         hint = "`vmware-pilot workflows` lists the workflows and their ids."
     if json_mode:
-        sys.stdout.write(json_text(redact(exc.payload())) + "\n")
+        sys.stdout.write(json_text(redact(exc.payload(), scrub_text=False)) + "\n")
     refuse(exc.message, hint, code)
 
 

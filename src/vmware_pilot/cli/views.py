@@ -137,7 +137,7 @@ def audit_table(events: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def status_panel(status: Mapping[str, Any], audit_tail: int) -> RenderableType:
-    status = redact(status)
+    status = redact(status, scrub_text=False)
     head = Text.assemble(
         _t(status["id"], "bold"),
         _t(f"  {status['workflow_type']}  "),
@@ -214,7 +214,7 @@ def handout_table(pending: Sequence[Mapping[str, Any]]) -> Table:
     """Steps handed to the person to perform themselves, in order (secrets masked)."""
     table = _table("#", "skill.tool", "params", "undo")
     for step in pending:
-        params = json_text(redact(step.get("params") or {}), indent=None)
+        params = json_text(redact(step.get("params") or {}, scrub_text=False), indent=None)
         table.add_row(
             _t(step.get("index", "")),
             _t(f"{step.get('skill')}.{step.get('tool')}"),

@@ -76,7 +76,9 @@ def encode_document(wf: Workflow) -> dict[str, Any]:
         "rollback_results": redact(wf.rollback_results),
         "created_by": wf.created_by,
         "authors": list(wf.authors),
-        "extra": redact(wf.extra),
+        # Structured data (gate digests, approvals by actor labels such as ``token:dave``), masked
+        # by key only: a label is not a secret shape.
+        "extra": redact(wf.extra, scrub_text=False),
     }
 
 
