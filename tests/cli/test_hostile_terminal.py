@@ -1,7 +1,7 @@
 """A hostile plan through every operator command on a real pseudo-terminal.
 
 Every free text an agent or a skill can still store (workflow name, description, goal, action,
-params, gate message, reasons, a skill's error, a template's description) carries escape
+params and their names, gate message, reasons, a skill's error, a template's description) carries escape
 sequences, carriage returns, C1 controls and a bidi override. What a person sees must show them
 as escapes and never pass one to the terminal: with TERM=dumb Rich writes no escape sequence of
 its own, so any ESC byte on the terminal came from data.
@@ -41,7 +41,7 @@ OFF = {
     "action": f"off {EVIL}",
     "skill": "aiops",
     "tool": "power_off_vm",
-    "params": {"vm_name": f"web {EVIL}", "note": {"deep": [EVIL]}},
+    "params": {"vm_name": f"web {EVIL}", "note": {"deep": [EVIL]}, f"key {EVIL}": ""},
     "rollback_tool": "power_on_vm",
     "rollback_params": {"vm_name": EVIL},
 }
@@ -98,7 +98,7 @@ def on_terminal(*args: str, answer: str | None = None) -> tuple[int, str]:
         pytest.param(("status", "{waiting}"), id="status-waiting"),
         pytest.param(("status", "{failed}", "--audit", "50"), id="status-failed"),
         pytest.param(("status", "{draft}"), id="status-draft"),
-        pytest.param(("review", "{waiting}"), id="review"),
+        pytest.param(("review", "{waiting}"), id="review"),  # an empty param named with EVIL
         pytest.param(("templates",), id="templates"),
         pytest.param(("cancel", "{failed}", "--reason", f"why {EVIL}", "--yes"), id="cancel"),
         pytest.param(("reject", "{waiting}", "--reason", f"no {EVIL}", "--yes"), id="reject"),
@@ -111,8 +111,8 @@ def test_every_read_and_act_command_shows_controls_as_escapes(
 ) -> None:
     args = [a.format(**hostile) if a.startswith("{") else a for a in command]
     _, seen = on_terminal(*args)
-    # review without findings and the rollback preview show counts and step names only
-    assert_safe(seen, shown=command[0] not in ("review", "rollback"))
+    # the rollback preview shows counts and step names only
+    assert_safe(seen, shown=command[0] != "rollback")
 
 
 def test_approve_shows_the_hostile_gate_as_escapes_before_asking(hostile: dict[str, str]) -> None:
