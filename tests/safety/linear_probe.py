@@ -140,7 +140,21 @@ def _names(text: str) -> Iterator[str]:
     yield from re.findall(r"\{\{\s*+(\w++)\s*+\}\}", text)
 
 
+def _terminal(text: str) -> object:
+    from vmware_pilot.cli.terminal import json_text, visible
+
+    return visible(text), json_text({"text": text, text: [text]})
+
+
+def _step_names(text: str) -> object:
+    from vmware_pilot.templates.steps import identifier_problem
+
+    return identifier_problem(text), identifier_problem(text, "group_id")
+
+
 HELPERS: dict[str, Callable[[str], Any]] = {
+    "terminal": _terminal,
+    "step_names": _step_names,
     "redact_text": _redact_text,
     "redact": _redact,
     "key_tokens": _key_tokens,
