@@ -4,4 +4,11 @@ import sys
 
 from vmware_pilot.cli.main import app
 
-app(["mcp", *sys.argv[1:]], prog_name="vmware-pilot mcp")
+
+def main() -> None:
+    """Serve MCP on stdio with the command-line options given after the module name."""
+    app(["mcp", *sys.argv[1:]], prog_name="vmware-pilot mcp")
+
+
+if __name__ == "__main__":
+    main()

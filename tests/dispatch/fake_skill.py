@@ -1,9 +1,9 @@
 """A small MCP skill server for fault injection: what the real companions cannot be made to do.
 
 Run as ``python fake_skill.py MODE``. Tools: ``echo`` (returns its arguments and this process's
-pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``),
-``preview`` (answers ``{"action": "preview"}``), ``boom`` (raises). MODE ``nostart`` exits before
-the handshake.
+pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``; answers
+its start and end on the monotonic clock), ``preview`` (answers ``{"action": "preview"}``),
+``boom`` (raises). MODE ``nostart`` exits before the handshake.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ async def slow(seconds: float = 0.2) -> dict[str, Any]:
 
     started = time.monotonic()
     await anyio.sleep(seconds)
-    return {"pid": os.getpid(), "started": started}
+    return {"pid": os.getpid(), "started": started, "ended": time.monotonic()}
 
 
 @server.tool()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,6 +41,21 @@ async def test_entry_point_serves_stdio_with_name_and_version(entry: str, pilot_
         assert (name, version) == ("vmware-pilot", __version__)
         tools = (await client.session.list_tools()).tools
         assert len(tools) == 13
+
+
+def test_importing_the_main_module_serves_nothing(pilot_home: Path) -> None:
+    # Tools that import every module (documentation, coverage, pickling) must not start a server.
+    env = {**os.environ, "VMWARE_PILOT_HOME": str(pilot_home)}
+    done = subprocess.run(
+        [sys.executable, "-c", "import vmware_pilot.__main__ as m; print(m.main.__name__)"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "main\n", "")
 
 
 async def test_workflow_survives_a_server_restart(pilot_home: Path) -> None:
