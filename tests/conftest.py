@@ -10,7 +10,7 @@ import pytest
 from vmware_pilot.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+DATA = REPO / "tests" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -37,8 +37,8 @@ def settings(pilot_home: Path) -> Settings:
 
 @pytest.fixture(scope="session")
 def companion_tools() -> dict[str, object]:
-    """The snapshot of the real companion skills' MCP tools (../shared/companion-tools.json)."""
+    """The snapshot of the real companion skills' MCP tools (tests/data/companion-tools.json)."""
     import json
 
-    data: dict[str, object] = json.loads((SHARED / "companion-tools.json").read_text())
+    data: dict[str, object] = json.loads((DATA / "companion-tools.json").read_text())
     return data

@@ -1,4 +1,4 @@
-"""`vmware-pilot catalog show` through the typer app, on a cache holding the shared snapshot."""
+"""`vmware-pilot catalog show` through the typer app, on a cache holding the companion tools snapshot."""
 
 from __future__ import annotations
 

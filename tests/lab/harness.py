@@ -21,9 +21,10 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import TextContent
+from mcp.types import PaginatedRequestParams, TextContent
 
 __all__ = [
+    "COMPANIONS",
     "COMPANIONS_BIN",
     "LAB_DIR",
     "SETUP_COMMAND",
@@ -34,6 +35,7 @@ __all__ = [
     "LabNotBuilt",
     "Simulator",
     "call_companion",
+    "list_companion_tools",
     "missing_parts",
     "power_state",
     "running_lab",
@@ -233,6 +235,44 @@ async def call_companion(lab: Lab, skill: str, tool: str, arguments: Mapping[str
         except ValueError:
             data = texts[0]
     return CompanionAnswer(is_error=bool(result.isError), data=data, text="\n".join(texts))
+
+
+async def list_companion_tools(lab: Lab, skill: str) -> dict[str, Any]:
+    """One companion's entry of ``tests/data/companion-tools.json``, read from its running server.
+
+    ``{"server": "vmware-<skill>-mcp", "version": ..., "tools": [{name, description, inputSchema,
+    annotations}, ...]}`` with the tools in the server's order; the server is named without its
+    folder so the snapshot is the same on every machine.
+    """
+    params = StdioServerParameters(command=lab.command(skill), args=[], env=lab.env, cwd=str(lab.home))
+    tools: list[dict[str, Any]] = []
+    with (lab.home / f"{skill}.stderr.log").open("a") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            cursor: str | None = None
+            while True:
+                page = await session.list_tools(
+                    params=PaginatedRequestParams(cursor=cursor) if cursor else None
+                )
+                for tool in page.tools:
+                    annotations = tool.annotations
+                    tools.append(
+                        {
+                            "name": tool.name,
+                            "description": tool.description or "",
+                            "inputSchema": tool.inputSchema,
+                            "annotations": annotations.model_dump(mode="json", exclude_none=True)
+                            if annotations
+                            else {},
+                        }
+                    )
+                if not page.nextCursor:
+                    break
+                cursor = page.nextCursor
+    return {"server": f"vmware-{skill}-mcp", "version": init.serverInfo.version, "tools": tools}
 
 
 async def power_state(lab: Lab, vm_name: str) -> str:

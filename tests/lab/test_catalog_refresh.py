@@ -82,7 +82,7 @@ def test_the_cache_is_private_and_holds_real_schemas_and_annotations(
     assert aiops["power_off_vm"]["annotations"]["destructiveHint"] is True
     assert "confirm" not in aiops["power_on_vm"]["inputSchema"]["properties"]
     assert monitor["get_alarms"]["annotations"]["readOnlyHint"] is True
-    # Same pinned versions as the shared snapshot: the same tools, schemas and annotations.
+    # Same pinned versions as the snapshot in tests/data: the same tools, schemas and annotations.
     for skill, found in (("aiops", aiops), ("monitor", monitor)):
         snapshot = tools_by_name(companion_tools[skill]["tools"])  # type: ignore[index]
         assert set(found) == set(snapshot)
