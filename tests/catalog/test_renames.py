@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.catalog.reference import rename_pairs
+from tests.catalog.expected import rename_pairs
 from vmware_pilot.catalog.renames import rename_tool, skill_key
 from vmware_pilot.templates.steps import make_step, step_from_dict
 
 
-def test_every_reference_rename_maps_old_name_to_new_name() -> None:
+def test_every_2_4_0_rename_maps_old_name_to_new_name() -> None:
     table = rename_pairs()
     assert len(table) == 11
     assert sum(len(p) for p in table.values()) == 173
