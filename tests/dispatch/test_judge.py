@@ -1,4 +1,4 @@
-"""Judging a skill's answer (reference §5.5) and extracting its payload (§7.4)."""
+"""Judging a skill's answer and extracting its payload (docs/contract.md#judging-a-skills-answer)."""
 
 from __future__ import annotations
 

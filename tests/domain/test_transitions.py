@@ -12,7 +12,8 @@ from vmware_pilot.errors import InvalidTransition
 S = WorkflowState
 E = Event
 
-# The expected table, written out by hand from reference §1.2 so a change to TRANSITIONS fails here.
+# The expected table, written out by hand from docs/contract.md#workflow-states so a change to
+# TRANSITIONS fails here.
 EXPECTED = {
     (S.DRAFT, E.CONFIRM): S.PENDING,
     (S.DRAFT, E.CANCEL): S.CANCELLED,

@@ -1,4 +1,4 @@
-"""The engine without a dispatcher: steps are handed back to the caller (reference §5.1-5.2)."""
+"""The engine without a dispatcher: steps are handed back to the caller (docs/contract.md#running)."""
 
 from __future__ import annotations
 

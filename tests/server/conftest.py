@@ -1,8 +1,9 @@
 """An in-memory MCP client session against the real server built from test settings.
 
-Every call made through ``Client`` also checks the result framing of reference §2.0.3: one JSON
-text block equal to ``structuredContent``, and ``isError`` exactly when the payload has a truthy
-``error`` or ``outcome == "failed"``.
+Every call made through ``Client`` also checks the result framing of
+docs/contract.md#framing-and-the-iserror-rule: one JSON text block equal to
+``structuredContent``, and ``isError`` exactly when the payload has a truthy ``error`` or
+``outcome == "failed"``.
 """
 
 from __future__ import annotations

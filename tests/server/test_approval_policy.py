@@ -1,7 +1,7 @@
 """The approvals policy through a real MCP client session, one that answers elicitation forms.
 
 ``elicit``: approve asks the person through a form and records their answer; ``human``: approve
-is refused and names the CLI; ``agent``: the reference's behaviour. Plus plan changes, expiry and
+is refused and names the CLI; ``agent``: 2.4.0's behaviour. Plus plan changes, expiry and
 quorum seen from an MCP client.
 """
 

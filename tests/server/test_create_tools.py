@@ -1,4 +1,7 @@
-"""create_workflow_from_template, create_workflow, design_workflow, update_draft, confirm_draft (§2.1-2.5)."""
+"""create_workflow_from_template, create_workflow, design_workflow, update_draft, confirm_draft.
+
+See docs/contract.md#tools.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Result framing, the isError rule (§2.0.3) and argument validation (§2.0.2) through a real session."""
+"""Result framing, the isError rule and argument validation through a real session.
+
+See docs/contract.md#framing-and-the-iserror-rule and #arguments.
+"""
 
 from __future__ import annotations
 
@@ -93,7 +96,7 @@ async def test_missing_required_argument_is_rejected(client: Client) -> None:
 
 
 async def test_json_encoded_object_arguments_are_accepted(client: Client) -> None:
-    # Some clients send objects as JSON strings; the reference accepts them.
+    # Some clients send objects as JSON strings; the contract accepts them.
     result = await client.session.call_tool(
         "create_workflow_from_template",
         {

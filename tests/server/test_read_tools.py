@@ -1,4 +1,7 @@
-"""review_workflow, get_workflow_status, list_workflows, get_skill_catalog (§2.10-2.13, §3)."""
+"""review_workflow, get_workflow_status, list_workflows, get_skill_catalog.
+
+See docs/contract.md#tools and #review.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Refusals of §2.1, §2.6, §2.8 and §2.9 that need a stored record no create call can make, through
-a real MCP session: a custom plan whose gate is gone, a built-in with blocking findings (and the
-audited forced run), a custom YAML template without its gate, a damaged record.
+"""Refusals of create_workflow_from_template, run_workflow, rollback and cancel_workflow that need
+a stored record no create call can make, through a real MCP session: a custom plan whose gate is
+gone, a built-in with blocking findings (and the audited forced run), a custom YAML template
+without its gate, a damaged record.
 
 The records are staged in the store because the tools refuse to create them: that is the point.
 """

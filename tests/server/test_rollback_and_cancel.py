@@ -1,4 +1,7 @@
-"""rollback and cancel_workflow: preview, confirm, blockers, unknown effects (§2.8, §2.9, §6)."""
+"""rollback and cancel_workflow: preview, confirm, blockers, unknown effects.
+
+See docs/contract.md#rollback-and-cancel.
+"""
 
 from __future__ import annotations
 

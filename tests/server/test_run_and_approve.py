@@ -1,4 +1,4 @@
-"""run_workflow and approve in hand-back mode (§2.6, §2.7, §5)."""
+"""run_workflow and approve in hand-back mode (docs/contract.md#run_workflow, #approve, #running)."""
 
 from __future__ import annotations
 

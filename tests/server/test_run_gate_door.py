@@ -1,4 +1,5 @@
-"""run_workflow is a door of the approval-gate rule (§4.3) and of the review's blocking findings (§2.6).
+"""run_workflow is a door of the approval-gate rule and of the review's blocking findings
+(docs/contract.md#run_workflow).
 
 The workflows are stored directly, as a legacy row or an embedder would leave them: every other door
 refuses to create them.

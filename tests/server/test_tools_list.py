@@ -1,4 +1,4 @@
-"""Contract of tools/list against the reference (§2.0.1, §2.0.2, §2.0.5, §2.1-2.13), written by hand."""
+"""tools/list against the contract (docs/contract.md#arguments, #annotations, #tools), written by hand."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from vmware_pilot.server import create_server
 STR, BOOL, INT, OBJ, ARR, NULL = "string", "boolean", "integer", "object", "array", "null"
 REQ = object()  # marks a required parameter
 
-# name → [(parameter, JSON type, default or REQ)], in the reference's tools/list order.
+# name → [(parameter, JSON type, default or REQ)], in the contract's tools/list order.
 EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
     (
         "create_workflow",
@@ -64,7 +64,7 @@ EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
     ("get_skill_catalog", []),
 ]
 
-# (readOnlyHint, destructiveHint, idempotentHint, openWorldHint) per §2.0.5
+# (readOnlyHint, destructiveHint, idempotentHint, openWorldHint) per docs/contract.md#annotations
 WRITE, DESTRUCTIVE, READ = (False, False, False, True), (False, True, False, True), (True, False, True, True)
 ANNOTATIONS = {
     **dict.fromkeys(

@@ -1,5 +1,5 @@
 """Built-in parameters are typed: wrong type, missing or unknown → an error naming the field,
-with the template's parameter list in the hint. Also the reference's template bugs, fixed."""
+with the template's parameter list in the hint. Also 2.4.0's template bugs, fixed."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_params_must_be_an_object(registry: TemplateRegistry) -> None:
     assert _refused(registry, "compliance_scan", ["target"]).field == "params"
 
 
-# --- the reference's template bugs, fixed ---------------------------------------------------
+# --- 2.4.0's template bugs, fixed -------------------------------------------------------------
 
 
 def test_capacity_expansion_applies_the_plan_it_creates_behind_its_gate(registry: TemplateRegistry) -> None:

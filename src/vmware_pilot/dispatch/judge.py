@@ -1,7 +1,8 @@
 """Judging another skill's answer: every guess about other servers' result conventions lives here.
 
-``payload_of`` turns an MCP ``CallToolResult`` into the value the tool meant (reference §7.4);
-``judge`` decides success, failure, preview-only or unknown effect (reference §5.5).
+``payload_of`` turns an MCP ``CallToolResult`` into the value the tool meant;
+``judge`` decides success, failure, preview-only or unknown effect
+(docs/contract.md#judging-a-skills-answer).
 """
 
 from __future__ import annotations

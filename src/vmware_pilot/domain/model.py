@@ -1,4 +1,4 @@
-"""Workflow and Step: the data model of reference §1.1 and §1.3, and their serialized form."""
+"""Workflow and Step and their serialized form (docs/contract.md#the-workflow-record, #steps)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class Workflow:
             self.authors.append(who)
 
     def to_dict(self) -> dict[str, Any]:
-        """The serialized record, keys in the reference order."""
+        """The serialized record, keys in the contract's order."""
         return {
             "id": self.id,
             "workflow_type": self.workflow_type,

@@ -1,4 +1,4 @@
-"""Step references ``__from_step_N__`` and ``__from_step_N__:key`` (reference §5.4).
+"""Step references ``__from_step_N__`` and ``__from_step_N__:key`` (docs/contract.md#step-references).
 
 A param value that is a string starting with ``__from_step_`` refers to an earlier step's
 result. It must be the whole string. Resolution works on a copy; stored params keep the text.

@@ -45,7 +45,8 @@ def _waiting_gate(wf: Workflow) -> Step:
 def precheck(
     wf: Workflow, approver: str | None, acknowledge_not_executed: bool, expected_digest: str = ""
 ) -> tuple[Step, str, int, int]:
-    """Every refusal approve can give before anything changes, in the reference's order.
+    """Every refusal approve can give before anything changes, in the contract's order
+    (docs/contract.md#approve).
 
     ``approver`` None skips the approver checks (a person has not been asked yet). Returns the
     pending gate, the plan digest, the approvals so far and the approvals required."""
@@ -83,7 +84,7 @@ async def approve_gate(
     expected_digest: str = "",
     channel: str = "mcp",
 ) -> dict[str, Any]:
-    """The engine side of approve (reference §2.7 step 3, plus digest, expiry and quorum)."""
+    """The engine side of approve (docs/contract.md#approve), plus digest, expiry and quorum."""
     who = approver.strip()
     gate, digest, so_far, required = precheck(wf, approver, acknowledge_not_executed, expected_digest)
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]

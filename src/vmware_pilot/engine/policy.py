@@ -1,6 +1,6 @@
 """Who may approve through which door: the ``approvals`` setting and the human's answer.
 
-``agent`` (the reference's behaviour): the MCP approve tool records the approver the agent names.
+``agent`` (2.4.0's behaviour): the MCP approve tool records the approver the agent names.
 ``elicit``: the MCP approve tool asks the person at the client through an MCP elicitation form
 and records *their* answer; a client that cannot show forms is refused. ``human``: the MCP
 approve tool always refuses; only `vmware-pilot approve` (the operator CLI, channel ``cli``)

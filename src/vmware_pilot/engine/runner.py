@@ -210,7 +210,7 @@ class Runner:
         return wf, self.result(wf, actor, Outcome.FAILED, error=error)
 
     async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> dict[str, Any] | None:
-        """With a dispatcher: refuse before changing anything (reference §5.3)."""
+        """With a dispatcher: refuse before changing anything (docs/contract.md#dispatch-refusals)."""
         if self.dispatcher is None:
             return None
         handed = [s.ref() for s in wf.steps if s.status is S.NOT_EXECUTED and s.index not in exclude]

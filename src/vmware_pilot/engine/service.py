@@ -1,8 +1,8 @@
 """PilotService: the operations behind the 13 MCP tools and the operator CLI.
 
-Every method returns the reference-shaped result dict (reference §2.1-2.13) or raises a
+Every method returns the result dict the contract gives that tool (docs/contract.md#tools) or raises a
 ``PilotError`` whose ``payload()`` is the refusal body. Results may carry ``error`` (e.g. a run
-that ends ``failed``): the server marks those ``isError`` by the reference rule.
+that ends ``failed``): the server marks those ``isError`` by the contract's rule.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Blast radius: what a rollback or a cancel would do, and what it would leave (reference §6).
+"""Blast radius: what a rollback or a cancel would do, and what it would leave.
+
+See docs/contract.md#rollback-and-cancel.
 
 Both previews are pure functions of the workflow. Lists are capped at ``CAP`` entries, each
 with a ``<key>_count`` holding the true length. ``blockers`` (the state forbids the action) and
@@ -171,7 +173,10 @@ def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
 def rollback_blast_radius(
     wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
 ) -> dict[str, Any]:
-    """What ``rollback(confirm=True)`` would undo and leave behind (§6.1 key order)."""
+    """What ``rollback(confirm=True)`` would undo and leave behind.
+
+    Keys in the order of docs/contract.md#rollback-preview.
+    """
     out = _head(wf, WorkflowState.FAILED.value, acknowledge_unknown_effects)
     done = [
         s
@@ -215,7 +220,10 @@ def rollback_blast_radius(
 def cancel_blast_radius(
     wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
 ) -> dict[str, Any]:
-    """What ``cancel_workflow(confirm=True)`` would stop and leave in place (§6.2 key order)."""
+    """What ``cancel_workflow(confirm=True)`` would stop and leave in place.
+
+    Keys in the order of docs/contract.md#cancel-preview.
+    """
     out = _head(wf, WorkflowState.CANCELLED.value, acknowledge_unknown_effects)
     _capped(
         out,

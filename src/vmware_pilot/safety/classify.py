@@ -1,4 +1,4 @@
-"""Sorting a step into a risk tier: destructive, write, read or unknown (reference §3.1).
+"""Sorting a step into a risk tier: destructive, write, read or unknown (docs/contract.md#risk-tiers).
 
 Decision order: a destructive name hint in the tool or action (only ever escalates); the
 catalog risk (exact entry, else the highest same-named tool of any skill); a read-only name

@@ -1,4 +1,4 @@
-"""The approval-gate rule for custom workflows (reference §4).
+"""The approval-gate rule for custom workflows (docs/contract.md#the-approval-gate-rule).
 
 A custom workflow may not run, be saved, confirmed or planned while a step that could change
 the estate has no ``require_approval`` gate before it: every destructive or unclassifiable step,
@@ -43,7 +43,10 @@ def truthy(value: object) -> bool:
 
 
 def acts(params: object) -> bool:
-    """True when params tell the tool to act without its own preview (§4.2 ``_acts``)."""
+    """True when params tell the tool to act without its own preview.
+
+    See docs/contract.md#what-counts-as-acting.
+    """
     if not isinstance(params, Mapping):
         return False
     if truthy(params.get("confirm")) or truthy(params.get("confirmed")):

@@ -1,4 +1,4 @@
-"""The structural review of a plan (reference §3): findings, summary and verdict.
+"""The structural review of a plan (docs/contract.md#review): findings, summary and verdict.
 
 A pure function of the steps; statuses are ignored, so a half-run workflow is reviewed in full.
 Gate steps (``require_approval``) are counted and skipped by every other check; one gate
@@ -201,7 +201,7 @@ def ungated_steps(wf: Workflow, catalog: Catalog) -> list[tuple[Step, Tier, str]
 
 
 def est_duration_min(read_only: int, destructive: int, gates: int, groups: int) -> float:
-    """The reference's rough estimate in minutes (writes and unknowns count nothing)."""
+    """2.4.0's rough estimate in minutes (writes and unknowns count nothing)."""
     return round(max(0.5, 0.2 * read_only + 1.5 * destructive + 5.0 * gates - 0.5 * groups), 1)
 
 

@@ -160,7 +160,7 @@ class PilotFastMCP(FastMCP[Any]):
             try:
                 wf = self._load_workflow(workflow_id)
             except WorkflowNotFound:
-                return None  # the tool reports the unknown id in the reference's words
+                return None  # the tool reports the unknown id in the contract's words
             except PilotError as exc:
                 return to_result(exc.payload())
             reason, hint = approval_refusal(role, actor, wf), _APPROVE_HINT

@@ -1,4 +1,6 @@
-"""Result framing (reference §2.0.3): one JSON text block plus the same object as structured content.
+"""Result framing: one JSON text block plus the same object as structured content.
+
+See docs/contract.md#framing-and-the-iserror-rule.
 
 ``isError`` is true when the payload has a truthy top-level ``error`` or ``outcome == "failed"``;
 previews and every other payload are normal results.
@@ -21,7 +23,7 @@ def dump_json(payload: Mapping[str, Any]) -> str:
 
 
 def is_error_payload(payload: Mapping[str, Any]) -> bool:
-    """The reference's isError rule."""
+    """The contract's isError rule: a truthy ``error`` or a failed ``outcome``."""
     return bool(payload.get("error")) or payload.get("outcome") == "failed"
 
 

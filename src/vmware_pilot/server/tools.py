@@ -1,6 +1,6 @@
 """The 13 MCP tools: thin adapters from validated arguments to ``PilotService`` calls.
 
-Names, order, parameter names, types and defaults follow the reference (§2.0-2.13); every input
+Names, order, parameter names, types and defaults are the contract's (docs/contract.md#tools); every input
 schema is closed (unknown arguments are rejected) and no tool declares an output schema. Each
 tool returns the service's result dict framed by ``results.to_result``.
 """
@@ -48,7 +48,7 @@ TOOL_NAMES: tuple[str, ...] = (
 
 ToolContext = Context[Any, Any, Any]
 
-# --- annotations (reference §2.0.5) ---------------------------------------------------------
+# --- annotations (docs/contract.md#annotations) ---------------------------------------------
 _WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
 _DESTRUCTIVE = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
@@ -148,7 +148,7 @@ def _closed(tool: Tool) -> Tool:
 
 
 def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]:
-    """The 13 tools bound to ``service``, in the reference's tools/list order.
+    """The 13 tools bound to ``service``, in the contract's tools/list order.
 
     ``actor()`` returns the caller of the request being handled (called once per tool call).
     """

@@ -1,10 +1,11 @@
 """Workflow ↔ stored JSON document, with secrets masked before anything is written.
 
-The document holds the record of reference §1.1 without ``audit_log`` (kept as rows in
-``audit_events``) plus ``extra``. Every value under a secret key is masked and every text (params
-under ordinary keys, the goal, the description, results) is scrubbed of secret shapes (``user:pass@``,
-``Bearer …``, ``password=…``); the live values stay in the process (``engine.secrets``). Decoding is strict about what it finds (unknown
-keys, states, statuses → CorruptRecord) and fills the optional fields reference §1.9 lets go missing.
+The document holds the record of docs/contract.md#the-workflow-record without ``audit_log`` (kept
+as rows in ``audit_events``) plus ``extra``. Every value under a secret key is masked and every
+text (params under ordinary keys, the goal, the description, results) is scrubbed of secret
+shapes (``user:pass@``, ``Bearer …``, ``password=…``); the live values stay in the process
+(``engine.secrets``). Decoding is strict about what it finds (unknown keys, states, statuses →
+CorruptRecord) and fills the optional fields older records may lack.
 """
 
 from __future__ import annotations

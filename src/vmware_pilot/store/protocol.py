@@ -13,7 +13,7 @@ __all__ = ["AuditRecord", "AuditReport", "Store", "WorkflowSummary"]
 
 
 class WorkflowSummary(TypedDict):
-    """One row of ``list_active``/``list_all`` (reference §1.9); timestamps are UTC ISO-8601."""
+    """One row of ``list_active``/``list_all`` (docs/contract.md#list_workflows); UTC ISO-8601 times."""
 
     id: str
     type: str

@@ -1,4 +1,6 @@
-"""Custom YAML templates (reference §9.3, done properly): load, check, bind parameters, render steps.
+"""Custom YAML templates: load, check, bind parameters, render steps.
+
+See docs/contract.md#custom-yaml-templates.
 
 A file is ``*.yaml`` or ``*.yml`` in the templates folder, re-read on every call. Format::
 

@@ -48,7 +48,7 @@ def make_step(
     rollback_params: Mapping[str, Any] | None = None,
     group_id: str = "",
 ) -> Step:
-    """A new pending step with the tool names renamed to their current names (reference §8)."""
+    """A new pending step, tool names renamed to their current ones (docs/contract.md#tool-renames)."""
     return Step(
         index=index,
         action=action,

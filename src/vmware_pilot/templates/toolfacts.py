@@ -2,7 +2,7 @@
 
 The tool's input schema decides when it is known (discovered by ``catalog refresh``, or the
 companion snapshot in tests). Without a schema, ``confirm`` falls back to the list of companion
-tools that preview unless called with ``confirm: true`` (reference §9.5).
+tools that preview unless called with ``confirm: true`` (docs/contract.md#tools-that-preview).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fifteen built-in templates, in registry order (reference §9.1)."""
+"""The fifteen built-in templates, in registry order (docs/contract.md#templates)."""
 
 from __future__ import annotations
 

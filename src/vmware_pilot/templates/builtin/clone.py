@@ -1,4 +1,6 @@
-"""The clone_and_test built-in: try a change on a linked clone, then on the VM (reference §9.2).
+"""The clone_and_test built-in: try a change on a linked clone, then on the VM.
+
+See docs/contract.md#built-in-templates.
 
 A resize goes through ``reconfigure_vm`` (no confirm parameter); a guest command through
 ``run_vm_guest_command``, which previews unless confirmed, so it always follows a gate.

@@ -1,4 +1,7 @@
-"""Built-ins for networks, Kubernetes, storage and drift remediation (reference §9.2)."""
+"""Built-ins for networks, Kubernetes, storage and drift remediation.
+
+See docs/contract.md#built-in-templates.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Built-ins that mostly read: alert handling, compliance scans and baselines (reference §9.2)."""
+"""Built-ins that mostly read: alert handling, compliance scans and baselines.
+
+See docs/contract.md#built-in-templates.
+"""
 
 from __future__ import annotations
 

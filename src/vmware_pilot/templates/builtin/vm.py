@@ -1,4 +1,6 @@
-"""Built-ins that change virtual machines through vmware-aiops (reference §9.2).
+"""Built-ins that change virtual machines through vmware-aiops.
+
+See docs/contract.md#built-in-templates.
 
 Parameters each tool receives fit that tool's input schema in the companion snapshot;
 ``confirm: true`` goes only to tools that declare it, and only after an approval gate.
