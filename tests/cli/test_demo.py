@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BIN = Path(sys.executable).parent / "vmware-pilot"
 
 
@@ -41,6 +43,7 @@ def test_demo_walks_the_flow_and_prints_each_step(pilot_home: Path) -> None:
     assert not pilot_home.exists()  # a throw-away home: the user's pilot home is never touched
 
 
+@pytest.mark.slow
 def test_demo_json_prints_raw_results_in_order(tmp_path: Path) -> None:
     home = tmp_path / "demo-home"
     result = _demo("--json", "--home", str(home))

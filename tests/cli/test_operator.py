@@ -245,6 +245,7 @@ def test_approve_of_a_workflow_not_at_a_gate_is_refused(pilot: PilotApp) -> None
     assert result.exit_code == 1 and "not waiting at an approval gate" in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_processes_write_to_the_store_a_running_server_keeps_open(pilot: PilotApp) -> None:
     """``pilot`` holds the store open as a server does; each CLI process opens and closes it."""
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
@@ -138,6 +139,7 @@ def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, set
     assert second["approved_by"] == f"{ME}, peter"
 
 
+@pytest.mark.slow
 def test_approve_and_rollback_of_a_workflow_pilot_runs_need_dispatch(
     tmp_path: Path, settings: Settings
 ) -> None:

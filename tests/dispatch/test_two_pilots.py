@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.dispatch.test_stdio_dispatcher import FAKE
 from vmware_pilot.transports.client import connect_stdio, server_command
 
@@ -18,6 +20,7 @@ GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "para
 SLOW = {"action": "slow", "skill": "aiops", "tool": "slow", "params": {"seconds": 3}}
 
 
+@pytest.mark.slow
 async def test_a_second_pilot_does_not_take_a_live_run_for_a_crash(pilot_home: Path, tmp_path: Path) -> None:
     env = {
         "VMWARE_PILOT_HOME": str(pilot_home),

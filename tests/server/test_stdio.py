@@ -58,6 +58,7 @@ def test_importing_the_main_module_serves_nothing(pilot_home: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "main\n", "")
 
 
+@pytest.mark.slow
 async def test_workflow_survives_a_server_restart(pilot_home: Path) -> None:
     command, args = COMMANDS["vmware-pilot mcp"]
     async with serve(command, args, pilot_home) as (client, _, _):

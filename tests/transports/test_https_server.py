@@ -291,6 +291,7 @@ async def test_an_approver_naming_someone_else_is_refused_and_the_callers_own_na
         assert (await _approve(alice, second, approver="token:alice"))["approved_by"] == "token:alice"
 
 
+@pytest.mark.slow
 async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(team: Team) -> None:
     """The host's operator CLI is a door of its own: the OS account, outside the token roles.
 
@@ -311,6 +312,7 @@ async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(team
 
 
 # --- changes while the server runs ------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_request(team: Team) -> None:
     team.secrets["temp"] = team.tokens.create("temp", "admin")
     async with team.client("alice"):
@@ -328,6 +330,7 @@ async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_requ
         assert not (await alice.call("list_workflows")).is_error
 
 
+@pytest.mark.slow
 async def test_a_new_token_and_a_role_change_apply_without_a_restart(team: Team) -> None:
     created = team.cli("token", "create", "newcomer", "--role", "reader")
     assert created.returncode == 0, created.stderr
