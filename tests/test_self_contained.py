@@ -72,6 +72,18 @@ def test_no_file_reads_or_names_a_folder_beside_the_repository() -> None:
     assert hits == [], "the project must not depend on anything outside its tree:\n" + "\n".join(hits)
 
 
+def test_no_file_points_to_sections_of_a_document_outside_the_repository() -> None:
+    # Numbered sections ("§5.4") belonged to a document the repository does not have; pointers
+    # go to headings of docs/ instead, which the test below checks.
+    hits = [
+        f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}"
+        for path, text in texts()
+        if path.resolve() != THIS_FILE
+        for m in re.finditer(r"§\s?\d+(?:\.\d+)*", text)
+    ]
+    assert hits == [], "point to a heading of docs/contract.md or docs/architecture.md:\n" + "\n".join(hits)
+
+
 @pytest.mark.parametrize(
     "line",
     [
