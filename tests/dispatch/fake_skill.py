@@ -1,9 +1,10 @@
 """A small MCP skill server for fault injection: what the real companions cannot be made to do.
 
 Run as ``python fake_skill.py MODE``. Tools: ``echo`` (returns its arguments and this process's
-pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``; answers
-its start and end on the monotonic clock), ``preview`` (answers ``{"action": "preview"}``),
-``boom`` (raises). MODE ``nostart`` exits before the handshake.
+pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``),
+``rendezvous`` (waits in a folder until ``parties`` callers are in it at once), ``preview``
+(answers ``{"action": "preview"}``), ``boom`` (raises). MODE ``nostart`` exits before the
+handshake.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
@@ -46,7 +48,23 @@ async def slow(seconds: float = 0.2) -> dict[str, Any]:
 
     started = time.monotonic()
     await anyio.sleep(seconds)
-    return {"pid": os.getpid(), "started": started, "ended": time.monotonic()}
+    return {"pid": os.getpid(), "started": started}
+
+
+@server.tool()
+async def rendezvous(folder: str, parties: int, wait_at_most: float = 50.0) -> dict[str, Any]:
+    """Arrive in ``folder``, then wait until ``parties`` callers have arrived; ``met`` says
+    whether they all did while this call was still running."""
+    import anyio
+
+    here = Path(folder)
+    (here / str(os.getpid())).touch()
+    deadline = time.monotonic() + wait_at_most
+    while len(list(here.iterdir())) < parties:
+        if time.monotonic() > deadline:
+            return {"pid": os.getpid(), "met": False}
+        await anyio.sleep(0.02)
+    return {"pid": os.getpid(), "met": True}
 
 
 @server.tool()
