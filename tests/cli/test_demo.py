@@ -20,6 +20,7 @@ def _demo(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
+@pytest.mark.slow  # the demo process and the server it starts
 def test_demo_walks_the_flow_and_prints_each_step(pilot_home: Path) -> None:
     result = _demo()
     assert result.returncode == 0, result.stdout + result.stderr

@@ -39,7 +39,10 @@ def _pilot(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("command", [["mcp"], ["workflows"]])
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(["mcp"], marks=pytest.mark.slow, id="mcp"), pytest.param(["workflows"], id="workflows")],
+)
 def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
     settings: Settings, command: list[str]
 ) -> None:

@@ -123,6 +123,7 @@ async def test_a_failing_skill_keeps_the_tools_of_its_last_good_refresh(pilot_ho
     assert data["vks"]["refreshed_at"] == first.refreshed_at
 
 
+@pytest.mark.slow  # several server processes
 async def test_a_partial_refresh_keeps_the_skills_it_did_not_probe(pilot_home: Path) -> None:
     settings = Settings(
         home=pilot_home, skill_commands={"vks": fake("paged_server.py"), "avi": fake("paged_server.py")}

@@ -54,6 +54,7 @@ async def test_one_session_is_reused_across_calls(dispatcher: StdioDispatcher) -
     assert dispatcher.open_sessions() == {"aiops": 1}
 
 
+@pytest.mark.slow  # several server processes
 async def test_concurrent_calls_use_separate_sessions_in_parallel(tmp_path: Path) -> None:
     # Each call waits inside its skill server until all three are inside: they can only all be
     # met if the dispatcher ran them at the same time (one after another, the first never is).
@@ -67,6 +68,7 @@ async def test_concurrent_calls_use_separate_sessions_in_parallel(tmp_path: Path
     assert len({o.payload["pid"] for o in outcomes}) == 3
 
 
+@pytest.mark.slow  # several server processes
 async def test_server_killed_mid_call_is_effect_unknown_then_restarted(dispatcher: StdioDispatcher) -> None:
     before = await dispatcher.call("aiops", "echo", {})
     with pytest.raises(EffectUnknown, match="UNKNOWN"):
@@ -88,6 +90,7 @@ async def _killed_while_idle(dispatcher: StdioDispatcher) -> int:
     return pid
 
 
+@pytest.mark.slow  # several server processes
 async def test_server_that_died_while_idle_is_replaced_and_the_call_is_sent(
     dispatcher: StdioDispatcher,
 ) -> None:
@@ -98,6 +101,7 @@ async def test_server_that_died_while_idle_is_replaced_and_the_call_is_sent(
     assert dispatcher.started == 2
 
 
+@pytest.mark.slow  # several server processes
 async def test_a_reused_session_found_closed_when_sending_is_retried_on_a_new_server(
     dispatcher: StdioDispatcher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,6 +113,7 @@ async def test_a_reused_session_found_closed_when_sending_is_retried_on_a_new_se
     assert dispatcher.started == 2
 
 
+@pytest.mark.slow  # several server processes
 async def test_hanging_call_times_out_as_unknown_and_the_session_is_dropped() -> None:
     d = StdioDispatcher(options(call_timeout=0.5), env=dict(os.environ))
     try:
@@ -151,6 +156,7 @@ async def test_idle_sessions_are_closed() -> None:
         await d.aclose()
 
 
+@pytest.mark.slow  # several server processes
 async def test_per_call_mode_starts_a_fresh_server_each_time() -> None:
     d = StdioDispatcher(options(per_call=True), env=dict(os.environ))
     try:
