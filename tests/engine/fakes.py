@@ -15,6 +15,9 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
+# The reads Pilot makes of a gate's targets before showing it (engine.inspection).
+INSPECTION_READS = frozenset({("monitor", "get_vm_info"), ("monitor", "list_vm_snapshots")})
+
 Script = Callable[[str, str, dict[str, Any]], StepOutcome]
 
 
@@ -29,6 +32,13 @@ class ScriptedDispatcher:
     closed: bool = False
     in_flight: int = 0
     max_in_flight: int = 0
+    # Input schemas by tool, as the skill's server would list them (None: unknown, ask the catalog).
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def step_calls(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """The calls that ran steps or undos: ``calls`` without the gate inspection's reads."""
+        return [c for c in self.calls if (c[0], c[1]) not in INSPECTION_READS]
 
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         return list(self.preflight_problems)
@@ -50,6 +60,9 @@ class ScriptedDispatcher:
             return result
         assert isinstance(answer, StepOutcome)
         return answer
+
+    async def tool_schema(self, skill: str, tool: str) -> dict[str, Any] | None:
+        return self.schemas.get(tool)
 
     async def aclose(self) -> None:
         self.closed = True

@@ -56,8 +56,11 @@ async def test_reads_gate_approve_then_write_completes(
     assert out["steps"][0]["status"] == "success" and "pending_dispatch" not in out
     out = await dapp.service.approve(actor, wid, approver="alice", progress=progress)
     assert out["outcome"] == "completed" and out["state"] == "completed"
-    assert [(c[0], c[1]) for c in dispatcher.calls] == [("monitor", "get_alarms"), ("aiops", "power_off_vm")]
-    assert dispatcher.calls[1][2] == {"vm_name": "web-01", "confirm": True}
+    assert [(c[0], c[1]) for c in dispatcher.step_calls] == [
+        ("monitor", "get_alarms"),
+        ("aiops", "power_off_vm"),
+    ]
+    assert dispatcher.step_calls[1][2] == {"vm_name": "web-01", "confirm": True}
     assert any("power_off_vm" in m for _, _, m in seen) and seen[-1][0] == seen[-1][1]
     assert out["diff_report"]["changed"][0]["object"] == "web-01"
 
@@ -80,7 +83,7 @@ async def test_failure_after_a_change_then_rollback_undoes_it(
     assert dapp.service.get_workflow_status(wid)["state"] == "failed"
     done = await dapp.service.rollback(actor, wid, confirm=True)
     assert done["action"] == "rolled_back"
-    assert dispatcher.calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"})
+    assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"})
     assert done["steps"][1]["status"] == "rolled_back"
     assert [r["status"] for r in done["rollback_results"]] == ["success"]
 
@@ -104,7 +107,7 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
     assert preview["blast_radius"]["would_roll_back"][0]["effect_unknown"] is True
     done = await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     assert done["action"] == "rolled_back"
-    assert dispatcher.calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"}), "undo attempted"
+    assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"}), "undo attempted"
     assert done["steps"][1]["status"] == "rolled_back"
 
 
@@ -166,7 +169,7 @@ async def test_preflight_problems_refuse_before_anything_runs(
     wid = create(dapp, actor, [READ])
     out = await dapp.service.run_workflow(actor, wid)
     assert out["error"].startswith("Nothing was run")
-    assert dispatcher.calls == []
+    assert dispatcher.step_calls == []
     assert dapp.service.get_workflow_status(wid)["state"] == "pending"
 
 
@@ -185,7 +188,7 @@ async def test_step_references_resolve_from_earlier_results(
     await dapp.service.run_workflow(actor, wid)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
-    assert dispatcher.calls[-1][2] == {"plan_id": "p-42", "confirm": True}
+    assert dispatcher.step_calls[-1][2] == {"plan_id": "p-42", "confirm": True}
     assert out["steps"][2]["params"]["plan_id"] == "__from_step_0__:plan_id", (
         "stored params keep the reference"
     )
@@ -229,7 +232,7 @@ async def test_racing_approvals_run_exactly_once(
     oks = [r for r in results if isinstance(r, dict)]
     assert len(errors) == 1 and len(oks) == 1
     assert "running" in errors[0].message
-    assert len([c for c in dispatcher.calls if c[1] == "power_off_vm"]) == 1
+    assert len([c for c in dispatcher.step_calls if c[1] == "power_off_vm"]) == 1
 
 
 async def test_literal_secret_survives_in_process_but_not_a_restart(
@@ -249,7 +252,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
         out = await second.service.approve(actor, wid, approver="alice")
         assert out["steps"][1]["status"] == "failed"
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
-        assert dispatcher.calls == []
+        assert dispatcher.step_calls == []
     finally:
         second.close()
 
@@ -291,7 +294,7 @@ async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     await dapp.service.run_workflow(actor, wid)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
-    assert dispatcher.calls[0][2]["password"] == "s3cr3t"
+    assert dispatcher.step_calls[0][2]["password"] == "s3cr3t"
     assert out["steps"][1]["params"]["password"] == "***", "responses show what the store holds"
 
 
@@ -312,7 +315,7 @@ async def test_a_write_forced_into_a_parallel_group_still_runs_on_its_own(
     out = await dapp.service.run_workflow(actor, wid, force=True)
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 1, "only reads share a group at run time"
-    assert [c[1] for c in dispatcher.calls] == ["get_alarms", "power_on_vm", "get_alarms"]
+    assert [c[1] for c in dispatcher.step_calls] == ["get_alarms", "power_on_vm", "get_alarms"]
 
 
 def guest_with(password: Any) -> dict[str, Any]:
@@ -346,7 +349,7 @@ async def test_env_secret_reference_is_resolved_at_dispatch_and_never_stored(
     await dapp.service.run_workflow(actor, wid)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
-    assert dispatcher.calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
+    assert dispatcher.step_calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
     stored = dapp.service.get_workflow_status(wid)
     assert stored["steps"][1]["params"]["password"] == ref, "the store keeps the reference"
     assert stored["steps"][1]["result"]["output"] == "logged in as root with ***"
@@ -364,7 +367,7 @@ async def test_env_secret_reference_to_an_unset_variable_fails_the_step_before_s
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert "LAB_GUEST_PASSWORD" in out["steps"][1]["result"]["error"]
-    assert dispatcher.calls == []
+    assert dispatcher.step_calls == []
 
 
 async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
@@ -393,7 +396,7 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
     assert out["diff_report"]["rolled_back"][0]["index"] == 1
     again = await dapp.service.rollback(actor, wid, confirm=True)
     assert [(r["step"], r["status"]) for r in again["rollback_results"]] == [(1, "partial")]
-    assert [c[1] for c in dispatcher.calls].count("power_off_vm") == 1, "a partial undo is not run again"
+    assert [c[1] for c in dispatcher.step_calls].count("power_off_vm") == 1, "a partial undo is not run again"
 
 
 async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resolved_to(
@@ -435,7 +438,9 @@ async def test_a_reference_the_result_cannot_satisfy_fails_its_step_before_sendi
     out = await dapp.service.run_workflow(actor, wid)
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert message in out["steps"][1]["result"]["error"]
-    assert [c[1] for c in dispatcher.calls] == ["get_alarms"], "the step with the bad reference was not sent"
+    assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"], (
+        "the step with the bad reference was not sent"
+    )
 
 
 async def test_whole_result_reference_passes_any_value(
@@ -445,7 +450,7 @@ async def test_whole_result_reference_passes_any_value(
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": ["__from_step_0__"]}}
     wid = create(dapp, actor, [READ, use])
     assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "completed"
-    assert dispatcher.calls[1][2] == {"x": [["a", "b"]]}
+    assert dispatcher.step_calls[1][2] == {"x": [["a", "b"]]}
 
 
 async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
@@ -464,7 +469,7 @@ async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
         assert out["steps"][0]["status"] == "reported_done"
         assert out["steps"][2]["status"] == "failed"
         assert "performed outside Pilot" in out["steps"][2]["result"]["error"]
-        assert dispatcher.calls == []
+        assert dispatcher.step_calls == []
     finally:
         dispatching.close()
 
@@ -480,4 +485,4 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
     dapp.store.save(wf)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
-    assert [c[1] for c in dispatcher.calls] == ["get_alarms"]
+    assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"]

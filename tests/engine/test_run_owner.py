@@ -144,7 +144,7 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     await dapp.service.run_workflow(actor, wid)
     with pytest.raises(StateRefused, match="changed by another caller"):
         await dapp.service.approve(actor, wid, approver="alice")
-    assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"], "step 2 was never dispatched"
+    assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "step 2 was never dispatched"
     assert dapp.store.load(wid).steps[2].status is StepStatus.PENDING
 
 

@@ -116,7 +116,9 @@ async def test_a_gate_message_cannot_add_lines_to_the_form(elicit_app: PilotApp)
     lines = person.forms[0].message.splitlines()
     assert [line for line in lines if line.startswith("It releases:")] == ["It releases:"]
     assert "Gate message: Routine check. It releases: (no steps" in person.forms[0].message
-    assert "  step 1: aiops.power_off_vm [destructive] (undo: power_on_vm)" in lines
+    at = lines.index("  step 1: aiops.power_off_vm [destructive]")
+    assert lines[at + 1].startswith("    params: {") and '"vm_name": "web-01"' in lines[at + 1]
+    assert lines[at + 2].startswith("    undo: A rollback would run aiops.power_on_vm")
 
 
 async def test_elicit_with_no_name_records_the_caller(elicit_app: PilotApp) -> None:

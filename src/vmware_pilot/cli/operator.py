@@ -28,6 +28,7 @@ from vmware_pilot.cli.common import (
     run_async,
 )
 from vmware_pilot.cli.terminal import visible
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
@@ -136,9 +137,15 @@ def templates(json_output: JsonOption = False) -> None:
     )
 
 
-def _pending_gate(app: Any, workflow_id: str, out: Output, json_output: bool) -> dict[str, Any]:
+def _pending_gate(
+    app: Any, workflow_id: str, out: Output, json_output: bool, person: Actor | None = None
+) -> dict[str, Any]:
+    """The gate view; for ``person`` (who is about to decide) with the targets read again."""
     try:
-        view: dict[str, Any] = app.service.pending_gate(workflow_id)
+        if person is not None and app.dispatcher is not None:
+            view: dict[str, Any] = run_async(app, app.service.show_gate(person, workflow_id))
+        else:
+            view = app.service.pending_gate(workflow_id)
     except PilotError as exc:
         fail(exc, json_output)
     out.show(views.gate_panel(view))
@@ -162,7 +169,7 @@ def approve(
     out = Output(json_output)
     person = operator()
     with open_app(dispatch) as app:
-        view = _pending_gate(app, workflow_id, out, json_output)
+        view = _pending_gate(app, workflow_id, out, json_output, person)
         gate = view["gate"]
         if gate.get("expired"):
             refuse(

@@ -8,6 +8,7 @@ operator reads, nor break the rendering.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -172,30 +173,70 @@ def review_panel(review: Mapping[str, Any]) -> RenderableType:
     return Group(*body)
 
 
-def gate_panel(view: Mapping[str, Any]) -> RenderableType:
-    """The pending gate: its message, what it releases (risk tier), what ran before, the digest."""
-    gate: Mapping[str, Any] = view.get("gate") or {}
-    releases = _table("#", "skill.tool", "risk", "undo")
-    for r in view.get("releases") or []:
-        tier = str(r.get("tier", ""))
-        releases.add_row(
-            _t(r["index"]),
-            _t(f"{r['skill']}.{r['tool']}"),
-            _t(tier, _TIER_STYLE.get(tier, "")),
-            _t(r.get("rollback_tool") or "-"),
+def _json(value: Any) -> str:
+    return json.dumps(redact(value, scrub_text=False), ensure_ascii=False, sort_keys=True)
+
+
+def _release_lines(r: Mapping[str, Any], targets: Mapping[str, Mapping[str, Any]]) -> list[RenderableType]:
+    """One released step: skill.tool, risk, params, undo, the state of what it names, the preview."""
+    tier = str(r.get("tier", ""))
+    head = Text.assemble(
+        (f"step {r['index']} ", "bold"),
+        _t(f"{r['skill']}.{r['tool']} "),
+        (f"[{tier}]", _TIER_STYLE.get(tier, "")),
+        _t(f"  group {r['group_id']}" if r.get("group_id") else ""),
+    )
+    lines: list[RenderableType] = [head, _t(f"   params: {_json(r.get('params') or {})}")]
+    lines.append(_t(f"   undo:   {r.get('undo', '')}", "" if r.get("rollback_tool") else "yellow"))
+    for name in r.get("targets") or []:
+        t = targets.get(str(name))
+        if t is None:
+            continue
+        bad = t.get("read") == "failed" or bool(t.get("changes"))
+        lines.append(_t(f"   now:    {t.get('line', '')} → {r['tool']}", "bold red" if bad else "cyan"))
+        lines += [_t(f"           {c}", "bold red") for c in t.get("changes") or []]
+    preview = r.get("preview") or {}
+    if preview:
+        style = {"refused": "bold red", "failed": "red", "previewed": "green"}.get(
+            str(preview.get("status")), "dim"
         )
-    ran = _table("#", "skill.tool", "status")
-    for s in view.get("already_ran") or []:
-        style = "yellow" if s["status"] == "not_executed" else ""
-        ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), _t(s["status"], style))
+        lines.append(_t(f"   preview ({preview.get('status')}): {preview.get('summary', '')}", style))
+    return lines
+
+
+def gate_panel(view: Mapping[str, Any]) -> RenderableType:
+    """The pending gate: its message, each released step (params, risk, undo, state now, the
+    skill's preview), what the steps before it found, the approvals and the digest."""
+    gate: Mapping[str, Any] = view.get("gate") or {}
+    targets = {str(t.get("name")): t for t in view.get("targets") or []}
     lines: list[RenderableType] = [
         # One line: a multi-line message cannot imitate the panel's own headings and tables.
         _t(" ".join(str(gate.get("message") or "(no message)").split()), "bold"),
         Text("\nReleases (runs once approved):", style="bold"),
-        releases if view.get("releases") else Text("nothing: approving ends this part", style="dim"),
     ]
-    if view.get("already_ran"):
-        lines += [Text("\nBefore this gate:", style="bold"), ran]
+    for r in view.get("releases") or []:
+        lines += _release_lines(r, targets)
+    if not view.get("releases"):
+        lines.append(Text("nothing: approving ends this part", style="dim"))
+    if view.get("state_note"):
+        lines.append(Text(str(view["state_note"]), style="dim"))
+    evidence = view.get("evidence") or []
+    if evidence:
+        found = _table("#", "skill.tool", "status", "found")
+        for e in evidence:
+            found.add_row(_t(e["index"]), _t(f"{e['skill']}.{e['tool']}"), _t(e["status"]), _t(e["summary"]))
+        lines += [
+            Text(
+                "\nEvidence (steps before this gate; full results: vmware-pilot status --json):", style="bold"
+            ),
+            found,
+        ]
+    unrun = view.get("not_executed_before_gate") or []
+    if unrun:
+        ran = _table("#", "skill.tool", "status")
+        for s in unrun:
+            ran.add_row(_t(s["index"]), _t(f"{s['skill']}.{s['tool']}"), Text("not_executed", style="yellow"))
+        lines += [Text("\nHanded out before this gate (Pilot has no result):", style="bold"), ran]
     facts = [f"plan digest {gate.get('digest', '')}"]
     required = int(gate.get("approvals_required") or 1)
     if required > 1:

@@ -161,6 +161,30 @@ class SkillSession:
         finally:
             self.last_used = time.monotonic()
 
+    async def input_schemas(self, seconds: float) -> dict[str, dict[str, Any]]:
+        """Every tool's input schema, by name (``tools/list``, all pages); DispatchRefused on failure."""
+        session = self._session
+        if session is None:
+            raise DispatchRefused(f"the session to vmware-{self.command.skill}-mcp is closed")
+        self.last_used = time.monotonic()
+        schemas: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(seconds):
+                for _ in range(100):
+                    page = await session.list_tools(cursor=cursor)
+                    schemas.update({t.name: dict(t.inputSchema) for t in page.tools})
+                    cursor = page.nextCursor
+                    if not cursor:
+                        break
+        except (McpError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise DispatchRefused(
+                f"vmware-{self.command.skill}-mcp did not list its tools ({_first_line(exc)})"
+            ) from exc
+        finally:
+            self.last_used = time.monotonic()
+        return schemas
+
     async def close(self) -> None:
         self._stop.set()
         task = self._task

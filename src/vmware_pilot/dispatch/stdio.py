@@ -57,6 +57,7 @@ class StdioDispatcher:
         self.env = env
         self._known_skills = known_skills
         self._pools: dict[str, _Pool] = {}
+        self._schemas: dict[str, dict[str, dict[str, Any]]] = {}
         self._reaper: asyncio.Task[None] | None = None
         self.started = 0  # servers started, for tests and benchmarks
 
@@ -108,6 +109,31 @@ class StdioDispatcher:
                 await self._release(pool, session, broken)
             return judge(skill, tool, result)
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def tool_schema(self, skill: str, tool: str) -> dict[str, Any] | None:
+        """``tool``'s input schema as the skill's own server lists it (cached per skill for the life
+        of this dispatcher); None when the server does not list that tool."""
+        command = self._locate(skill)
+        if command.skill not in self._schemas:
+            if self.options.per_call:
+                session = await self._start(command)
+                try:
+                    schemas = await session.input_schemas(self.options.start_timeout)
+                finally:
+                    await session.close()
+            else:
+                pool = self._pools.setdefault(command.skill, _Pool())
+                session = await self._acquire(pool, command)
+                broken = False
+                try:
+                    schemas = await session.input_schemas(self.options.start_timeout)
+                except DispatchRefused:
+                    broken = True
+                    raise
+                finally:
+                    await self._release(pool, session, broken)
+            self._schemas[command.skill] = schemas
+        return self._schemas[command.skill].get(tool)
 
     async def _acquire(self, pool: _Pool, command: SkillCommand) -> SkillSession:
         self._ensure_reaper()
@@ -181,3 +207,6 @@ class StdioDispatcher:
             sessions, pool.sessions = pool.sessions, []
             for session in sessions:
                 await session.close()
+        # A pool's condition belongs to the event loop that used it: a later loop starts afresh.
+        self._pools.clear()
+        self._schemas.clear()

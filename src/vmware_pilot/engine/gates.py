@@ -22,17 +22,19 @@ from vmware_pilot.domain.clock import from_iso, iso
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.engine.gateview import build_view, empty_view
 from vmware_pilot.errors import StateRefused
-from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
     "GATES_KEY",
+    "INSPECTIONS_KEY",
     "admit",
     "approver_names",
     "gate_record",
     "gate_view",
     "gates_status",
+    "inspection_of",
     "is_expired",
     "pending_gate",
     "plan_digest",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 GATES_KEY: Final = "gates"
+INSPECTIONS_KEY: Final = "gate_inspections"
 
 
 def pending_gate(wf: Workflow) -> Step | None:
@@ -214,27 +217,24 @@ def gates_status(wf: Workflow, now: datetime) -> list[dict[str, Any]]:
     return [_view_of(wf, s, now) for s in wf.steps if s.is_gate and gate_record(wf, s.index) is not None]
 
 
-def gate_view(wf: Workflow, catalog: Catalog, now: datetime) -> dict[str, Any]:
-    """What a person deciding on the pending gate is shown (empty ``gate`` when none is pending)."""
+def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool = False) -> dict[str, Any]:
+    """What a person deciding on the pending gate is shown (``engine.gateview.GateView`` as JSON;
+    an empty ``gate`` when none is pending). ``dispatching``: Pilot can read the targets' state."""
     gate = pending_gate(wf)
-    out: dict[str, Any] = {"workflow_id": wf.id, "workflow_type": wf.workflow_type, "state": wf.state.value}
     if gate is None:
-        return {**out, "gate": {}, "releases": [], "already_ran": [], "not_executed_before_gate": []}
+        return empty_view(wf).payload()
     view = _view_of(wf, gate, now)
     current = plan_digest(wf, gate.index)
     view["plan_changed"] = bool(view["digest"]) and view["digest"] != current
     view["digest"] = view["digest"] or current
-    releases = []
-    for step in released_steps(wf, gate.index):
-        tier, reason = classify_step(step, catalog)
-        releases.append(
-            {**step.ref(), "tier": tier.value, "why": reason, "rollback_tool": step.rollback_tool}
-        )
-    before = wf.steps[: gate.index]
-    return {
-        **out,
-        "gate": view,
-        "releases": releases,
-        "already_ran": [{**s.ref(), "status": s.status.value} for s in before if not s.is_gate],
-        "not_executed_before_gate": [s.ref() for s in before if s.status is StepStatus.NOT_EXECUTED],
-    }
+    inspection = inspection_of(wf, gate.index)
+    return build_view(
+        wf, gate, view, released_steps(wf, gate.index), catalog, inspection, dispatching
+    ).payload()
+
+
+def inspection_of(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
+    """The stored result of the last inspection of gate ``gate_index`` (engine.inspection)."""
+    records = wf.extra.get(INSPECTIONS_KEY)
+    record = records.get(str(gate_index)) if isinstance(records, dict) else None
+    return record if isinstance(record, dict) else None

@@ -3,6 +3,9 @@
 Events: ``awaiting_approval`` (step = the gate), ``completed``, ``failed`` (step = the first step
 that failed or whose effect is unknown), ``rolled_back`` / ``rollback_incomplete`` and
 ``cancelled``. The body is ``{event, workflow_id, workflow_type, state, step?, ts, event_id}``;
+``awaiting_approval`` adds ``gate``: what the gate releases (the gate view's released steps with
+params masked, risk tier and undo, the targets' state, the plan digest) and, with a public URL
+configured, ``gate_url``, the gate's page in the web console.
 with a secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body.
 Delivery happens on a background thread with bounded retries and backoff: a slow, failing or
 unreachable receiver never blocks, slows or fails a workflow. The secret is never logged.
@@ -20,7 +23,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -28,7 +31,7 @@ from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 
-__all__ = ["SIGNATURE_HEADER", "Notifier", "event_for", "sign"]
+__all__ = ["SIGNATURE_HEADER", "Notifier", "event_for", "gate_link", "gate_summary", "sign"]
 
 _log = logging.getLogger(__name__)
 W = WorkflowState
@@ -41,7 +44,44 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def event_for(before: WorkflowState, wf: Workflow) -> dict[str, Any] | None:
+# The gate view (engine.gates.gate_view) of a workflow waiting at a gate.
+DescribeGate = Callable[[Workflow], Mapping[str, Any]]
+
+
+def gate_summary(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a gate view a notification carries (bounded: no previews' raw payloads)."""
+    gate = view.get("gate") or {}
+    return {
+        "index": gate.get("index"),
+        "message": gate.get("message", ""),
+        "digest": gate.get("digest", ""),
+        "expires_at": gate.get("expires_at", ""),
+        "approvals_required": gate.get("approvals_required", 1),
+        "releases": [
+            {
+                key: r.get(key)
+                for key in (
+                    "index",
+                    "skill",
+                    "tool",
+                    "params",
+                    "tier",
+                    "rollback_tool",
+                    "rollback_params",
+                    "undo",
+                )
+            }
+            | {"preview": (r.get("preview") or {}).get("summary", "")}
+            for r in view.get("releases") or []
+        ],
+        "targets": [t.get("line", "") for t in view.get("targets") or []],
+        "state_note": view.get("state_note", ""),
+    }
+
+
+def event_for(
+    before: WorkflowState, wf: Workflow, describe: DescribeGate | None = None, console_url: str = ""
+) -> dict[str, Any] | None:
     """The event a state change from ``before`` to ``wf.state`` announces, or None."""
     step: int | None = None
     after = wf.state
@@ -68,9 +108,18 @@ def event_for(before: WorkflowState, wf: Workflow) -> dict[str, Any] | None:
     }
     if step is not None:
         event["step"] = step
+    if name == "awaiting_approval" and describe is not None:
+        event["gate"] = gate_summary(describe(wf))
+    if name == "awaiting_approval" and console_url:
+        event["gate_url"] = gate_link(console_url, wf.id)
     event["ts"] = iso(utcnow())
     event["event_id"] = uuid.uuid4().hex
     return event
+
+
+def gate_link(public_url: str, workflow_id: str) -> str:
+    """The gate's page in the web console under the server's public URL."""
+    return f"{public_url.rstrip('/')}/console/workflows/{workflow_id}/gate"
 
 
 def _where(url: str) -> str:
@@ -102,6 +151,9 @@ class Notifier:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Set by the app once the engine exists: the gate view for awaiting_approval events.
+        self.describe: DescribeGate | None = None
+        self.console_url = ""
 
     def __repr__(self) -> str:  # never shows the secret
         return f"Notifier({_where(self.url)!r}, signed={bool(self._secret)})"
@@ -110,7 +162,7 @@ class Notifier:
     def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None:
         """``WorkflowEvents`` hook: queue the event this change announces. Never raises."""
         try:
-            event = event_for(before, wf)
+            event = event_for(before, wf, self.describe, self.console_url)
             if event is not None:
                 self.send(event)
         except Exception:  # a notification problem must never reach the workflow

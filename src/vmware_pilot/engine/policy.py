@@ -10,6 +10,7 @@ The server supplies the form as an ``AskHuman`` callable, so the engine needs no
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,8 +30,8 @@ __all__ = [
 
 ApprovalPolicy = Literal["agent", "elicit", "human"]
 # mcp: the approve tool with the agent's approver; elicit: the tool, answered by the person in
-# a form; cli: the operator CLI run by the person.
-ApprovalChannel = Literal["mcp", "elicit", "cli"]
+# a form; cli: the operator CLI run by the person; console: the web console, as the signed-in person.
+ApprovalChannel = Literal["mcp", "elicit", "cli", "console"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +114,32 @@ def describe_gate(view: Mapping[str, Any]) -> str:
         "It releases:",
     ]
     releases = view.get("releases") or []
-    lines += [
-        f"  step {r['index']}: {_line(r['skill'])}.{_line(r['tool'])} [{r['tier']}]"
-        + (f" (undo: {_line(r['rollback_tool'])})" if r.get("rollback_tool") else "")
-        for r in releases
-    ] or ["  (no steps: approving finishes this part of the workflow)"]
+    targets = {str(t.get("name")): t for t in view.get("targets") or []}
+    for r in releases:
+        lines.append(f"  step {r['index']}: {_line(r['skill'])}.{_line(r['tool'])} [{r['tier']}]")
+        lines.append(
+            f"    params: {_line(json.dumps(r.get('params') or {}, ensure_ascii=False, sort_keys=True))}"
+        )
+        lines.append(f"    undo: {_line(r.get('undo', ''))}")
+        for name in r.get("targets") or []:
+            t = targets.get(str(name))
+            if t is not None:
+                lines.append(f"    now: {_line(t.get('line', ''))} -> {_line(r['tool'])}")
+                lines += [f"    !! {_line(c)}" for c in t.get("changes") or []]
+        preview = r.get("preview") or {}
+        if preview:
+            lines.append(f"    preview ({preview.get('status')}): {_line(preview.get('summary', ''))}")
+    if not releases:
+        lines.append("  (no steps: approving finishes this part of the workflow)")
+    if view.get("state_note"):
+        lines.append(_line(view["state_note"]))
+    evidence = view.get("evidence") or []
+    if evidence:
+        lines.append("Evidence (what the steps before it found):")
+        lines += [
+            f"  step {e['index']} {_line(e['skill'])}.{_line(e['tool'])} ({e['status']}): {_line(e['summary'])}"
+            for e in evidence
+        ]
     ran = view.get("already_ran") or []
     if ran:
         lines.append(

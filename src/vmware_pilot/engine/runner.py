@@ -26,6 +26,7 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import gates, handout, undo
 from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
+from vmware_pilot.engine.inspection import inspect_gate
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, refuse_if_running_elsewhere, this_process
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import (
@@ -167,7 +168,9 @@ class Runner:
         if others:
             out["with_another_caller"] = others
         if wf.state is WorkflowState.AWAITING_APPROVAL:
-            out["pending_gate"] = gates.gate_view(wf, self.catalog, utcnow())["gate"]
+            out["pending_gate"] = gates.gate_view(wf, self.catalog, utcnow(), self.dispatcher is not None)[
+                "gate"
+            ]
         out.update(extra)
         return out
 
@@ -267,6 +270,8 @@ class Runner:
                     wf = await self._record_handback(wf, handback, actor)
                     handback = []
                 gate_index = i
+                # Read the targets first, so the gate (and its notification) shows their state.
+                wf = await self.inspect(wf, actor)
                 wf, _ = await self.save(wf, functools.partial(_reach_gate, index=i, actor=actor))
                 await report(progress, done, total, f"step {gate_index}: waiting for approval")
                 return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
@@ -383,8 +388,24 @@ class Runner:
             failed = failed or not ok
         return wf, failed
 
-    async def call_step(self, wf: Workflow, index: int, *, bound: int, reverse: bool = False) -> StepOutcome:
-        """Resolve references and secrets, then dispatch; every exception becomes an outcome."""
+    async def inspect(self, wf: Workflow, actor: Actor) -> Workflow:
+        """Read the pending gate's targets and previews (``engine.inspection``); a problem there is
+        logged and never stops the run or the approval."""
+        if self.dispatcher is None:
+            return wf
+        try:
+            return await inspect_gate(self, wf, actor)
+        except (PilotError, DispatchRefused) as exc:
+            _log.warning("could not inspect the gate of %s: %s", wf.id, exc.message)
+        except Exception:
+            _log.exception("inspecting the gate of %s raised", wf.id)
+        return self.store.load(wf.id)
+
+    async def call_step(
+        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+    ) -> StepOutcome:
+        """Resolve references and secrets, then dispatch; every exception becomes an outcome.
+        ``preview`` calls the step's tool with ``confirm: false`` (the caller checked it declares it)."""
         step = wf.steps[index]
         field = "rollback_params" if reverse else "params"
         tool = step.rollback_tool if reverse else step.tool
@@ -403,6 +424,8 @@ class Runner:
                     hint="Cancel this workflow and create it again with the secret re-supplied "
                     '(better: as a reference {"$env": "VAR"}).',
                 )
+            if preview:
+                params = {**params, "confirm": False}
             outcome = await self.dispatcher.call(step.skill, tool, params)
             return StepOutcome(
                 outcome.kind, scrub_values(outcome.payload, secrets), scrub_values(outcome.message, secrets)

@@ -169,7 +169,7 @@ class PilotService(Authoring, Lifecycle):
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
             precheck(wf, approver if actor.authenticated else None, acknowledge_not_executed)
-            view = {**self.pending_gate(wf.id), "default_approver": actor.label}
+            view = {**(await self.show_gate(actor, wf.id)), "default_approver": actor.label}
             answer = await form(view)
             if answer.decision == "reject" and answer.reason.strip():
                 return await asyncio.to_thread(
@@ -212,7 +212,15 @@ class PilotService(Authoring, Lifecycle):
                 workflow_id=wf.id,
                 state=wf.state.value,
             )
-        return gates.gate_view(wf, self.catalog, utcnow())
+        return gates.gate_view(wf, self.catalog, utcnow(), self.runner.dispatcher is not None)
+
+    async def show_gate(self, actor: Actor, workflow_id: str) -> dict[str, Any]:
+        """``pending_gate`` after reading the targets' state and the skills' previews again (when
+        Pilot dispatches): what a person is shown right before deciding. The reads are audited."""
+        wf = self._load(workflow_id)
+        self.pending_gate(workflow_id)  # the refusal when no gate is pending
+        await self.runner.inspect(wf, actor)
+        return self.pending_gate(workflow_id)
 
     # --- reads ------------------------------------------------------------------------------
     def review_workflow(self, workflow_id: str) -> dict[str, Any]:

@@ -1,0 +1,230 @@
+"""The gate view: everything a person deciding on a pending gate is shown, as one typed model.
+
+Every approval surface (the CLI's ``approve``, the MCP elicitation form, the webhook body and the
+web console) renders this model and nothing else, so they cannot disagree. Per released step it
+carries the step's plan fields exactly as the plan digest covers them (action, skill, tool, params
+and undo params with secrets masked, group), the risk tier, what a later rollback would and would
+not undo, the live state of the objects it names and the skill's own preview (both from the last
+inspection, ``engine.inspection``), plus a one-line summary of what each earlier step found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.safety.redaction import redact
+
+__all__ = [
+    "Evidence",
+    "GateView",
+    "Preview",
+    "ReleasedStep",
+    "TargetState",
+    "build_view",
+    "empty_view",
+    "summarize_result",
+    "undo_note",
+]
+
+_SUMMARY_MAX = 200
+
+
+class TargetState(BaseModel):
+    """One object a released step names, as read just before the gate was shown."""
+
+    kind: str = "vm"
+    name: str
+    target: str = ""
+    read: Literal["ok", "failed", "not_read"] = "not_read"
+    power_state: str = ""
+    cpu: int | None = None
+    memory_mb: int | None = None
+    host: str = ""
+    snapshots: list[str] = Field(default_factory=list)
+    error: str = ""
+    # Plain sentences: already in the state the step would bring about, gone, changed since last shown.
+    changes: list[str] = Field(default_factory=list)
+    line: str = ""
+
+
+class Preview(BaseModel):
+    """What the skill said when its tool was called once with ``confirm: false``."""
+
+    status: Literal["previewed", "refused", "failed", "no_preview", "not_run"]
+    summary: str
+    blockers: list[str] = Field(default_factory=list)
+    payload: Any = None
+
+
+class ReleasedStep(BaseModel):
+    index: int
+    action: str
+    skill: str
+    tool: str
+    params: dict[str, Any]
+    group_id: str = ""
+    tier: str
+    why: str = ""
+    rollback_tool: str = ""
+    rollback_params: dict[str, Any] = Field(default_factory=dict)
+    undo: str
+    targets: list[str] = Field(default_factory=list)
+    preview: Preview | None = None
+
+
+class Evidence(BaseModel):
+    """A step that ran before the gate: its status and a one-line summary of its result."""
+
+    index: int
+    skill: str
+    tool: str
+    status: str
+    summary: str
+
+
+class GateView(BaseModel):
+    workflow_id: str
+    workflow_type: str
+    state: str
+    gate: dict[str, Any] = Field(default_factory=dict)
+    releases: list[ReleasedStep] = Field(default_factory=list)
+    already_ran: list[dict[str, Any]] = Field(default_factory=list)
+    not_executed_before_gate: list[dict[str, Any]] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    targets: list[TargetState] = Field(default_factory=list)
+    # Where the state and previews come from: when they were read, or why they are not known.
+    inspected_at: str = ""
+    state_note: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def undo_note(step: Step) -> str:
+    """What a later rollback would do about ``step``, in one sentence."""
+    if step.rollback_tool:
+        params = json.dumps(redact(step.rollback_params), ensure_ascii=False, sort_keys=True)
+        return (
+            f"A rollback would run {step.skill}.{step.rollback_tool} {params}; it restores only what "
+            "that tool restores."
+        )
+    return "A rollback would NOT undo this step: the plan names no undo tool for it."
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 1] + "…"
+
+
+def _item_name(item: Any) -> str:
+    if isinstance(item, Mapping):
+        for key in ("name", "vm", "vm_name", "alarm", "entity", "id"):
+            if item.get(key):
+                return str(item[key])
+        return ""
+    return str(item) if isinstance(item, str | int | float) else ""
+
+
+def summarize_result(result: Any) -> str:
+    """A bounded one-line summary of a step's result (the full result stays on the step)."""
+    if result is None:
+        return "no result recorded"
+    if isinstance(result, Mapping) and result.get("error"):
+        return _short(f"error: {result['error']}")
+    if isinstance(result, Mapping):
+        lists = [(k, v) for k, v in result.items() if isinstance(v, list)]
+        if len(lists) == 1:
+            key, items = lists[0]
+            names = [n for n in (_item_name(i) for i in items[:3]) if n]
+            more = "" if len(items) <= 3 else ", …"
+            return _short(f"{len(items)} {key}" + (f": {', '.join(names)}{more}" if names else ""))
+        scalars = [f"{k}={v}" for k, v in result.items() if isinstance(v, str | int | float | bool)]
+        return _short(", ".join(scalars) or f"{len(result)} fields: {', '.join(map(str, result))}")
+    if isinstance(result, list):
+        names = [n for n in (_item_name(i) for i in result[:3]) if n]
+        return _short(f"{len(result)} items" + (f": {', '.join(names)}" if names else ""))
+    return _short(str(result))
+
+
+def _released(step: Step, catalog: Catalog, inspection: Mapping[str, Any], dispatching: bool) -> ReleasedStep:
+    tier, why = classify_step(step, catalog)
+    previews = inspection.get("previews") or {}
+    raw = previews.get(str(step.index))
+    preview = Preview.model_validate(raw) if isinstance(raw, Mapping) else None
+    if preview is None and not dispatching:
+        preview = Preview(status="not_run", summary="Pilot runs without dispatch: the skill was not asked.")
+    named = (inspection.get("named") or {}).get(str(step.index)) or []
+    return ReleasedStep(
+        index=step.index,
+        action=step.action,
+        skill=step.skill,
+        tool=step.tool,
+        params=redact(step.params),
+        group_id=step.group_id,
+        tier=tier.value,
+        why=why,
+        rollback_tool=step.rollback_tool,
+        rollback_params=redact(step.rollback_params),
+        undo=undo_note(step),
+        targets=[str(n) for n in named],
+        preview=preview,
+    )
+
+
+def build_view(
+    wf: Workflow,
+    gate: Step,
+    gate_info: dict[str, Any],
+    releases: list[Step],
+    catalog: Catalog,
+    inspection: Mapping[str, Any] | None,
+    dispatching: bool,
+) -> GateView:
+    """The view of pending ``gate``: ``gate_info`` is its record view (engine.gates), ``inspection``
+    the stored result of the last inspection (None: never inspected)."""
+    found = inspection or {}
+    before = wf.steps[: gate.index]
+    if not dispatching:
+        note = (
+            "Current state not known: Pilot runs without dispatch (hand-back mode), so it did not "
+            "read the targets or ask the skills for a preview."
+        )
+    elif inspection is None:
+        note = "Current state not read yet."
+    else:
+        note = f"State read at {found.get('at', '')}."
+    return GateView(
+        workflow_id=wf.id,
+        workflow_type=wf.workflow_type,
+        state=wf.state.value,
+        gate=gate_info,
+        releases=[_released(s, catalog, found, dispatching) for s in releases],
+        already_ran=[{**s.ref(), "status": s.status.value} for s in before if not s.is_gate],
+        not_executed_before_gate=[s.ref() for s in before if s.status is StepStatus.NOT_EXECUTED],
+        evidence=[
+            Evidence(
+                index=s.index,
+                skill=s.skill,
+                tool=s.tool,
+                status=s.status.value,
+                summary=summarize_result(redact(s.result)),
+            )
+            for s in before
+            if not s.is_gate and s.status in (StepStatus.SUCCESS, StepStatus.FAILED)
+        ],
+        targets=[TargetState.model_validate(t) for t in found.get("targets") or [] if isinstance(t, Mapping)],
+        inspected_at=str(found.get("at", "")) if dispatching else "",
+        state_note=note,
+    )
+
+
+def empty_view(wf: Workflow) -> GateView:
+    return GateView(workflow_id=wf.id, workflow_type=wf.workflow_type, state=wf.state.value)
