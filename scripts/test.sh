@@ -8,6 +8,7 @@ PY=${PYTHON:-python3}
 if [ -x scripts/lab/setup.sh ]; then bash scripts/lab/setup.sh; fi
 bash scripts/oidc-setup.sh
 bash scripts/node/setup.sh  # third-party MCP clients for tests/clients (npm ci, pinned)
+bash scripts/console-setup.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
         "(behind a proxy, the proxy's); its /mcp is the OAuth resource. Empty: from --transport, the first "
         "--public-name and the port.",
     )
+    console_session_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=1440,
+        description="Web console: how long a sign-in lasts before the person must sign in again (minutes).",
+    )
     oauth_issuer: str = Field(
         default="",
         description="OAuth: the issuer URL of the identity provider whose JWT access tokens are accepted "

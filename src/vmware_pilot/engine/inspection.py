@@ -91,7 +91,9 @@ def _snapshot_names(payload: Any) -> list[str]:
             for child in value:
                 walk(child)
 
-    walk(payload.get("snapshots") if isinstance(payload, Mapping) else payload)
+    if isinstance(payload, Mapping):
+        payload = next((payload[k] for k in ("snapshots", "items") if k in payload), payload)
+    walk(payload)
     return found
 
 

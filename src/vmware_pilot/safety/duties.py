@@ -25,6 +25,7 @@ __all__ = [
     "ApproveRule",
     "Role",
     "approval_refusal",
+    "approve_refusal",
     "is_valid_name",
     "tool_refusal",
 ]
@@ -78,6 +79,12 @@ def tool_refusal(role: Role, tool: str) -> str | None:
     if role.tools is not None and role.tools <= READ_TOOLS:
         return f"Role '{role.name}' may not call {tool}: the role only reads, and {tool} changes workflows"
     return f"Role '{role.name}' may not call {tool}: the tool is not among the role's tools"
+
+
+def approve_refusal(role: Role, actor: Actor, wf: Workflow) -> str | None:
+    """Why ``actor`` may not approve ``wf`` through any door that knows the caller's role (the MCP
+    approve tool over the network, the web console): the role's tools, then its approve rule."""
+    return tool_refusal(role, "approve") or approval_refusal(role, actor, wf)
 
 
 def approval_refusal(role: Role, actor: Actor, wf: Workflow) -> str | None:

@@ -26,7 +26,7 @@ from mcp.types import Tool as MCPTool
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import PilotError, WorkflowNotFound
-from vmware_pilot.safety.duties import Role, approval_refusal, tool_refusal
+from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.server.results import to_result
 
 __all__ = ["QUEUED_TOOLS", "ActorSource", "PilotFastMCP", "RoleOf"]
@@ -163,7 +163,7 @@ class PilotFastMCP(FastMCP[Any]):
                 return None  # the tool reports the unknown id in the contract's words
             except PilotError as exc:
                 return to_result(exc.payload())
-            reason, hint = approval_refusal(role, actor, wf), _APPROVE_HINT
+            reason, hint = approve_refusal(role, actor, wf), _APPROVE_HINT
         if reason is None:
             return None
         _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, reason)

@@ -5,9 +5,10 @@ whose name is the caller, or with OAuth configured a JWT access token (oauth.py)
 the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
-to anyone and says nothing else. At start, requests without a token are sent to the app
-in-process and the server refuses to start unless each one is refused with 401. Connections are
-guarded below HTTP (connections.py): read deadlines and a cap per client address.
+to anyone and says nothing else. ``/console`` is the web console (transports/console), signed in
+with the same tokens. At start, requests without a token are sent to the app in-process and the
+server refuses to start unless each one is refused with 401. Connections are guarded below HTTP
+(connections.py): read deadlines and a cap per client address.
 """
 
 from __future__ import annotations
@@ -263,6 +264,9 @@ def build_http_app(
     starlette = server.streamable_http_app()
     if jwt is not None:
         gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))
+    from vmware_pilot.transports.console import mount_console
+
+    mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of)
     return _Guard(starlette, hosts, origins)
 
 

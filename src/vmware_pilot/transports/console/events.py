@@ -1,0 +1,67 @@
+"""Live updates for console pages: server-sent events when a workflow (or the list) changes.
+
+The stream polls the store (every Pilot process on the same store changes it, so there is no
+in-process signal to wait for) and sends ``event: changed`` with the workflow's version, state
+and the digest of its pending gate whenever one of them differs from the last one sent. A
+comment line every few polls keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from vmware_pilot.app import PilotApp
+from vmware_pilot.engine import gates
+from vmware_pilot.errors import PilotError
+
+__all__ = ["POLL_SECONDS", "workflow_events", "workflows_events"]
+
+POLL_SECONDS: Final = 1.0
+_KEEPALIVE_POLLS: Final = 15
+_MAX_POLLS: Final = 3600  # the browser reconnects after this
+
+
+def _stream(request: Request, snapshot: Callable[[], dict[str, Any]]) -> StreamingResponse:
+    async def body() -> AsyncIterator[str]:
+        last: dict[str, Any] | None = None
+        yield "retry: 2000\n\n"
+        for polls in range(_MAX_POLLS):
+            if await request.is_disconnected():
+                return
+            try:
+                now = snapshot()
+            except PilotError as exc:
+                now = {"error": exc.message}
+            if now != last:
+                yield f"event: changed\ndata: {json.dumps(now)}\n\n"
+                last = now
+            elif polls % _KEEPALIVE_POLLS == 0:
+                yield ": keep-alive\n\n"
+            await asyncio.sleep(POLL_SECONDS)
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+
+
+def workflow_events(app: PilotApp, workflow_id: str, request: Request) -> StreamingResponse:
+    def snapshot() -> dict[str, Any]:
+        wf = app.store.load(workflow_id)
+        gate = gates.pending_gate(wf)
+        digest = gates.plan_digest(wf, gate.index) if gate is not None else ""
+        return {"version": wf.version, "state": wf.state.value, "digest": digest}
+
+    return _stream(request, snapshot)
+
+
+def workflows_events(app: PilotApp, request: Request) -> StreamingResponse:
+    def snapshot() -> dict[str, Any]:
+        rows = app.store.list_all(50, 0, None)
+        return {"version": "|".join(f"{r['id']}:{r['state']}:{r['updated_at']}" for r in rows)}
+
+    return _stream(request, snapshot)

@@ -1,0 +1,80 @@
+"""Fixtures of the console's browser tests: chromium, a dispatching Pilot on the lab, tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, sync_playwright
+
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, install
+from tests.lab.conftest import lab
+from tests.lab.harness import Lab
+from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.transports.tokens import TokenStore
+
+__all__ = ["Team", "browser", "lab", "team"]
+
+# operator: may approve only what someone else created (four eyes by role).
+ROLES = "roles:\n  operator:\n    approve: others\n    tools: '*'\n"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    install()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@dataclass
+class Team:
+    server: PilotProcess
+    tokens: dict[str, str]
+    pilot_home: Path
+
+    @property
+    def base(self) -> str:
+        return self.server.base
+
+
+def _pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    home = folder / ".vmware"
+    home.mkdir(mode=0o700, parents=True)
+    (home / "roles.yaml").write_text(ROLES)
+    (home / "roles.yaml").chmod(0o600)
+    store = TokenStore(home / "tokens.json")
+    return home, {name: store.create(name, role) for name, role in names.items()}
+
+
+@pytest.fixture(scope="module")
+def team(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    """A `vmware-pilot mcp --transport http --dispatch` on the lab; alice and bob are admins,
+    olga an operator (approves only others' workflows)."""
+    folder = tmp_path_factory.mktemp("console")
+    home, tokens = _pilot_home(folder, {"alice": "admin", "bob": "admin", "olga": "operator"})
+    env = {
+        "HOME": str(lab.home),
+        "PATH": lab.env["PATH"],
+        **{k: v for k, v in lab.env.items() if k.endswith("_PASSWORD")},
+        "VMWARE_PILOT_HOME": str(home),
+        "VMWARE_PILOT_DISPATCH": "stdio",
+    }
+    with start_server(folder, ["--transport", "http"], env=env) as server:
+        yield Team(server, tokens, home)
+
+
+@pytest.fixture(scope="module")
+def short_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    """A Pilot whose console sessions last three seconds (no dispatch)."""
+    folder = tmp_path_factory.mktemp("console-short")
+    home, tokens = _pilot_home(folder, {"alice": "admin"})
+    env = {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_CONSOLE_SESSION_MINUTES": json.dumps(0.05)}
+    with start_server(folder, ["--transport", "http"], env=env) as server:
+        yield Team(server, tokens, home)
