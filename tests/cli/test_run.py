@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -191,3 +193,28 @@ def test_run_of_a_steps_file_refuses_aliases_and_empty_plans_without_quoting_the
     empty = tmp_path / "empty.yaml"
     empty.write_text("name: nothing\nsteps: []\n")
     assert invoke("run", "--steps", str(empty), "--yes").exit_code == 2
+
+
+def test_a_skills_stderr_stays_off_the_operators_terminal(tmp_path: Path, settings: Settings) -> None:
+    """The real entry point (the skill inherits file descriptors, which CliRunner does not capture)."""
+    path = steps_file(tmp_path, [GATE, {"action": "noise", "skill": "aiops", "tool": "noisy", "params": {}}])
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VMWARE_PILOT_")},
+        "VMWARE_PILOT_HOME": str(settings.home_path),
+        "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])}),
+        "LOGNAME": "olivia",
+    }
+    pilot = Path(sys.executable).with_name("vmware-pilot")
+    done = subprocess.run(
+        [str(pilot), "run", "--steps", str(path), "--dispatch", "--yes", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a line for the log" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert "\n" not in error and "the skill failed loudly and said more on a second line" in error

@@ -3,8 +3,8 @@
 Run as ``python fake_skill.py MODE``. Tools: ``echo`` (returns its arguments and this process's
 pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``),
 ``rendezvous`` (waits in a folder until ``parties`` callers are in it at once), ``preview``
-(answers ``{"action": "preview"}``), ``boom`` (raises). MODE ``nostart`` exits before the
-handshake.
+(answers ``{"action": "preview"}``), ``boom`` (raises), ``noisy`` (writes to stderr, then raises
+with a two-line message). MODE ``nostart`` exits before the handshake.
 """
 
 from __future__ import annotations
@@ -75,6 +75,13 @@ def preview(vm_name: str = "") -> dict[str, Any]:
 @server.tool()
 def boom() -> dict[str, Any]:
     raise RuntimeError("the skill failed on purpose")
+
+
+@server.tool()
+def noisy() -> dict[str, Any]:
+    sys.stderr.write("fake skill INFO: a line for the log\nTraceback (most recent call last):\n  boom\n")
+    sys.stderr.flush()
+    raise RuntimeError("the skill failed loudly\nand said more on a second line")
 
 
 if __name__ == "__main__":

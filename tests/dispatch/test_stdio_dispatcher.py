@@ -178,3 +178,25 @@ async def test_preflight_lists_every_skill_that_cannot_start(dispatcher: StdioDi
     assert len(problems) == 2
     assert problems[0].startswith("step 1 (storage.x)") and "vmware-storage" in problems[0]
     assert "does not dispatch to itself" in problems[1]
+
+
+async def test_a_skills_stderr_goes_to_pilots_log_and_its_error_is_one_line(
+    dispatcher: StdioDispatcher, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="vmware_pilot.skill")
+    outcome = await dispatcher.call("aiops", "noisy", {})
+    assert outcome.kind is OutcomeKind.FAILED
+    assert "\n" not in outcome.message and "the skill failed loudly and said more" in outcome.message
+    await dispatcher.aclose()  # the server exits: everything it wrote has been forwarded
+    for _ in range(100):
+        if any("Traceback" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records if r.name == "vmware_pilot.skill.aiops"]
+    assert "fake skill INFO: a line for the log" in lines and "Traceback (most recent call last):" in lines
+
+
+async def test_the_skill_server_lists_its_input_schemas(dispatcher: StdioDispatcher) -> None:
+    schema = await dispatcher.tool_schema("aiops", "echo")
+    assert schema is not None and set(schema["properties"]) == {"value", "vm_name", "password"}
+    assert await dispatcher.tool_schema("aiops", "no_such_tool") is None

@@ -15,13 +15,20 @@ from mcp.types import CallToolResult, TextContent
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 
-__all__ = ["GUEST_TOOLS", "judge", "payload_of"]
+__all__ = ["GUEST_TOOLS", "judge", "one_line", "payload_of"]
 
+_MESSAGE_MAX = 500
 GUEST_TOOLS = frozenset({"run_vm_guest_command", "run_vm_guest_command_with_output"})
 _PREVIEW = (
     "the tool only previewed the change (it was not called with confirm=True), so nothing was "
     "applied; its preview is kept in this step's result"
 )
+
+
+def one_line(error: Any) -> str:
+    """A skill's error as one bounded line (the full text stays in the step's result)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= _MESSAGE_MAX else text[: _MESSAGE_MAX - 1] + "…"
 
 
 def _texts(result: CallToolResult) -> list[str]:
@@ -87,11 +94,11 @@ def judge(skill: str, tool: str, result: CallToolResult) -> StepOutcome:
         return StepOutcome(OutcomeKind.PREVIEW_ONLY, payload, _PREVIEW)
     if result.isError:
         error = payload.get("error") if isinstance(payload, dict) else payload
-        return StepOutcome(OutcomeKind.FAILED, payload, str(error))
+        return StepOutcome(OutcomeKind.FAILED, payload, one_line(error))
     if _has_error(payload):
-        return StepOutcome(OutcomeKind.FAILED, payload, str(payload["error"]))
+        return StepOutcome(OutcomeKind.FAILED, payload, one_line(payload["error"]))
     if isinstance(payload, list) and len(payload) == 1 and _has_error(payload[0]):
-        return StepOutcome(OutcomeKind.FAILED, payload[0], str(payload[0]["error"]))
+        return StepOutcome(OutcomeKind.FAILED, payload[0], one_line(payload[0]["error"]))
     if guest:
         for top in tops:
             code = top.get("exit_code")

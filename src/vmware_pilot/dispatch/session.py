@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -39,6 +41,34 @@ def _first_line(exc: BaseException) -> str:
         leaf = leaf.exceptions[0]
     text = str(leaf).strip().splitlines()[0] if str(leaf).strip() else ""
     return f"{type(leaf).__name__}: {text[:200]}" if text else type(leaf).__name__
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class SkillLog:
+    """Where a skill server's stderr goes: a pipe whose lines become Pilot log records
+    (``vmware_pilot.skill.<skill>``, INFO), so a skill's chatter and tracebacks land in Pilot's
+    log and never on the terminal of an operator running ``vmware-pilot run`` or ``approve``."""
+
+    def __init__(self, skill: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer: TextIO = os.fdopen(write_fd, "w")
+        self._log = logging.getLogger(f"vmware_pilot.skill.{skill}")
+        self._thread = threading.Thread(target=self._forward, args=(read_fd,), daemon=True)
+        self._thread.start()
+
+    def _forward(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for raw in pipe:
+                line = _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
+                if line.strip():
+                    self._log.info("%s", line[:2000])
+
+    def close(self) -> None:
+        """Close Pilot's end; the reader ends when the server's copy closes too (it exited)."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
 
 
 class SessionClosed(DispatchRefused):
@@ -77,8 +107,12 @@ class SkillSession:
             env=self.env if self.env is not None else dict(os.environ),
             cwd=str(Path.home()),
         )
+        errlog = SkillLog(self.command.skill)
         try:
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=errlog.writer) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 init = await session.initialize()
                 self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}"
                 self._write = write
@@ -88,6 +122,7 @@ class SkillSession:
         except BaseException as exc:  # recorded for the caller; the owner task must end quietly
             self._failure = exc
         finally:
+            errlog.close()
             self._session = None
             self._write = None
             self._ready.set()

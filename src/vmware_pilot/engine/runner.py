@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.dispatch.judge import one_line
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
@@ -475,7 +476,7 @@ class Runner:
         bad = [s for s in wf.steps if s.status in (S.FAILED, S.INTERRUPTED)]
         error = "; ".join(
             f"step {s.index} ({s.skill}.{s.tool}) {s.status.value}: "
-            f"{(s.result or {}).get('error', '') if isinstance(s.result, dict) else ''}"
+            f"{one_line((s.result or {}).get('error', '')) if isinstance(s.result, dict) else ''}"
             for s in bad
         )
         return self.result(wf, actor, Outcome.FAILED, error=error)
