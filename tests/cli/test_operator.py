@@ -180,6 +180,10 @@ def test_approve_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> 
     ):
         assert text in result.stdout
     assert "write" in result.stdout or "destructive" in result.stdout
+    flat = " ".join(result.stdout.split())
+    assert '"vm_name": "web-01"' in flat and '"vc_password": "***"' in flat and "hunter2" not in flat
+    assert "A rollback would run aiops.power_on_vm" in flat
+    assert "Current state not known" in flat, "hand-back mode says it did not read the targets"
 
 
 def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:

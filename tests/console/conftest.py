@@ -16,7 +16,7 @@ from tests.lab.harness import Lab
 from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.tokens import TokenStore
 
-__all__ = ["Team", "browser", "lab", "team"]
+__all__ = ["Team", "browser", "lab", "make_pilot_home", "team"]
 
 # operator: may approve only what someone else created (four eyes by role).
 ROLES = "roles:\n  operator:\n    approve: others\n    tools: '*'\n"
@@ -44,7 +44,7 @@ class Team:
         return self.server.base
 
 
-def _pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str, str]]:
+def make_pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str, str]]:
     home = folder / ".vmware"
     home.mkdir(mode=0o700, parents=True)
     (home / "roles.yaml").write_text(ROLES)
@@ -58,7 +58,7 @@ def team(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     """A `vmware-pilot mcp --transport http --dispatch` on the lab; alice and bob are admins,
     olga an operator (approves only others' workflows)."""
     folder = tmp_path_factory.mktemp("console")
-    home, tokens = _pilot_home(folder, {"alice": "admin", "bob": "admin", "olga": "operator"})
+    home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin", "olga": "operator"})
     env = {
         "HOME": str(lab.home),
         "PATH": lab.env["PATH"],
@@ -74,7 +74,7 @@ def team(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
 def short_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     """A Pilot whose console sessions last three seconds (no dispatch)."""
     folder = tmp_path_factory.mktemp("console-short")
-    home, tokens = _pilot_home(folder, {"alice": "admin"})
+    home, tokens = make_pilot_home(folder, {"alice": "admin"})
     env = {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_CONSOLE_SESSION_MINUTES": json.dumps(0.05)}
     with start_server(folder, ["--transport", "http"], env=env) as server:
         yield Team(server, tokens, home)

@@ -1,0 +1,154 @@
+"""The console over HTTP against a real `vmware-pilot mcp --transport http` process (no browser):
+sign-in refusals, where sign-in may lead, sign-out, roles, a plan changed under the page, events."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import Team, make_pilot_home
+from tests.transports.server_proc import start_server
+from vmware_pilot.app import build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.transports.client import connect_http
+
+pytestmark = pytest.mark.slow
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
+OFF = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "web-01", "confirm": True},
+    "rollback_tool": "power_on_vm",
+    "rollback_params": {"vm_name": "web-01"},
+}
+
+
+@pytest.fixture(scope="module")
+def handback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    folder = tmp_path_factory.mktemp("console-http")
+    home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin", "rita": "reader"})
+    with start_server(folder, ["--transport", "http"], env={"VMWARE_PILOT_HOME": str(home)}) as server:
+        yield Team(server, tokens, home)
+
+
+def at_gate(team: Team) -> str:
+    async def go() -> str:
+        async with connect_http(team.server.url, team.tokens["bob"]) as client:
+            made = await client.call(
+                "create_workflow", {"name": "http-test", "description": "t", "steps": [GATE, OFF]}
+            )
+            wid = str(made.payload["workflow_id"])
+            assert (await client.call("run_workflow", {"workflow_id": wid})).payload[
+                "state"
+            ] == "awaiting_approval"
+            return wid
+
+    return asyncio.run(go())
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+@contextmanager
+def signed_in(team: Team, who: str, next_path: str = "") -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=team.base, follow_redirects=False) as client:
+        form = client.get("/console/login")
+        data: dict[str, Any] = {"csrf": csrf_of(form.text), "token": team.tokens[who], "next": next_path}
+        answer = client.post("/console/login", data=data)
+        assert answer.status_code == 303, answer.text
+        yield client
+
+
+def test_sign_in_refuses_a_bad_token_and_a_form_not_from_the_console(handback: Team) -> None:
+    with httpx.Client(base_url=handback.base) as client:
+        form = client.get("/console/login")
+        bad = client.post("/console/login", data={"csrf": csrf_of(form.text), "token": "vpt_not-a-token"})
+        assert bad.status_code == 401 and "That token is not valid." in bad.text
+        client.cookies.clear()
+        forged = client.post("/console/login", data={"csrf": "x", "token": handback.tokens["alice"]})
+        assert forged.status_code == 403 and "pilot_console" not in forged.cookies
+        assert (
+            client.get("/console/workflows", follow_redirects=False)
+            .headers["location"]
+            .startswith("/console/login?next=/console/workflows")
+        )
+
+
+def test_sign_in_leads_only_to_console_pages_and_sign_out_ends_the_session(handback: Team) -> None:
+    for target, expected in (
+        ("https://evil.example/", "/console/workflows"),
+        ("/console/workflows?state=x", "/console/workflows?state=x"),
+    ):
+        client = httpx.Client(base_url=handback.base, follow_redirects=False)
+        form = client.get("/console/login")
+        data = {"csrf": csrf_of(form.text), "token": handback.tokens["alice"], "next": target}
+        assert client.post("/console/login", data=data).headers["location"] == expected
+        client.close()
+    with signed_in(handback, "alice") as client:
+        page = client.get("/console/workflows")
+        assert page.status_code == 200 and "Signed in as" in page.text
+        assert client.post("/console/logout", data={}).status_code == 403, "sign-out needs the CSRF token too"
+        assert client.post("/console/logout", data={"csrf": csrf_of(page.text)}).status_code == 303
+        assert client.get("/console/workflows").status_code == 303
+
+
+def test_a_role_that_may_not_approve_is_told_so_and_refused(handback: Team) -> None:
+    wid = at_gate(handback)
+    with signed_in(handback, "rita") as client:
+        page = client.get(f"/console/workflows/{wid}/gate")
+        assert "Role &#39;reader&#39; may not call approve" in page.text
+        digest = re.search(r'name="digest" value="([^"]+)"', page.text)
+        assert digest
+        refused = client.post(
+            f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": digest.group(1)}
+        )
+        assert refused.status_code == 403 and "Refused: Role" in refused.text
+
+
+def test_an_approval_of_a_plan_that_changed_after_the_page_was_shown_is_refused_with_the_new_plan(
+    handback: Team,
+) -> None:
+    wid = at_gate(handback)
+    with signed_in(handback, "alice") as client:
+        page = client.get(f"/console/workflows/{wid}/gate")
+        digest = re.search(r'name="digest" value="([^"]+)"', page.text)
+        assert digest and "web-01" in page.text and "Current state not known" in page.text
+        app = build_app(Settings(home=handback.pilot_home))
+        try:
+            wf = app.store.load(wid)
+            wf.steps[1].params["vm_name"] = "db-01"
+            app.store.save(wf)
+        finally:
+            app.close()
+        refused = client.post(
+            f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": digest.group(1)}
+        )
+        assert refused.status_code == 409
+        assert "changed after they were" in refused.text and "db-01" in refused.text
+        assert "cannot be approved" in refused.text
+
+
+def test_live_events_need_a_session_and_report_the_state(handback: Team) -> None:
+    wid = at_gate(handback)
+    with httpx.Client(base_url=handback.base) as anonymous:
+        assert anonymous.get(f"/console/workflows/{wid}/events").status_code == 401
+    with (
+        signed_in(handback, "alice") as client,
+        client.stream("GET", f"/console/workflows/{wid}/events") as events,
+    ):
+        assert events.headers["content-type"].startswith("text/event-stream")
+        for line in events.iter_lines():
+            if line.startswith("data: "):
+                assert '"state": "awaiting_approval"' in line
+                break
