@@ -184,7 +184,8 @@ class Console:
             states=[s.value for s in WorkflowState],
         )
 
-    def _load(self, request: Request) -> str:
+    @staticmethod
+    def _id(request: Request) -> str:
         return str(request.path_params["workflow_id"])
 
     async def workflow(self, request: Request) -> Response:
@@ -193,8 +194,8 @@ class Console:
             return redirect  # type: ignore[return-value]
         try:
             # The version before the read: a change in between makes the page reload, never stick.
-            version = self.app.store.load(self._load(request)).version
-            status = redact(self.app.service.get_workflow_status(self._load(request)))
+            version = self.app.store.load(self._id(request)).version
+            status = redact(self.app.service.get_workflow_status(self._id(request)))
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
@@ -216,7 +217,7 @@ class Console:
         if session is None:
             return redirect  # type: ignore[return-value]
         try:
-            status = self.app.service.get_workflow_status(self._load(request))
+            status = self.app.service.get_workflow_status(self._id(request))
             step = status["steps"][int(request.path_params["index"])]
         except (WorkflowNotFound, IndexError, ValueError):
             return self.page(
@@ -228,7 +229,7 @@ class Console:
         session, redirect = self.session_of(request)
         if session is None:
             return redirect  # type: ignore[return-value]
-        workflow_id = self._load(request)
+        workflow_id = self._id(request)
         try:
             view = await self.app.service.show_gate(session.actor, workflow_id)
         except WorkflowNotFound as exc:
@@ -257,7 +258,7 @@ class Console:
         fields = await self.posted(request, session)
         if fields is None:
             return self.forbidden(request, "Approval refused: the form carried no valid CSRF token.")
-        workflow_id, actor = self._load(request), session.actor
+        workflow_id, actor = self._id(request), session.actor
         refusal = self._refusal(actor, workflow_id)
         if refusal:
             return await self.gate(request, f"Refused: {refusal}.", 403)
@@ -288,7 +289,7 @@ class Console:
         fields = await self.posted(request, session)
         if fields is None:
             return self.forbidden(request, "Rejection refused: the form carried no valid CSRF token.")
-        workflow_id, actor = self._load(request), session.actor
+        workflow_id, actor = self._id(request), session.actor
         try:
             role = self.role_of(actor)
         except PilotError as exc:
@@ -307,7 +308,7 @@ class Console:
         session, _ = self.session_of(request)
         if session is None:
             return Response("sign in first", 401, media_type="text/plain")
-        return workflow_events(self.app, self._load(request), request)
+        return workflow_events(self.app, self._id(request), request)
 
     async def list_events(self, request: Request) -> Response:
         session, _ = self.session_of(request)
