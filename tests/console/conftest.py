@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
@@ -16,10 +19,17 @@ from tests.lab.harness import Lab
 from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.tokens import TokenStore
 
-__all__ = ["Team", "browser", "lab", "make_pilot_home", "team"]
+__all__ = ["Team", "browser", "lab", "make_pilot_home", "run", "team"]
 
+T = TypeVar("T")
 # operator: may approve only what someone else created (four eyes by role).
 ROLES = "roles:\n  operator:\n    approve: others\n    tools: '*'\n"
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on a thread of its own: Playwright's sync API holds this thread's event loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 @pytest.fixture(scope="session")

@@ -3,30 +3,20 @@ dispatching Pilot on the lab: the vCenter simulator and the real companion skill
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.console.browser import axe_violations, shoot, sign_in
-from tests.console.conftest import Team
+from tests.console.conftest import Team, run
 from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from vmware_pilot.transports.client import connect_http
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 WAIT_MS = 90_000
-T = TypeVar("T")
-
-
-def run(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` on a thread of its own: Playwright's sync API holds this thread's event loop."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, work).result()
 
 
 def gate(**options: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@ sign-in refusals, where sign-in may lead, sign-out, roles, a plan changed under 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Team, make_pilot_home
+from tests.console.conftest import Team, make_pilot_home, run
 from tests.transports.server_proc import start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
@@ -51,7 +50,7 @@ def at_gate(team: Team) -> str:
             ] == "awaiting_approval"
             return wid
 
-    return asyncio.run(go())
+    return run(go())
 
 
 def csrf_of(html: str) -> str:
