@@ -270,7 +270,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
             first.service.get_workflow_status(wid)["steps"][1]["params"]["command"] == "mysql --password=***"
         )
         await first.service.approve(actor, wid, approver="alice")
-        assert dispatcher.calls[0][2]["command"] == "mysql --password=hunter2-pw"
+        assert dispatcher.step_calls[0][2]["command"] == "mysql --password=hunter2-pw"
         again = create(first, actor, [GATE, guest])
         await first.service.run_workflow(actor, again)
     finally:
