@@ -281,7 +281,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
         assert out["steps"][1]["status"] == "failed"
         assert "secret(s) command," in out["steps"][1]["result"]["error"]
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
-        assert len(dispatcher.calls) == 1
+        assert len(dispatcher.step_calls) == 1
     finally:
         second.close()
 
