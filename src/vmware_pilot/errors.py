@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "QUOTE_CHARS",
     "ApprovalGateRefused",
     "AuditChainBroken",
     "ConcurrencyConflict",
@@ -52,7 +53,22 @@ __all__ = [
     "TemplateError",
     "TemplateParamError",
     "WorkflowNotFound",
+    "excerpt",
 ]
+
+QUOTE_CHARS = 200
+"""The most characters of a caller's input that a refusal quotes."""
+
+
+def excerpt(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` when it has at most ``limit`` characters; else its start, marked and with its length.
+
+    Every message that quotes something a caller sent goes through this, so a refusal never
+    carries a huge input back.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[: max(limit - 1, 0)]}… ({len(text)} characters)"
 
 
 class PilotError(Exception):
@@ -82,7 +98,7 @@ class PilotError(Exception):
 class WorkflowNotFound(PilotError):
     def __init__(self, workflow_id: str) -> None:
         super().__init__(
-            f"Workflow '{workflow_id}' not found",
+            f"Workflow '{excerpt(workflow_id)}' not found",
             hint="Use list_workflows() to see active workflow IDs.",
         )
         self.workflow_id = workflow_id
@@ -95,7 +111,7 @@ class WorkflowNotFound(PilotError):
 class InvalidTransition(PilotError):
     def __init__(self, workflow_id: str, state: str, event: str) -> None:
         super().__init__(
-            f"Workflow '{workflow_id}' cannot {event.replace('_', ' ')} from state '{state}'",
+            f"Workflow '{excerpt(workflow_id)}' cannot {event.replace('_', ' ')} from state '{state}'",
             hint="get_workflow_status shows the current state and what it allows.",
             workflow_id=workflow_id,
             state=state,

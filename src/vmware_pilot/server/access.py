@@ -20,13 +20,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock
 from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
+from vmware_pilot.server.arguments import limit_refusal, schema_refusal, unknown_tool_refusal
+from vmware_pilot.server.bounds import bound_refusal, long_strings
 from vmware_pilot.server.results import to_result
 
 __all__ = ["QUEUED_TOOLS", "ActorSource", "PilotFastMCP", "RoleOf"]
@@ -70,10 +74,11 @@ class PilotFastMCP(FastMCP[Any]):
         self._load_workflow = load_workflow
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         super().__init__(*args, **kwargs)
-        if role_of is not None:
-            lowlevel = logging.getLogger("mcp.server.lowlevel.server")
-            if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
-                lowlevel.addFilter(_HiddenToolNotice())
+        # Calls to hidden or unknown tools are refused with a payload; the SDK's warning (which
+        # would repeat the caller's tool name whatever its length) is only noise.
+        lowlevel = logging.getLogger("mcp.server.lowlevel.server")
+        if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
+            lowlevel.addFilter(_HiddenToolNotice())
 
     def _role(self) -> tuple[Actor, Role]:
         assert self._role_of is not None
@@ -112,16 +117,38 @@ class PilotFastMCP(FastMCP[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any]
     ) -> Sequence[ContentBlock] | dict[str, Any]:
+        result = await self._call(name, arguments)
+        if isinstance(result, CallToolResult) and result.isError and result.structuredContent:
+            result = to_result(bound_refusal(result.structuredContent, long_strings(arguments)))
+        # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
+        return result  # type: ignore[return-value]
+
+    async def _call(
+        self, name: str, arguments: dict[str, Any]
+    ) -> CallToolResult | Sequence[ContentBlock] | dict[str, Any]:
+        """The tool's result, or the refusal of a call that fails the door or the caller's role."""
+        tool = self._tool_manager.get_tool(name)
+        refusal = (
+            unknown_tool_refusal(name, (t.name for t in self._tool_manager.list_tools()))
+            if tool is None
+            else limit_refusal(arguments)
+        )
+        if refusal is not None:
+            return to_result(refusal)
         if self._role_of is not None:
-            refusal = await self._refusal(name, arguments)
-            if refusal is not None:
-                # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
-                return refusal  # type: ignore[return-value]
-        workflow_id = arguments.get("workflow_id")
-        if name in QUEUED_TOOLS and isinstance(workflow_id, str):
-            async with self._turn(workflow_id):
-                return await super().call_tool(name, arguments)
-        return await super().call_tool(name, arguments)
+            denied = await self._refusal(name, arguments)
+            if denied is not None:
+                return denied
+        try:
+            workflow_id = arguments.get("workflow_id")
+            if name in QUEUED_TOOLS and isinstance(workflow_id, str):
+                async with self._turn(workflow_id):
+                    return await super().call_tool(name, arguments)
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return to_result(schema_refusal(name, exc.__cause__))
+            raise
 
     @contextlib.asynccontextmanager
     async def _turn(self, workflow_id: str) -> AsyncIterator[None]:
@@ -144,8 +171,6 @@ class PilotFastMCP(FastMCP[Any]):
             actor, role = self._role()
         except PilotError as exc:
             return to_result(exc.payload())
-        if self._tool_manager.get_tool(name) is None:
-            return None  # FastMCP reports the unknown tool
         reason = tool_refusal(role, name)
         how = (
             "a group of yours mapped to it in the roles file"

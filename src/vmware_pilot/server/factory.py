@@ -13,12 +13,14 @@ from mcp.types import ServerCapabilities
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
 from vmware_pilot.server.prompts import register_prompts
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runlog import register_logging
+from vmware_pilot.server.sdk import set_version
 from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
 from vmware_pilot.server.tools import build_tools
 from vmware_pilot.server.wire import guard
@@ -83,11 +85,10 @@ def create_server(
         token_verifier=token_verifier,
         auth=auth,
         transport_security=transport_security,
+        max_request_body_size=MAX_REQUEST_BYTES,
     )
     _speak_fully(server, app)
-    # FastMCP has no version argument; the low-level server reports this in `initialize`
-    # (otherwise it reports the SDK's own version).
-    server._mcp_server.version = __version__
+    set_version(server, __version__)
     if level != "DEBUG":
         # One INFO line per request ("Processing request of type …") is noise in an operator log.
         logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.WARNING)

@@ -127,20 +127,23 @@ AcknowledgeUnknownEffects = Annotated[
 Reason = Annotated[str, Field(description="Why the workflow is cancelled; written to its audit log.")]
 Limit = Annotated[
     int | None,
-    Field(ge=1, description="Page size for active_workflows; null (default) returns them all."),
+    Field(ge=1, le=500, description="Page size for active_workflows; null (default) returns them all."),
 ]
-Offset = Annotated[int, Field(ge=0, description="Number of active workflows to skip before the page.")]
+Offset = Annotated[
+    int, Field(ge=0, le=2**31 - 1, description="Number of active workflows to skip before the page.")
+]
 
 
 def _closed(tool: Tool) -> Tool:
-    """The same tool with an input model that forbids unknown arguments (schema: additionalProperties false)."""
+    """The same tool with a closed, strict input model.
+
+    Unknown arguments are refused (schema: additionalProperties false) and nothing is coerced:
+    ``"yes"`` is not ``true``, ``true`` is not ``1``, ``"5"`` is not ``5``. Objects and arrays sent
+    as JSON text are still accepted (FastMCP parses them before validation).
+    """
     base = tool.fn_metadata.arg_model
-    closed = cast(
-        type[ArgModelBase],
-        type(
-            base.__name__, (base,), {"model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)}
-        ),
-    )
+    config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
+    closed = cast(type[ArgModelBase], type(base.__name__, (base,), {"model_config": config}))
     metadata = tool.fn_metadata.model_copy(update={"arg_model": closed})
     return tool.model_copy(
         update={"fn_metadata": metadata, "parameters": closed.model_json_schema(by_alias=True)}

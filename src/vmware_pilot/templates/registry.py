@@ -15,7 +15,7 @@ from typing import Any
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.errors import InvalidInput, TemplateError
+from vmware_pilot.errors import InvalidInput, TemplateError, excerpt
 from vmware_pilot.safety.gate import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import CustomTemplate, load_file, load_folder, name_problem
@@ -145,7 +145,7 @@ class TemplateRegistry:
             )
         available = [*self._builtins, *(t.name for t in good)]
         raise TemplateError(
-            f"Unknown workflow type: {workflow_type}. Available: {available!r}",
+            f"Unknown workflow type: {excerpt(workflow_type)}. Available: {available!r}",
             hint="Call list_workflows() to see every template with its description, then use one of "
             "those names as workflow_type.",
         )
@@ -174,7 +174,7 @@ class TemplateRegistry:
         problem = name_problem(name)
         if problem:
             raise InvalidInput(
-                f"Cannot save the template as {name!r}: {problem}",
+                f"Cannot save the template as {excerpt(name)!r}: {problem}",
                 field="name",
                 hint="Choose a simple name such as 'restart_web_tier' (no '/', '\\', leading '.', or "
                 "control characters; at most 100 characters).",
