@@ -1,0 +1,194 @@
+"""Raw lines into a real `vmware-pilot mcp` process: every bad line is answered and serving goes on."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.transports.server_proc import clean_env
+from vmware_pilot.limits import MAX_REQUEST_BYTES
+from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, leading_id
+
+PILOT = Path(sys.executable).with_name("vmware-pilot")
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
+class RawStdio:
+    """A server process spoken to in raw lines; every stdout line must be JSON."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def reply(self, timeout: float = 30) -> dict[str, Any]:
+        """The next message on stdout (server notifications are skipped)."""
+        while True:
+            message = json.loads(self.lines.get(timeout=timeout))
+            if "method" not in message:
+                return message  # type: ignore[no-any-return]
+
+    def request(self, request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        self.send(json.dumps(body).encode() + b"\n")
+        return self.reply()
+
+    def alive(self, request_id: int) -> None:
+        """The server still answers a tool call correctly."""
+        answer = self.request(request_id, "tools/call", {"name": "list_workflows", "arguments": {}})
+        assert answer["id"] == request_id and answer["result"]["isError"] is False, answer
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
+    """One server for the module: each test also checks it still serves after the last one."""
+    process = subprocess.Popen(
+        [str(PILOT), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(tmp_path_factory.mktemp("stdio")),
+    )
+    server = RawStdio(process)
+    try:
+        assert server.request(0, "initialize", INIT["params"])["id"] == 0
+        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        yield server
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _error(reply: dict[str, Any], request_id: int | None, code: int) -> str:
+    assert reply["id"] == request_id, reply
+    assert reply["error"]["code"] == code, reply
+    message = reply["error"]["message"]
+    assert isinstance(message, str) and len(message) <= 600
+    return message
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_and_serving_goes_on(raw: RawStdio) -> None:
+    raw.send(b"this is not json\n")
+    assert "Parse error" in _error(raw.reply(), None, PARSE_ERROR)
+    raw.send(b'{"jsonrpc": "2.0", "id": 3, "method": \n')
+    _error(raw.reply(), None, PARSE_ERROR)
+    raw.alive(4)
+
+
+def test_json_nested_too_deeply_gets_an_invalid_request_with_its_id(raw: RawStdio) -> None:
+    deep = "[" * 300 + "]" * 300
+    raw.send(f'{{"jsonrpc":"2.0","id":5,"method":"ping","params":{{"x":{deep}}}}}\n'.encode())
+    assert "nested too deeply" in _error(raw.reply(), 5, INVALID_REQUEST)
+    raw.send(("[" * 5000 + "]" * 5000 + "\n").encode())
+    _error(raw.reply(), None, PARSE_ERROR)
+    raw.alive(6)
+
+
+def test_a_lone_surrogate_gets_an_invalid_request_with_its_id(raw: RawStdio) -> None:
+    call = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_workflow_status","arguments":{"workflow_id":"\\ud800"}}}'
+    raw.send(call.encode() + b"\n")
+    assert "surrogate" in _error(raw.reply(), 7, INVALID_REQUEST)
+    raw.alive(8)
+
+
+@pytest.mark.parametrize(
+    ("line", "request_id"),
+    [
+        (b'{"jsonrpc":"2.0","id":9}', 9),
+        (b'{"jsonrpc":"1.0","id":10,"method":"ping"}', 10),
+        (b'{"id":11,"method":7}', 11),
+        (b"[]", None),
+        (b"42", None),
+        (b'"ping"', None),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping","params":3}', None),
+    ],
+)
+def test_a_message_that_is_not_json_rpc_gets_an_invalid_request(
+    raw: RawStdio, line: bytes, request_id: int | None
+) -> None:
+    raw.send(line + b"\n")
+    assert "JSON-RPC" in _error(raw.reply(), request_id, INVALID_REQUEST)
+    raw.alive(12)
+
+
+def test_a_line_over_the_limit_is_refused_with_its_id_and_serving_goes_on(raw: RawStdio) -> None:
+    head = b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"design_workflow","arguments":{"goal":"'
+    raw.send(head + b"g" * (2 * MAX_REQUEST_BYTES) + b'"}}}\n')
+    message = _error(raw.reply(), 13, INVALID_REQUEST)
+    assert str(MAX_REQUEST_BYTES) in message
+    raw.alive(14)
+    # Nothing of the long line was taken as a message: no draft was designed.
+    listed = raw.request(15, "tools/call", {"name": "list_workflows", "arguments": {}})
+    assert json.loads(listed["result"]["content"][0]["text"])["active_workflows"] == []
+
+
+def test_a_request_just_under_the_limit_is_read_and_answered_as_a_tool_result(raw: RawStdio) -> None:
+    words = ("word " * 12_000)[:60_000]
+    arguments = {"workflow_id": "wf-x", **{f"pad{i}": words for i in range(16)}}
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 16,
+            "method": "tools/call",
+            "params": {"name": "get_workflow_status", "arguments": arguments},
+        }
+    ).encode()
+    assert MAX_REQUEST_BYTES - 100_000 < len(line) < MAX_REQUEST_BYTES
+    raw.send(line + b"\n")
+    answer = raw.reply()
+    assert answer["id"] == 16 and answer["result"]["isError"] is True
+    assert answer["result"]["structuredContent"]["field"].startswith("pad")
+
+
+def test_blank_lines_are_ignored(raw: RawStdio) -> None:
+    raw.send(b"\n  \n\r\n")
+    raw.alive(17)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"', 7),
+        (b'  { "method" : "x", "id" : "abc", "params": [', "abc"),
+        (b'{"method":"x","params":{"id":3,"b":"', None),
+        (b'{"jsonrpc":"2.0","id":true', None),
+        (b"[1,2", None),
+        (b'{"jsonrpc":"2.0","i', None),
+    ],
+)
+def test_the_id_of_a_too_long_line_is_read_from_its_top_level_prefix(prefix: bytes, expected: object) -> None:
+    assert leading_id(prefix) == expected
