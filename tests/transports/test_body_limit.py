@@ -1,0 +1,91 @@
+"""A real `vmware-pilot mcp --transport http` refuses bodies over 1 MiB early, and keeps serving."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.limits import MAX_REQUEST_BYTES
+from vmware_pilot.transports.client import connect_http
+from vmware_pilot.transports.tokens import TokenStore
+
+
+@dataclass
+class Served:
+    server: PilotProcess
+    token: str
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("limit")
+    (home / ".vmware").mkdir(mode=0o700)
+    token = TokenStore(home / ".vmware" / "tokens.json").create("alice", "admin")
+    with start_server(home, ["--transport", "http"]) as server:
+        yield Served(server, token)
+
+
+def _head(served: Served, extra: str) -> bytes:
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{served.server.port}\r\n"
+        f"Authorization: Bearer {served.token}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\n{extra}\r\n"
+    ).encode()
+
+
+def _status(sock: socket.socket) -> int:
+    """The status of the response read from ``sock`` (waits up to 30 s for it)."""
+    sock.settimeout(30)
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def _connect(served: Served) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", served.server.port), timeout=30)
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_sent(served: Served) -> None:
+    with _connect(served) as sock:
+        # A 2 MiB body is announced but never sent: the answer cannot wait for it.
+        sock.sendall(_head(served, f"Content-Length: {2 * MAX_REQUEST_BYTES}\r\n"))
+        assert _status(sock) == 413
+
+
+def test_a_streamed_body_is_cut_off_once_it_passes_the_limit(served: Served) -> None:
+    chunk = b"x" * 65536
+    with _connect(served) as sock:
+        sock.sendall(_head(served, "Transfer-Encoding: chunked\r\n"))
+        sent = 0
+        try:
+            # 2 MiB announced in chunks, and the end never sent: the server answers once past 1 MiB.
+            while sent <= 2 * MAX_REQUEST_BYTES:
+                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection after answering
+        assert _status(sock) == 413
+
+
+async def test_a_request_under_the_limit_is_served(served: Served) -> None:
+    words = ("word " * 12_000)[:60_000]
+    arguments = {"workflow_id": "wf-x", **{f"pad{i}": words for i in range(16)}}
+    assert MAX_REQUEST_BYTES - 100_000 < len(json.dumps(arguments)) < MAX_REQUEST_BYTES - 1000
+    async with connect_http(served.server.url, served.token) as client:
+        reply = await client.call("get_workflow_status", arguments)
+        assert reply.is_error and reply.payload["field"].startswith("pad")
+        listed = await client.call("list_workflows", {})
+        assert not listed.is_error
+
+
+def test_server_logged_no_error(served: Served) -> None:
+    assert "ERROR vmware_pilot" not in served.server.stderr()
