@@ -1,4 +1,4 @@
-"""Size limits on what a caller may send, checked before any work starts.
+"""Limits on what a caller may send, checked before any work starts.
 
 One request (a JSON-RPC message: a stdio line or an HTTP body) is at most ``MAX_REQUEST_BYTES``.
 Inside a tool call's arguments: at most ``MAX_STEPS`` steps, ``MAX_DEPTH`` levels of nested
@@ -6,11 +6,13 @@ objects and arrays, ``MAX_STRING`` characters in any string (object keys include
 ``MAX_LIST`` items in any array or members in any object. ``check_arguments`` walks the
 arguments once, iteratively (no recursion however deep the input), and refuses the first value
 over a limit with ``InvalidInput`` naming the field (``steps[3].params.note``) and the limit.
-The README's "Limits" section states the same numbers.
+Strings must also be storable text: no NUL character and no lone UTF-16 surrogate (neither can
+be written to the database or encoded as UTF-8). The README's "Limits" section states the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -31,6 +33,7 @@ MAX_DEPTH: Final = 16
 MAX_STRING: Final = 65_536
 MAX_LIST: Final = 1_000
 
+_UNSTORABLE: Final = re.compile(r"[\x00\ud800-\udfff]")
 # Arguments that carry a step list (the step count is checked before the generic list limit).
 _STEP_ARGUMENTS: Final = frozenset({"steps"})
 _HINT: Final = (
@@ -55,6 +58,14 @@ def _refuse(path: str, what: str, limit: int) -> InvalidInput:
     )
 
 
+def _unstorable(path: str) -> InvalidInput:
+    return InvalidInput(
+        f"argument '{path}' holds a NUL character or a lone UTF-16 surrogate, which cannot be stored",
+        field=path,
+        hint="Send text as valid Unicode without NUL characters (escape or drop them).",
+    )
+
+
 def check_arguments(arguments: Mapping[str, Any]) -> None:
     """Raise ``InvalidInput`` for the first value in ``arguments`` that is over a limit.
 
@@ -67,12 +78,16 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
     for key in arguments:
         if len(key) > MAX_STRING:
             raise _refuse("(argument name)", f"a name of {len(key)} characters", MAX_STRING)
+        if _UNSTORABLE.search(key):
+            raise _unstorable("(argument name)")
     stack: list[tuple[str, object, int]] = [(_child("", k), v, 0) for k, v in arguments.items()]
     while stack:
         path, value, depth = stack.pop()
         if isinstance(value, str):
             if len(value) > MAX_STRING:
                 raise _refuse(path, f"a string of {len(value)} characters", MAX_STRING)
+            if _UNSTORABLE.search(value):
+                raise _unstorable(path)
             continue
         if not isinstance(value, list | dict):
             continue
@@ -87,4 +102,6 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
         for key, item in value.items():
             if isinstance(key, str) and len(key) > MAX_STRING:
                 raise _refuse(path, f"a key of {len(key)} characters", MAX_STRING)
+            if isinstance(key, str) and _UNSTORABLE.search(key):
+                raise _unstorable(path)
             stack.append((_child(path, key), item, depth + 1))

@@ -150,3 +150,16 @@ async def test_ordinary_refusals_are_unchanged(client: Client) -> None:
     assert "truncated" not in payload
     assert payload["fix"]["insert_before_step"] == 0
     assert payload["fix"]["step"]["action"] == GATE["action"]
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "wf-\x00", "a\udfffb"])
+async def test_text_that_cannot_be_stored_is_refused_naming_the_field(client: Client, bad: str) -> None:
+    # Found by the fuzz tests: a lone surrogate reached the database and failed as an internal error.
+    for tool in ("get_workflow_status", "cancel_workflow"):
+        payload = await _refused_for(client, "workflow_id", tool, workflow_id=bad)
+        assert "cannot be stored" in payload["error"]
+    step = {**READ_STEP, "params": {"note": bad}}
+    payload = await _refused_for(
+        client, "steps[0].params.note", "create_workflow", name="n", description="d", steps=[step]
+    )
+    assert (await client.ok("list_workflows"))["active_workflows"] == []
