@@ -1,4 +1,4 @@
-"""A real `vmware-pilot mcp --transport http` refuses bodies over 1 MiB early, and keeps serving."""
+"""POST bodies at a real `vmware-pilot mcp --transport http`: over 1 MiB refused early, bad bytes a 400."""
 
 from __future__ import annotations
 
@@ -87,5 +87,18 @@ async def test_a_request_under_the_limit_is_served(served: Served) -> None:
         assert not listed.is_error
 
 
-def test_server_logged_no_error(served: Served) -> None:
+@pytest.mark.parametrize(
+    "body", [b"\x96", b"\x00{\x00", b"\xff\xfe{\x00}\x00", b'{"jsonrpc":"2.0","id":1,"method":"\x96"}']
+)
+def test_a_body_that_is_not_utf8_is_a_client_error_not_a_server_error(served: Served, body: bytes) -> None:
+    # Found by fuzzing: the SDK decoded such bodies with json.loads, which raised
+    # UnicodeDecodeError; it logged a traceback and answered 500.
+    with _connect(served) as sock:
+        sock.sendall(_head(served, f"Content-Length: {len(body)}\r\n") + body)
+        assert _status(sock) == 400
+    log = served.server.stderr()
+    assert "Error handling POST request" not in log and "UnicodeDecodeError" not in log, log
+
+
+def test_server_logged_no_error_of_its_own(served: Served) -> None:
     assert "ERROR vmware_pilot" not in served.server.stderr()
