@@ -30,6 +30,9 @@ from vmware_pilot.config import Settings
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.tokens import TokenStore
 
+# A server process of its own: with the multi-process tests, out of the fast tier.
+pytestmark = pytest.mark.slow
+
 ACCEPT = "application/json, text/event-stream"
 
 

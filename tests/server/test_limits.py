@@ -163,3 +163,8 @@ async def test_text_that_cannot_be_stored_is_refused_naming_the_field(client: Cl
         client, "steps[0].params.note", "create_workflow", name="n", description="d", steps=[step]
     )
     assert (await client.ok("list_workflows"))["active_workflows"] == []
+
+
+async def test_nesting_at_the_limit_is_accepted(client: Client) -> None:
+    step = {**READ_STEP, "params": {"note": _nested(MAX_DEPTH - 3)}}  # steps, step, params, then 13
+    await client.ok("create_workflow", name="deep", description="d", steps=[step])
