@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import DELETE_STEP, GATE, READ_STEP, Client
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.limits import MAX_DEPTH, MAX_LIST, MAX_STEPS, MAX_STRING
 from vmware_pilot.server.bounds import MAX_REFUSAL_BYTES
 
@@ -168,3 +170,14 @@ async def test_text_that_cannot_be_stored_is_refused_naming_the_field(client: Cl
 async def test_nesting_at_the_limit_is_accepted(client: Client) -> None:
     step = {**READ_STEP, "params": {"note": _nested(MAX_DEPTH - 3)}}  # steps, step, params, then 13
     await client.ok("create_workflow", name="deep", description="d", steps=[step])
+
+
+async def test_a_failed_run_is_a_result_and_keeps_every_step(client: Client, pilot_app: PilotApp) -> None:
+    wf_id = await client.custom([READ_STEP] * 150, name="long-read")
+    # A Pilot process that died mid-dispatch leaves its step 'running'; real parts cannot stage that.
+    wf = pilot_app.store.load(wf_id)
+    wf.steps[0].status = StepStatus.RUNNING
+    pilot_app.store.save(wf)
+    reply = await client.call("run_workflow", workflow_id=wf_id)
+    assert reply.is_error and reply.payload["outcome"] == "failed"
+    assert len(reply.payload["steps"]) == 150 and "truncated" not in reply.payload

@@ -118,8 +118,12 @@ class PilotFastMCP(FastMCP[Any]):
         self, name: str, arguments: dict[str, Any]
     ) -> Sequence[ContentBlock] | dict[str, Any]:
         result = await self._call(name, arguments)
-        if isinstance(result, CallToolResult) and result.isError and result.structuredContent:
-            result = to_result(bound_refusal(result.structuredContent, long_strings(arguments)))
+        # Refusals (a truthy ``error``) are kept small. A run, approval or rollback that ended
+        # with an error and an ``outcome`` is a result: only the inputs it quotes are cut.
+        payload = result.structuredContent if isinstance(result, CallToolResult) else None
+        if payload and payload.get("error"):
+            squeeze = "outcome" not in payload
+            result = to_result(bound_refusal(payload, long_strings(arguments), squeeze=squeeze))
         # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
         return result  # type: ignore[return-value]
 

@@ -1,8 +1,8 @@
 """Keep every refusal small, whatever the caller sent.
 
-A refusal (a payload with a truthy ``error``) quotes at most ``QUOTE_CHARS`` characters of any
-string the caller sent, and its JSON text is at most ``MAX_REFUSAL_BYTES`` bytes. Most refusals
-already are; ``bound_refusal`` is the net under all of them: it cuts the caller's long strings
+A refusal (a payload with a truthy ``error`` and no ``outcome``) quotes at most ``QUOTE_CHARS``
+characters of any string the caller sent, and its JSON text is at most ``MAX_REFUSAL_BYTES``
+bytes. Most refusals already are; ``bound_refusal`` is the net under all of them: it cuts the caller's long strings
 wherever they appear in the refusal's texts, then, only if the refusal is still too big, cuts long
 texts and lists (saying so with ``"truncated": true``), and as a last resort keeps only
 ``error`` and ``hint``.
@@ -61,11 +61,14 @@ def _rebuild(value: Any, text: Callable[[str], str], items: int | None = None) -
     return value
 
 
-def bound_refusal(payload: Mapping[str, Any], inputs: Iterable[str] = ()) -> dict[str, Any]:
+def bound_refusal(
+    payload: Mapping[str, Any], inputs: Iterable[str] = (), *, squeeze: bool = True
+) -> dict[str, Any]:
     """``payload`` with the caller's ``inputs`` quoted at most ``QUOTE_CHARS`` long and within 4 KiB.
 
     ``inputs`` are the caller's long strings (``long_strings(arguments)``). A payload that needed
-    no cutting comes back equal to itself.
+    no cutting comes back equal to itself. ``squeeze=False`` only cuts quoted inputs and overlong
+    texts (for results that carry an error, whose size is the size of the plan).
     """
     searched = [s for s in inputs if len(s) > QUOTE_CHARS]
 
@@ -77,7 +80,7 @@ def bound_refusal(payload: Mapping[str, Any], inputs: Iterable[str] = ()) -> dic
         return excerpt(text, _TEXT_CAP)
 
     out: dict[str, Any] = _rebuild(payload, unquote)
-    if _size(out) <= MAX_REFUSAL_BYTES:
+    if not squeeze or _size(out) <= MAX_REFUSAL_BYTES:
         return out
     for chars, items in _SQUEEZES:
         squeezed: dict[str, Any] = _rebuild(out, partial(excerpt, limit=chars), items)
