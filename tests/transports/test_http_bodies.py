@@ -88,11 +88,21 @@ async def test_a_request_under_the_limit_is_served(served: Served) -> None:
 
 
 @pytest.mark.parametrize(
-    "body", [b"\x96", b"\x00{\x00", b"\xff\xfe{\x00}\x00", b'{"jsonrpc":"2.0","id":1,"method":"\x96"}']
+    "body",
+    [
+        b"\x96",
+        b"\x00{\x00",
+        b"\xff\xfe{\x00}\x00",
+        b'{"jsonrpc":"2.0","id":1,"method":"\x96"}',
+        b"[" * 5000,
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + b"[" * 3000 + b"]" * 3000 + b"}}",
+    ],
 )
-def test_a_body_that_is_not_utf8_is_a_client_error_not_a_server_error(served: Served, body: bytes) -> None:
-    # Found by fuzzing: the SDK decoded such bodies with json.loads, which raised
-    # UnicodeDecodeError; it logged a traceback and answered 500.
+def test_a_body_the_sdk_cannot_parse_is_a_client_error_not_a_server_error(
+    served: Served, body: bytes
+) -> None:
+    # Found by fuzzing: the SDK parses bodies with json.loads, which raised UnicodeDecodeError
+    # or RecursionError on these; it logged a traceback and answered 500.
     with _connect(served) as sock:
         sock.sendall(_head(served, f"Content-Length: {len(body)}\r\n") + body)
         assert _status(sock) == 400

@@ -45,7 +45,7 @@ from vmware_pilot.transports.callers import (
     resource_metadata_url,
 )
 from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
-from vmware_pilot.transports.http_body import Utf8Body
+from vmware_pilot.transports.http_body import check_bodies
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
@@ -263,12 +263,13 @@ def build_http_app(
     if jwt is not None:
         add_resource_metadata_root(server, jwt.config)
     starlette = server.streamable_http_app()
+    check_bodies(starlette, "/mcp")
     if jwt is not None:
         gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))
     from vmware_pilot.transports.console import mount_console
 
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of)
-    return _Guard(Utf8Body(starlette), hosts, origins)
+    return _Guard(starlette, hosts, origins)
 
 
 async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:

@@ -1,71 +1,120 @@
-"""POST bodies the SDK's HTTP transport can always parse: text bytes are made UTF-8.
+"""POST bodies to ``/mcp`` that the SDK could not parse are refused here, as the client's error.
 
-The SDK reads a POST body with ``json.loads(bytes)``, which guesses UTF-16/32 from NUL bytes at
-the start and raises ``UnicodeDecodeError`` (not a JSON error) on bytes that are not valid in the
-guessed encoding; the SDK then logs a traceback and answers 500. ``Utf8Body`` hands the SDK the
-same body with invalid UTF-8 bytes replaced by U+FFFD (as its stdio transport does) and, when it
-starts with a NUL byte, with two spaces before it, so a bad body is always a JSON parse error
-(400) or a message whose text carries U+FFFD. Only the first ``MAX_REQUEST_BYTES`` and one more
-chunk are ever held: a longer body is passed on untouched for the SDK's size limit to refuse
-(413). Authentication still runs first: the body is read only when the app asks for it.
+The SDK reads a POST body with ``json.loads(bytes)``: bytes that are not valid UTF-8 (or start
+with a NUL byte, which makes it guess UTF-16/32) raise ``UnicodeDecodeError`` and JSON nested
+deeper than the interpreter's recursion limit raises ``RecursionError``; neither is a JSON error
+to the SDK, which logs a traceback and answers 500. ``BodyCheck`` sits in front of the endpoint,
+after authentication has run (an unauthenticated request passes untouched and gets 401 without
+its body being read), reads at most ``MAX_REQUEST_BYTES`` (413 past it, before reading when
+``Content-Length`` says so) and answers such a body with 400 and a JSON-RPC parse error.
+Everything else is handed on unchanged.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Final
+
+from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from vmware_pilot.errors import PilotError
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 
-__all__ = ["Utf8Body", "as_utf8_json"]
+__all__ = ["BodyCheck", "body_problem", "check_bodies"]
+
+PARSE_ERROR: Final = -32700
+# Below this many opening brackets no JSON can nest deep enough to exhaust the recursion limit,
+# so the extra parse is skipped for ordinary requests.
+_DEEP_SUSPECT: Final = 500
 
 
-def as_utf8_json(body: bytes) -> bytes:
-    """``body`` as bytes that ``json.loads`` reads as UTF-8 without a decoding error."""
+def body_problem(body: bytes) -> str | None:
+    """Why the SDK could not parse ``body`` as JSON without crashing, or None."""
     try:
-        body.decode("utf-8")
-        fixed = body
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        fixed = body.decode("utf-8", errors="replace").encode("utf-8")
-    if b"\x00" in fixed[:2]:
-        # JSON allows leading whitespace; it stops json.loads guessing UTF-16 or UTF-32.
-        fixed = b"  " + fixed
-    return fixed
+        return "the body is not UTF-8"
+    if "\x00" in text[:2]:
+        return "the body starts with a NUL byte"
+    if body.count(b"[") + body.count(b"{") > _DEEP_SUSPECT:
+        try:
+            json.loads(text)
+        except RecursionError:
+            return "the JSON is nested too deeply"
+        except ValueError:
+            pass  # the SDK answers ordinary JSON errors itself
+    return None
 
 
-class Utf8Body:
-    """ASGI middleware: POST bodies reach ``app`` as UTF-8 (see the module docstring)."""
+async def _answer(send: Send, status: int, message: str) -> None:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
+    body = json.dumps(error).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyCheck:
+    """ASGI wrapper of the ``/mcp`` endpoint (see the module docstring)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        user = scope.get("user")
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not getattr(user, "is_authenticated", False)
+        ):
             await self.app(scope, receive, send)
             return
-        first = True
+        too_large = f"Request too large: at most {MAX_REQUEST_BYTES} bytes per message"
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+            await _answer(send, 413, too_large)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > MAX_REQUEST_BYTES:
+                await _answer(send, 413, too_large)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        problem = body_problem(body)
+        if problem is not None:
+            await _answer(send, 400, f"Parse error: {problem}")
+            return
+        replayed = False
 
-        async def whole_body() -> Message:
-            nonlocal first
-            if not first:
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
                 return await receive()
-            first = False
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return message  # the client went away
-                chunk = message.get("body", b"")
-                chunks.append(chunk)
-                size += len(chunk)
-                more = bool(message.get("more_body", False))
-                if not more or size > MAX_REQUEST_BYTES:
-                    break
-            body = b"".join(chunks)
-            return {
-                "type": "http.request",
-                "body": body if more else as_utf8_json(body),
-                "more_body": more,
-            }
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, whole_body, send)
+        await self.app(scope, replay, send)
+
+
+def check_bodies(app: Starlette, path: str) -> None:
+    """Put a ``BodyCheck`` in front of the endpoint at ``path``."""
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.path == path:
+            route.app = BodyCheck(route.app)
+            return
+    raise PilotError(f"no route {path} to guard", hint="This is a bug in this build of vmware-pilot.")
