@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from tests.transports.server_proc import PilotProcess, start_server
@@ -108,6 +109,34 @@ def test_a_body_the_sdk_cannot_parse_is_a_client_error_not_a_server_error(
         assert _status(sock) == 400
     log = served.server.stderr()
     assert "Error handling POST request" not in log and "UnicodeDecodeError" not in log, log
+
+
+def test_a_session_ended_with_delete_ends_quietly(served: Served) -> None:
+    # Found by the HTTP fuzz: the session task crashed with ClosedResourceError (an ERROR with a
+    # traceback in the log) whenever a client ended its session, as the SDK's client does on close.
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    headers = {
+        "host": f"127.0.0.1:{served.server.port}",
+        "authorization": f"Bearer {served.token}",
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+    }
+    with httpx.Client(timeout=30) as http:
+        session = http.post(served.server.url, json=init, headers=headers).headers["mcp-session-id"]
+        ended = http.delete(served.server.url, headers={**headers, "mcp-session-id": session})
+        assert ended.status_code == 200
+        # The next request on this connection is served after the session's task has ended.
+        assert http.get(served.server.base + "/healthz").status_code == 200
+    assert "crashed" not in served.server.stderr()
 
 
 def test_server_logged_no_error_of_its_own(served: Served) -> None:

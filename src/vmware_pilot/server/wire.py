@@ -69,25 +69,28 @@ Writer = MemoryObjectSendStream[SessionMessage]
 async def _inbound(
     source: Reader, sink: MemoryObjectSendStream[SessionMessage | Exception], reply: Writer, conn: Connection
 ) -> None:
+    # The transport closes ``source`` when the connection ends (an HTTP session ended by DELETE):
+    # that ends this loop like the SDK's own receive loop, not the session with an error.
     async with sink:
-        async for item in source:
-            message = item.message.root if isinstance(item, SessionMessage) else None
-            if isinstance(message, types.JSONRPCRequest) and message.method not in KNOWN_REQUESTS:
-                _log.debug("unknown method %.80s answered with Method not found", message.method)
-                error = types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
-                jsonrpc = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await reply.send(SessionMessage(types.JSONRPCMessage(jsonrpc)))
-                continue
-            if isinstance(message, types.JSONRPCNotification):
-                if message.method not in KNOWN_NOTIFICATIONS:
-                    _log.debug("unknown notification %.80s dropped", message.method)
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async for item in source:
+                message = item.message.root if isinstance(item, SessionMessage) else None
+                if isinstance(message, types.JSONRPCRequest) and message.method not in KNOWN_REQUESTS:
+                    _log.debug("unknown method %.80s answered with Method not found", message.method)
+                    error = types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
+                    jsonrpc = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await reply.send(SessionMessage(types.JSONRPCMessage(jsonrpc)))
                     continue
-                if message.method == "notifications/cancelled" and isinstance(message.params, dict):
-                    request_id = message.params.get("requestId")
-                    if isinstance(request_id, str | int):
-                        conn.cancelled.add(request_id)
-            await sink.send(item)
+                if isinstance(message, types.JSONRPCNotification):
+                    if message.method not in KNOWN_NOTIFICATIONS:
+                        _log.debug("unknown notification %.80s dropped", message.method)
+                        continue
+                    if message.method == "notifications/cancelled" and isinstance(message.params, dict):
+                        request_id = message.params.get("requestId")
+                        if isinstance(request_id, str | int):
+                            conn.cancelled.add(request_id)
+                await sink.send(item)
 
 
 async def _outbound(
