@@ -21,6 +21,6 @@ _COMMON = {
     ],
     "print_blob": True,
 }
-settings.register_profile("ci", max_examples=25, database=None, **_COMMON)
+settings.register_profile("ci", max_examples=25, database=None, derandomize=True, **_COMMON)
 settings.register_profile("long", max_examples=1500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
