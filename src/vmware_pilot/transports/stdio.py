@@ -38,6 +38,9 @@ INVALID_REQUEST: Final = -32600
 # How much of a too-long line is kept to find its id (the id comes first in what clients send).
 _ID_PREFIX: Final = 4096
 _DECODER: Final = json.JSONDecoder()
+# At the end of stdin, how long requests still unanswered may take before the session ends (runs
+# still going then finish in the background; their answers cannot be sent any more).
+_EOF_GRACE_SECONDS: Final = 30
 
 
 def _skip(text: str, at: int) -> int:
@@ -156,7 +159,20 @@ async def stdio_loop(
         )
         await emit(error_line(leading_id(start[:_ID_PREFIX]), INVALID_REQUEST, message))
 
+    # Requests read but not answered yet: at the end of stdin they are answered before the
+    # session ends (a client may write all its lines and close stdin at once).
+    pending: set[object] = set()
+    drained = anyio.Event()  # set once stdin has ended and nothing is pending
+
+    def settle(request_id: object) -> None:
+        pending.discard(request_id)
+        if not pending and ended:
+            drained.set()
+
+    ended = False
+
     async def reader() -> None:
+        nonlocal ended
         async with read_send:
             while line := await readline(MAX_REQUEST_BYTES + 1):
                 if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
@@ -164,14 +180,30 @@ async def stdio_loop(
                     continue
                 answer = answer_line(line)
                 if isinstance(answer, SessionMessage):
+                    root = answer.message.root
+                    if isinstance(root, types.JSONRPCRequest):
+                        pending.add(root.id)
+                    elif (
+                        isinstance(root, types.JSONRPCNotification)
+                        and root.method == "notifications/cancelled"
+                    ):
+                        # A cancelled request gets no answer.
+                        settle((root.params or {}).get("requestId"))
                     await read_send.send(answer)
                 elif answer is not None:
                     await emit(answer)
+            ended = True
+            settle(None)
+            with anyio.move_on_after(_EOF_GRACE_SECONDS):
+                await drained.wait()
 
     async def writer() -> None:
         async with write_receive:
             async for message in write_receive:
+                root = message.message.root
                 await emit(message.message.model_dump_json(by_alias=True, exclude_none=True))
+                if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
+                    settle(root.id)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(reader)
