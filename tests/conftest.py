@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import BACKENDS, Database, sqlite_database
+from tests.pg_server import PgServer
 from vmware_pilot.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +35,44 @@ def pilot_home(_isolated_home: Path) -> Path:
 @pytest.fixture
 def settings(pilot_home: Path) -> Settings:
     return Settings(home=pilot_home)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that uses ``database`` on each backend (or those its ``backends`` mark names)."""
+    if "database" not in metafunc.fixturenames:
+        return
+    mark = metafunc.definition.get_closest_marker("backends")
+    backends = mark.args if mark is not None else BACKENDS
+    metafunc.parametrize("database", backends, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The session's own PostgreSQL 15 server (started on first use, stopped at the end)."""
+    server = PgServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database(
+    request: pytest.FixtureRequest, pilot_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Database]:
+    """The test's database on the backend of its parameter; see tests/backends.py."""
+    if request.param == "sqlite":
+        yield sqlite_database(pilot_home)
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = server.new_database()
+    url = server.url(name)
+    monkeypatch.setenv("VMWARE_PILOT_DATABASE_URL", url)
+    try:
+        yield Database("postgresql", url, url)
+    finally:
+        server.drop_database(name)
 
 
 @pytest.fixture(scope="session")

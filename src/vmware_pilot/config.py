@@ -33,6 +33,18 @@ class Settings(BaseSettings):
         default="",
         description="SQLAlchemy database URL; empty means the SQLite file pilot.db in the home.",
     )
+    database_pool_size: int = Field(
+        default=5, ge=1, le=100, description="Connections each Pilot process keeps open to PostgreSQL."
+    )
+    database_pool_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a call waits for a free database connection."
+    )
+    database_connect_timeout: int = Field(
+        default=5, ge=1, description="Seconds to reach the PostgreSQL server before it counts as down."
+    )
+    database_statement_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds one PostgreSQL statement (or lock wait) may take."
+    )
     templates_dir: Path | None = Field(
         default=None,
         description="Folder of custom YAML templates; empty means workflows/ in the home.",

@@ -15,6 +15,7 @@
     ├── StepReferenceError           a ``__from_step_N__`` reference cannot be resolved
     ├── SecretUnavailable            a secret did not survive persistence / env var missing
     ├── StoreError
+    │   ├── DatabaseUnavailable      database unreachable or timed out: retry (retryable)
     │   ├── ConcurrencyConflict      stale expected version: reload and retry (retryable)
     │   ├── CorruptRecord            a stored row cannot be decoded
     │   └── SchemaTooNew             database written by a newer vmware-pilot
@@ -37,6 +38,7 @@ __all__ = [
     "AuditChainBroken",
     "ConcurrencyConflict",
     "CorruptRecord",
+    "DatabaseUnavailable",
     "DispatchError",
     "DispatchRefused",
     "EffectUnknown",
@@ -162,6 +164,15 @@ class SecretUnavailable(PilotError):
 
 class StoreError(PilotError):
     pass
+
+
+class DatabaseUnavailable(StoreError):
+    """The database could not be reached or timed out; nothing was committed: retry."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, hint: str = "", **fields: Any) -> None:
+        super().__init__(message, hint=hint, retryable=True, **fields)
 
 
 class ConcurrencyConflict(StoreError):

@@ -1,4 +1,4 @@
-"""Store fixtures: a real SqlStore on a SQLite file in the temporary pilot home."""
+"""Store fixtures: a real SqlStore on each backend (tests/backends.py) in the temporary pilot home."""
 
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import SqlStore, open_store
+
+
+@pytest.fixture
+def settings(pilot_home: Path, database: Database) -> Settings:
+    return Settings(home=pilot_home, database_url=database.settings_url)
 
 
 @pytest.fixture
@@ -20,4 +26,5 @@ def store(settings: Settings) -> Iterator[SqlStore]:
 
 @pytest.fixture
 def db_path(settings: Settings) -> Path:
+    """The SQLite database file (tests using it are marked ``backends("sqlite")``)."""
     return settings.home_path / "pilot.db"

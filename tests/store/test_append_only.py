@@ -1,40 +1,83 @@
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
+from tests.backends import Database
 from vmware_pilot.store.sql import SqlStore
 
-from .helpers import raw_db, sample_workflow
+from .helpers import sample_workflow
 
 
 @pytest.mark.parametrize(
-    "sql", ["UPDATE audit_events SET detail = 'changed'", "DELETE FROM audit_events WHERE seq = 1"]
+    "sql",
+    [
+        "UPDATE audit_events SET detail = 'changed'",
+        "DELETE FROM audit_events WHERE seq = 1",
+        "UPDATE workflow_ledger SET created_at = 'x'",
+        "DELETE FROM workflow_ledger",
+    ],
 )
-def test_audit_events_refuse_update_and_delete(store: SqlStore, db_path: Path, sql: str) -> None:
+def test_audit_events_and_ledger_refuse_update_and_delete(
+    store: SqlStore, database: Database, sql: str
+) -> None:
     wf = sample_workflow()
     wf.log("created", "original")
     store.create(wf)
-    with raw_db(db_path) as conn, pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        conn.execute(sql)
+    with database.raw() as conn, pytest.raises(DBAPIError, match="append-only"):
+        conn.execute(text(sql))
     assert [e.detail for e in store.audit_events(wf.id)] == ["original"]
     assert store.verify_audit(wf.id).ok
+    assert store.verify_audit().ok
 
 
-def test_verify_report_lists_every_broken_workflow(store: SqlStore, db_path: Path) -> None:
+@pytest.mark.backends("postgresql")
+def test_audit_events_refuse_truncate_on_postgresql(store: SqlStore, database: Database) -> None:
+    wf = sample_workflow()
+    wf.log("created", "original")
+    store.create(wf)
+    with database.raw() as conn, pytest.raises(DBAPIError, match="append-only"):
+        conn.execute(text("TRUNCATE audit_events CASCADE"))
+    assert store.verify_audit().ok
+
+
+def test_verify_report_lists_every_broken_workflow(store: SqlStore, database: Database) -> None:
     broken = []
     for _ in range(3):
         wf = sample_workflow()
         wf.log("created", "x")
         store.create(wf)
         broken.append(wf.id)
-    with raw_db(db_path) as conn:
-        conn.execute("DROP TRIGGER audit_events_no_update")
-        conn.execute("UPDATE audit_events SET detail = 'y' WHERE seq IN (1, 3)")
+    seqs = [e.seq for e in store.audit_events()]
+    with database.raw() as conn:
+        database.drop_append_only(conn)
+        conn.execute(
+            text("UPDATE audit_events SET detail = 'y' WHERE seq IN (:a, :b)"), {"a": seqs[0], "b": seqs[2]}
+        )
     report = store.verify_audit()
     assert not report.ok
     assert (report.checked, report.workflows) == (3, 3)
     assert set(report.broken) == {broken[0], broken[2]}
     assert report.first_bad is not None and report.first_bad.workflow_id in report.broken
+
+
+def test_a_workflow_deleted_with_all_its_events_is_detected(store: SqlStore, database: Database) -> None:
+    kept, deleted = sample_workflow(), sample_workflow()
+    for wf in (deleted, kept):
+        wf.log("created", "x")
+        store.create(wf)
+        wf.log("approved", "y")
+        store.save(wf)
+    assert store.verify_audit().ok
+    with database.raw() as conn:
+        database.drop_append_only(conn)
+        conn.execute(text("DELETE FROM audit_events WHERE workflow_id = :id"), {"id": deleted.id})
+        conn.execute(text("DELETE FROM workflows WHERE id = :id"), {"id": deleted.id})
+    report = store.verify_audit()
+    assert not report.ok
+    assert report.broken == (deleted.id,)
+    assert deleted.id in report.description and "all its events are gone" in report.description
+    one = store.verify_audit(deleted.id)
+    assert not one.ok and one.broken == (deleted.id,)
+    assert store.verify_audit(kept.id).ok

@@ -5,7 +5,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from tests.backends import Database
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -13,12 +15,12 @@ from vmware_pilot.errors import CorruptRecord
 from vmware_pilot.store import codec
 from vmware_pilot.store.sql import SqlStore
 
-from .helpers import raw_db, sample_workflow
+from .helpers import sample_workflow
 
 SECRETS = ["hunter2", "tok-123", "s3cr3t-db", "vc-pass-9", "bearer-xyz-12345", "topsecret-extra"]
 
 
-def test_nothing_secret_reaches_the_database_file_in_clear(store: SqlStore, db_path: Path) -> None:
+def test_nothing_secret_reaches_the_database_in_clear(store: SqlStore, database: Database) -> None:
     wf = sample_workflow(db_password="s3cr3t-db", vc={"$env": "VC_PASSWORD"}, password_count=3)
     wf.steps[0].result = {"error": "login failed: password=vc-pass-9", "session": {"x-auth-token": "abc"}}
     wf.rollback_results = [{"index": 1, "result": "Authorization: Bearer bearer-xyz-12345"}]
@@ -28,16 +30,17 @@ def test_nothing_secret_reaches_the_database_file_in_clear(store: SqlStore, db_p
     wf.log("cancelled", "reason with token=tok-123")
     store.save(wf)
 
-    with raw_db(db_path) as conn:
-        document = conn.execute("SELECT document FROM workflows WHERE id = ?", (wf.id,)).fetchone()[0]
-        details = [r[0] for r in conn.execute("SELECT detail FROM audit_events")]
+    with database.raw() as conn:
+        document = conn.execute(
+            text("SELECT document FROM workflows WHERE id = :id"), {"id": wf.id}
+        ).scalar_one()
+        details = list(conn.execute(text("SELECT detail FROM audit_events")).scalars())
     stored_text = document + "\n".join(details)
     for secret in SECRETS:
         assert secret not in stored_text
-    for path in (db_path, db_path.with_name("pilot.db-wal")):
-        if path.exists():
-            blob = path.read_bytes()
-            assert not any(secret.encode() in blob for secret in SECRETS)
+    blob = database.stored_bytes()
+    assert wf.id.encode() in blob  # the search reaches the stored rows
+    assert not any(secret.encode() in blob for secret in SECRETS)
 
     doc = json.loads(document)
     assert doc["params"] == {"db_password": "***", "vc": {"$env": "VC_PASSWORD"}, "password_count": 3}
@@ -133,13 +136,13 @@ def test_invalid_json_is_a_corrupt_record() -> None:
 
 
 def test_corrupt_row_in_the_database_raises_on_load_and_leaves_others_readable(
-    store: SqlStore, db_path: Path
+    store: SqlStore, database: Database
 ) -> None:
     bad, good = sample_workflow(), sample_workflow()
     store.create(bad)
     store.create(good)
-    with raw_db(db_path) as conn:
-        conn.execute("UPDATE workflows SET document = '{not json' WHERE id = ?", (bad.id,))
+    with database.raw() as conn:
+        conn.execute(text("UPDATE workflows SET document = '{not json' WHERE id = :id"), {"id": bad.id})
     with pytest.raises(CorruptRecord):
         store.load(bad.id)
     assert store.load(good.id).state is WorkflowState.PENDING

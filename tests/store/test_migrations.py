@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
+from tests.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import SchemaTooNew, StoreError
@@ -13,7 +12,15 @@ from vmware_pilot.store.migrations import LATEST, MIGRATIONS, current_version, m
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.store.tables import metadata
 
-from .helpers import raw_db
+
+def _triggers(database: Database) -> set[str]:
+    query = (
+        "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        if database.backend == "sqlite"
+        else "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
+    )
+    with database.raw() as conn:
+        return set(conn.execute(text(query)).scalars())
 
 
 def _old_database(settings: Settings, version: int) -> None:
@@ -34,26 +41,37 @@ def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(se
         assert "ix_workflows_active_created" in index_names
 
 
-def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings, db_path: Path) -> None:
+def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings, database: Database) -> None:
     _old_database(settings, version=1)
-    with raw_db(db_path) as conn:
+    with database.raw() as conn:
         for wid, state, created in (("wf-a", "pending", "2026-01-01"), ("wf-b", "completed", "2026-01-02")):
             conn.execute(
-                "INSERT INTO workflows (id, type, state, version, created_at, updated_at, created_by, "
-                "document, audit_head, audit_count) VALUES (?, 't', ?, 1, ?, ?, '', '{}', ?, 0)",
-                (wid, state, created, created, "0" * 64),
+                text(
+                    "INSERT INTO workflows (id, type, state, version, created_at, updated_at, created_by, "
+                    "document, audit_head, audit_count) VALUES (:id, 't', :state, 1, :c, :c, '', '{}', :h, 0)"
+                ),
+                {"id": wid, "state": state, "c": created, "h": "0" * 64},
             )
-        assert conn.execute("SELECT value FROM schema_meta").fetchone() == ("1",)
+        assert conn.execute(text("SELECT value FROM schema_meta")).scalar() == "1"
 
     with open_store(settings) as store:
         # Version 2 backfilled the active flag from the state; version 3 made events append-only.
         assert [row["id"] for row in store.list_active()] == ["wf-a"]
         assert store.count_active() == 1
         assert [row["id"] for row in store.list_all(states=[WorkflowState.COMPLETED])] == ["wf-b"]
-    with raw_db(db_path) as conn:
-        assert conn.execute("SELECT value FROM schema_meta").fetchone() == (str(LATEST),)
-        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-        assert triggers == {"audit_events_no_update", "audit_events_no_delete"}
+        # Version 5 listed both in the ledger.
+        assert store.verify_audit().ok and store.verify_audit().workflows == 2
+    with database.raw() as conn:
+        assert conn.execute(text("SELECT value FROM schema_meta")).scalar() == str(LATEST)
+        ledger = set(conn.execute(text("SELECT workflow_id FROM workflow_ledger")).scalars())
+        assert ledger == {"wf-a", "wf-b"}
+    if database.backend == "sqlite":
+        expected = {"audit_events_no_update", "audit_events_no_delete"}
+        expected |= {"workflow_ledger_no_update", "workflow_ledger_no_delete"}
+    else:
+        expected = {"audit_events_no_change", "audit_events_no_truncate"}
+        expected |= {"workflow_ledger_no_change", "workflow_ledger_no_truncate"}
+    assert _triggers(database) == expected
 
 
 def test_opening_again_applies_nothing_twice(settings: Settings) -> None:
@@ -62,20 +80,22 @@ def test_opening_again_applies_nothing_twice(settings: Settings) -> None:
         assert current_version(conn) == LATEST
 
 
-def test_database_from_a_newer_vmware_pilot_is_refused_with_a_hint(settings: Settings, db_path: Path) -> None:
+def test_database_from_a_newer_vmware_pilot_is_refused_with_a_hint(
+    settings: Settings, database: Database
+) -> None:
     open_store(settings).close()
-    with raw_db(db_path) as conn:
-        conn.execute("UPDATE schema_meta SET value = ?", (str(LATEST + 1),))
+    with database.raw() as conn:
+        conn.execute(text("UPDATE schema_meta SET value = :v"), {"v": str(LATEST + 1)})
     with pytest.raises(SchemaTooNew) as caught:
         open_store(settings)
     assert caught.value.fields["schema_version"] == LATEST + 1
     assert "Upgrade vmware-pilot" in caught.value.hint
 
 
-def test_foreign_database_with_a_workflows_table_is_refused(settings: Settings, db_path: Path) -> None:
+def test_foreign_database_with_a_workflows_table_is_refused(settings: Settings, database: Database) -> None:
     settings.home_path.mkdir(parents=True)
-    with raw_db(db_path) as conn:
-        conn.execute("CREATE TABLE workflows (id TEXT PRIMARY KEY, type TEXT, state TEXT, data TEXT)")
+    with database.raw() as conn:
+        conn.execute(text("CREATE TABLE workflows (id TEXT PRIMARY KEY, type TEXT, state TEXT, data TEXT)"))
     with pytest.raises(StoreError, match="no vmware-pilot schema version") as caught:
         open_store(settings)
     assert "VMWARE_PILOT_DATABASE_URL" in caught.value.hint

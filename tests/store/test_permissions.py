@@ -25,6 +25,8 @@ def loose_umask() -> Iterator[None]:
     os.umask(old)
 
 
+# File modes are SQLite's: PostgreSQL keeps its files itself.
+@pytest.mark.backends("sqlite")
 def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
     settings: Settings, loose_umask: None
 ) -> None:
@@ -40,6 +42,7 @@ def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
     assert os.umask(0o022) == 0o022  # the store gave the process umask back
 
 
+@pytest.mark.backends("sqlite")
 def test_existing_loose_home_and_database_are_tightened_on_open(
     settings: Settings, loose_umask: None
 ) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "event_hash",
     "numbering_problem",
     "seal",
+    "vanished_problem",
 ]
 
 GENESIS = "0" * 64
@@ -211,3 +212,13 @@ def numbering_problem(gap: tuple[int, int] | None, highest: int, issued: int) ->
             "(with their workflow, or the chain check would have named it)"
         )
     return ""
+
+
+def vanished_problem(workflow_ids: Sequence[str]) -> str:
+    """Why workflows the ledger lists but whose row and events are all gone break the trail."""
+    first = workflow_ids[0]
+    more = f" (and {len(workflow_ids) - 1} more)" if len(workflow_ids) > 1 else ""
+    return (
+        f"workflow {first}{more} was created but its record and all its events are gone: it was "
+        "deleted from the database behind vmware-pilot's back"
+    )

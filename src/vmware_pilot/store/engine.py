@@ -1,9 +1,14 @@
-"""Building the SQLAlchemy engine: SQLite in WAL mode with private files, or any other URL.
+"""Building the SQLAlchemy engine: SQLite in WAL mode with private files, or PostgreSQL.
 
 SQLite connections run in WAL mode with a busy timeout, foreign keys and full fsync on commit;
 write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue on the busy timeout
 instead of failing mid-transaction. The database file and its ``-wal``/``-shm`` companions are
 created 0600 (under umask 077) and re-chmod'ed when found looser.
+
+PostgreSQL (``postgresql+psycopg://``) gets a bounded pool whose connections are tested before
+use (pre-ping), so a restarted server costs the calls made while it is down and nothing after;
+connect and statement timeouts keep a lost server from hanging a call. ``unavailable`` turns a
+driver error into the StoreError a caller sees, with advice for the backend in use.
 """
 
 from __future__ import annotations
@@ -17,15 +22,21 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from vmware_pilot.config import Settings
+from vmware_pilot.errors import DatabaseUnavailable, StoreError
+
 __all__ = [
+    "AUDIT_ORDER_LOCK",
     "BUSY_TIMEOUT_S",
     "WRITE_OPTION",
     "make_engine",
     "private_umask",
     "secure_sqlite_files",
     "sqlite_path",
+    "unavailable",
 ]
 
 _log = logging.getLogger(__name__)
@@ -33,6 +44,8 @@ _log = logging.getLogger(__name__)
 BUSY_TIMEOUT_S = 30.0
 # Execution option that makes a SQLite transaction take the write lock at BEGIN.
 WRITE_OPTION = "pilot_write"
+# PostgreSQL advisory lock held from the audit INSERT to COMMIT (see SqlStore._append).
+AUDIT_ORDER_LOCK = 0x766D_7069_6C6F_7402
 _FILE_MODE = 0o600
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 
@@ -100,15 +113,85 @@ def _sqlite_events(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite files are created private and run in WAL mode."""
-    backend = make_url(url).get_backend_name()
-    kwargs: dict[str, Any] = {}
-    if backend == "sqlite":
-        kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
-        if sqlite_path(url) is None:
-            kwargs["poolclass"] = StaticPool
-    engine = create_engine(url, **kwargs)
+def _postgres_options(settings: Settings) -> dict[str, Any]:
+    statement_ms = int(settings.database_statement_timeout * 1000)
+    return {
+        "pool_size": settings.database_pool_size,
+        "max_overflow": settings.database_pool_size,
+        "pool_timeout": settings.database_pool_timeout,
+        "pool_pre_ping": True,
+        "pool_recycle": 1800,
+        "connect_args": {
+            "connect_timeout": settings.database_connect_timeout,
+            "application_name": "vmware-pilot",
+            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms}",
+        },
+    }
+
+
+def make_engine(url: str, settings: Settings | None = None) -> Engine:
+    """An engine for ``url``; SQLite files are created private and run in WAL mode.
+
+    A URL that names no usable driver raises StoreError (with the hint), not a traceback.
+    """
+    try:
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
+        kwargs: dict[str, Any] = {}
+        if backend == "sqlite":
+            kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+            if sqlite_path(url) is None:
+                kwargs["poolclass"] = StaticPool
+        elif backend == "postgresql":
+            kwargs = _postgres_options(settings or Settings())
+        engine = create_engine(url, **kwargs)
+    except (ArgumentError, ImportError) as exc:
+        raise StoreError(
+            f"VMWARE_PILOT_DATABASE_URL cannot be used: {exc}",
+            hint="Use postgresql+psycopg://USER@HOST:PORT/DATABASE, or leave it empty for the "
+            "SQLite file pilot.db in the home.",
+        ) from None
     if backend == "sqlite":
         _sqlite_events(engine)
     return engine
+
+
+def _where(engine: Engine) -> str:
+    url = engine.url
+    if url.get_backend_name() == "sqlite":
+        return f"SQLite database {url.database or ':memory:'}"
+    return f"{url.get_backend_name()} database {url.database} at {url.host or 'localhost'}:{url.port or 5432}"
+
+
+def unavailable(engine: Engine, exc: SQLAlchemyError) -> StoreError:
+    """The error a caller sees when the database failed under a call: what, where, what to do.
+
+    Connection losses and timeouts are DatabaseUnavailable (retryable: nothing was committed);
+    anything else is a plain StoreError. The driver's message is kept to one bounded line; the
+    URL's password never appears (it is not part of ``_where``).
+    """
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    where = _where(engine)
+    if engine.dialect.name == "sqlite":
+        if isinstance(exc, OperationalError):
+            return DatabaseUnavailable(
+                f"The workflow database is unavailable ({where}): {reason}",
+                hint="Another process may hold it locked for long; retry. If it persists, check the "
+                "database file and VMWARE_PILOT_DATABASE_URL.",
+            )
+        return StoreError(
+            f"The workflow database could not be used ({where}): {reason}",
+            hint="Check the database file and VMWARE_PILOT_DATABASE_URL.",
+        )
+    if isinstance(exc, OperationalError | InterfaceError) or getattr(exc, "connection_invalidated", False):
+        return DatabaseUnavailable(
+            f"The workflow database is unavailable ({where}): {reason}",
+            hint="Nothing was changed; retry in a moment. If it persists, check that the PostgreSQL "
+            "server runs and is reachable, and the host, port, user, password and database name in "
+            "VMWARE_PILOT_DATABASE_URL (a password belongs in ~/.pgpass or PGPASSWORD).",
+        )
+    return StoreError(
+        f"The workflow database could not be used ({where}): {reason}",
+        hint="Check that VMWARE_PILOT_DATABASE_URL names a database this user may create tables in "
+        "(GRANT CREATE ON SCHEMA public), and the PostgreSQL server log.",
+    )

@@ -4,6 +4,10 @@ Each migration is a function of a connection inside the open transaction and def
 creates itself, so it keeps meaning what it meant when written. A database whose schema is newer
 than the newest migration here is refused with SchemaTooNew, one whose recorded version is not a
 number with StoreError.
+
+``migrate`` runs under a lock, so any number of processes opening one database at once apply each
+migration exactly once and all come up: a transaction-scoped advisory lock on PostgreSQL (taken
+here), the write lock of ``BEGIN IMMEDIATE`` on SQLite (the caller's write transaction takes it).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
     inspect,
     select,
     text,
@@ -29,10 +34,12 @@ from vmware_pilot.errors import SchemaTooNew, StoreError
 from vmware_pilot.store.audit import GENESIS, SealedRow, seal
 from vmware_pilot.store.tables import schema_meta
 
-__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate"]
+__all__ = ["LATEST", "MIGRATIONS", "MIGRATION_LOCK", "Migration", "current_version", "migrate"]
 
 Migration = Callable[[Connection], None]
 _KEY = "schema_version"
+# The advisory lock key of schema changes on PostgreSQL (any fixed 64-bit number, unique to Pilot).
+MIGRATION_LOCK = 0x766D_7069_6C6F_7401
 
 
 def _v1_tables(conn: Connection) -> None:
@@ -121,7 +128,79 @@ def _v4_seal_rows(conn: Connection) -> None:
         )
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_tables, _v2_active_flag, _v3_append_only, _v4_seal_rows)
+_PG_APPEND_ONLY = """
+CREATE OR REPLACE FUNCTION pilot_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';
+END
+$$
+"""
+
+
+def _refuse_changes(conn: Connection, table: str) -> None:
+    """Triggers that refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL) of ``table``."""
+    if conn.dialect.name == "sqlite":
+        for verb in ("UPDATE", "DELETE"):
+            conn.execute(
+                text(
+                    f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+                )
+            )
+        return
+    conn.execute(text(_PG_APPEND_ONLY))
+    conn.execute(
+        text(
+            f"CREATE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION pilot_append_only()"
+        )
+    )
+    conn.execute(
+        text(
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION pilot_append_only()"
+        )
+    )
+
+
+def _v5_ledger(conn: Connection) -> None:
+    """The audit trail as strong on PostgreSQL as on SQLite, on both:
+
+    - ``workflow_ledger``, append-only, one row per workflow ever created (backfilled), so a
+      workflow deleted together with all its events is still known to ``verify``;
+    - on PostgreSQL, triggers refusing UPDATE, DELETE and TRUNCATE of audit events, and 64-bit
+      event numbers (SQLite's INTEGER key already is).
+    """
+    md = MetaData()
+    ledger = Table(
+        "workflow_ledger",
+        md,
+        Column("workflow_id", String(64), primary_key=True),
+        Column("created_at", String(40), nullable=False),
+    )
+    md.create_all(conn)
+    conn.execute(
+        text(
+            "INSERT INTO workflow_ledger (workflow_id, created_at) "
+            "SELECT id, created_at FROM workflows UNION "
+            "SELECT workflow_id, MIN(ts) FROM audit_events "
+            "WHERE workflow_id NOT IN (SELECT id FROM workflows) GROUP BY workflow_id"
+        )
+    )
+    _refuse_changes(conn, ledger.name)
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE audit_events ALTER COLUMN seq TYPE BIGINT"))
+        conn.execute(text("ALTER SEQUENCE audit_events_seq_seq AS BIGINT"))
+        _refuse_changes(conn, "audit_events")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _v1_tables,
+    _v2_active_flag,
+    _v3_append_only,
+    _v4_seal_rows,
+    _v5_ledger,
+)
 LATEST = len(MIGRATIONS)
 
 
@@ -149,8 +228,19 @@ def current_version(conn: Connection) -> int:
     return int(text_value)
 
 
+def _lock(conn: Connection) -> None:
+    """Wait for other processes migrating the same database (see the module docstring)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
+
+
 def migrate(conn: Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Apply the migrations the database lacks, in order, inside the caller's transaction."""
+    """Apply the migrations the database lacks, in order, inside the caller's transaction.
+
+    On SQLite the caller's transaction must hold the write lock (``WRITE_OPTION``), as
+    ``open_store``'s does, or two processes may both see an older version.
+    """
+    _lock(conn)
     version = current_version(conn)
     if version > len(migrations):
         raise SchemaTooNew(

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, func, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from vmware_pilot.config import Settings
@@ -41,17 +41,20 @@ from vmware_pilot.store.audit import (
     event_hash,
     numbering_problem,
     seal,
+    vanished_problem,
 )
 from vmware_pilot.store.engine import (
+    AUDIT_ORDER_LOCK,
     WRITE_OPTION,
     make_engine,
     private_umask,
     secure_sqlite_files,
     sqlite_path,
+    unavailable,
 )
 from vmware_pilot.store.migrations import migrate
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
-from vmware_pilot.store.tables import audit_events, workflows
+from vmware_pilot.store.tables import audit_events, workflow_ledger, workflows
 
 __all__ = ["SqlStore", "open_store"]
 
@@ -145,27 +148,22 @@ class SqlStore:
     # --- transactions -----------------------------------------------------------------------
     @contextlib.contextmanager
     def _tx(self, *, write: bool) -> Iterator[Connection]:
+        """One transaction. On PostgreSQL a read sees one snapshot (REPEATABLE READ, read only),
+        so ``load`` and ``verify_audit`` never mix states of several commits."""
         try:
             with self._serial, self._engine.connect() as conn:
                 if write:
                     conn.execution_options(**{WRITE_OPTION: True})
+                elif self._engine.dialect.name == "postgresql":
+                    conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
                 with conn.begin():
                     yield conn
         except (PilotError, IntegrityError):
             raise
-        except OperationalError as exc:
-            raise StoreError(
-                f"The workflow database is unavailable: {exc.orig}",
-                hint="Another process may hold it locked for long; retry. If it persists, check the "
-                "database file and VMWARE_PILOT_DATABASE_URL.",
-            ) from exc
         except SQLAlchemyError as exc:
-            raise StoreError(
-                f"The workflow database could not be used: {exc}",
-                hint="Check the database file and VMWARE_PILOT_DATABASE_URL.",
-            ) from exc
+            raise unavailable(self._engine, exc) from exc
 
-    # --- writes -----------------------------------------------------------------------------
+    # --- writes    # --- writes -----------------------------------------------------------------------------
     def _chain(self, wf: Workflow, head: str) -> list[dict[str, Any]]:
         rows = []
         for entry in wf.new_events:
@@ -204,12 +202,18 @@ class SqlStore:
 
     @staticmethod
     def _append(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-        seqs = []
-        for r in rows:
-            key = conn.execute(audit_events.insert().values(**r)).inserted_primary_key
-            assert key is not None
-            seqs.append(int(key[0]))
-        return seqs
+        """Insert the events in one statement; their seqs, in order.
+
+        On PostgreSQL a sequence hands out numbers at INSERT, not at COMMIT; the lock held from
+        here to the commit makes seq order commit order, so an export that resumes after the
+        highest seq it saw misses nothing. (SQLite has one writer at a time anyway.)
+        """
+        if not rows:
+            return []
+        if conn.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(AUDIT_ORDER_LOCK)))
+        insert = audit_events.insert().returning(audit_events.c.seq, sort_by_parameter_order=True)
+        return [int(seq) for seq in conn.execute(insert, rows).scalars()]
 
     @staticmethod
     def _committed(wf: Workflow, rows: list[dict[str, Any]], seqs: list[int]) -> None:
@@ -231,6 +235,9 @@ class SqlStore:
         try:
             with self._tx(write=True) as conn:
                 conn.execute(workflows.insert().values(**values))
+                conn.execute(
+                    workflow_ledger.insert().values(workflow_id=wf.id, created_at=values["created_at"])
+                )
                 seqs = self._append(conn, rows)
         except IntegrityError as exc:
             raise StoreError(
@@ -349,12 +356,31 @@ class SqlStore:
 
     # --- audit ------------------------------------------------------------------------------
     def _require(self, conn: Connection, workflow_id: str) -> None:
-        exists = conn.execute(select(workflows.c.id).where(workflows.c.id == workflow_id)).first()
-        orphan = conn.execute(
-            select(audit_events.c.seq).where(audit_events.c.workflow_id == workflow_id).limit(1)
-        ).first()
-        if exists is None and orphan is None:
-            raise WorkflowNotFound(workflow_id)
+        """WorkflowNotFound unless the workflow has a row, events, or was ever created (ledger)."""
+        for query in (
+            select(workflows.c.id).where(workflows.c.id == workflow_id),
+            select(audit_events.c.seq).where(audit_events.c.workflow_id == workflow_id).limit(1),
+            select(workflow_ledger.c.workflow_id).where(workflow_ledger.c.workflow_id == workflow_id),
+        ):
+            if conn.execute(query).first() is not None:
+                return
+        raise WorkflowNotFound(workflow_id)
+
+    @staticmethod
+    def _vanished(conn: Connection, workflow_id: str | None) -> list[str]:
+        """Workflows the ledger knows whose row and every event are gone, in creation order."""
+        ledger = workflow_ledger.c.workflow_id
+        query = (
+            select(ledger)
+            .where(
+                ledger.not_in(select(workflows.c.id)),
+                ledger.not_in(select(audit_events.c.workflow_id).distinct()),
+            )
+            .order_by(workflow_ledger.c.created_at, ledger)
+        )
+        if workflow_id is not None:
+            query = query.where(ledger == workflow_id)
+        return [str(r[0]) for r in conn.execute(query)]
 
     def audit_events(self, workflow_id: str | None = None) -> Iterator[AuditRecord]:
         """Stored audit events in commit order (seq), read in batches; one workflow's when named."""
@@ -453,7 +479,16 @@ class SqlStore:
                     if problem is not None:
                         broken.append(wid)
                         first = first or problem
+            vanished = self._vanished(conn, workflow_id)
             gone = self._numbering(conn) if first is None and workflow_id is None else ""
+        if vanished and first is None:
+            return AuditReport(
+                ok=False,
+                checked=checked,
+                workflows=len(ids) + len(vanished),
+                description=vanished_problem(vanished),
+                broken=tuple(vanished),
+            )
         if gone:
             return AuditReport(ok=False, checked=checked, workflows=len(ids), description=gone)
         if first is None:
@@ -500,13 +535,15 @@ def open_store(settings: Settings) -> SqlStore:
         home.chmod(0o700)
     except OSError as exc:
         _log.warning("cannot make %s private (mode 0700): %s", home, exc)
-    engine = make_engine(url)
+    engine = make_engine(url, settings)
     store = SqlStore(engine)
     try:
         with private_umask(), store._tx(write=True) as conn:
             migrate(conn)
-    except PilotError:
+    except (PilotError, IntegrityError) as exc:
         engine.dispose()
+        if isinstance(exc, IntegrityError):
+            raise unavailable(engine, exc) from exc
         raise
     if path is not None:
         secure_sqlite_files(path)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, ForeignKey, Integer, MetaData, String, Table, Text
 
-__all__ = ["audit_events", "metadata", "schema_meta", "workflows"]
+__all__ = ["audit_events", "metadata", "schema_meta", "workflow_ledger", "workflows"]
 
 metadata = MetaData()
 
@@ -35,7 +35,8 @@ workflows = Table(
 audit_events = Table(
     "audit_events",
     metadata,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
+    # 64-bit on every backend (SQLite's INTEGER key is; its rowid alias must be spelled INTEGER).
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
     Column("workflow_id", String(64), ForeignKey("workflows.id"), nullable=False),
     Column("ts", String(40), nullable=False),
     Column("actor", String(255), nullable=False),
@@ -44,4 +45,13 @@ audit_events = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
     sqlite_autoincrement=True,
+)
+
+# One row per workflow ever created, never changed or deleted: ``verify`` reports a workflow listed
+# here whose row and events are gone.
+workflow_ledger = Table(
+    "workflow_ledger",
+    metadata,
+    Column("workflow_id", String(64), primary_key=True),
+    Column("created_at", String(40), nullable=False),
 )
