@@ -9,6 +9,7 @@ if [ -x scripts/lab/setup.sh ]; then bash scripts/lab/setup.sh; fi
 bash scripts/oidc-setup.sh
 bash scripts/node/setup.sh  # third-party MCP clients for tests/clients (npm ci, pinned)
 bash scripts/console-setup.sh
+bash scripts/pg-setup.sh    # PostgreSQL 15 for the tests on the PostgreSQL backend
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy

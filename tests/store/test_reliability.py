@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from tests.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.store.migrations import LATEST
 from vmware_pilot.store.sql import SqlStore, open_store
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -123,3 +126,26 @@ def test_writer_killed_inside_its_commit_leaves_nothing_half_written(
         # The 25th transaction had written its row and event but never committed.
         assert _assert_consistent(store, wf.id) == 24
         assert len(list(store.audit_events(wf.id))) == 24
+
+
+def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
+    settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path, database: Database
+) -> None:
+    go = tmp_path / "go"
+    openers = [_spawn(procs, "open", "-", str(go)) for _ in range(6)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < len(openers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # every interpreter has started and waits at the barrier
+    go.touch()
+    for proc in openers:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+        assert json.loads(out) == {"version": LATEST}
+    with database.raw() as conn:
+        assert conn.execute(text("SELECT key, value FROM schema_meta")).all() == [
+            ("schema_version", str(LATEST))
+        ]
+    with open_store(settings) as store:
+        wf = _counter_workflow(store)
+        assert store.verify_audit(wf.id).ok

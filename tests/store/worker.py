@@ -6,6 +6,8 @@
                                           committed counter to REPORT_FILE
     worker.py die-in-commit WF_ID K       increment; during the K-th save, after its UPDATE and
                                           audit INSERT but before COMMIT, SIGKILL itself
+    worker.py open - GO_FILE              create ready-PID next to GO_FILE, wait for GO_FILE, then
+                                          open (and migrate) the store; print {"version": N} as JSON
 
 The store comes from Settings() (VMWARE_PILOT_HOME inherited from the test).
 """
@@ -24,6 +26,7 @@ from sqlalchemy import event
 
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import ConcurrencyConflict
+from vmware_pilot.store.migrations import current_version
 from vmware_pilot.store.sql import SqlStore, open_store
 
 
@@ -43,15 +46,25 @@ def increment(store: SqlStore, workflow_id: str, label: str) -> tuple[int, int]:
         return value, conflicts
 
 
+def _wait_for(go: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def main(argv: list[str]) -> None:
     mode, workflow_id, arg = argv[1], argv[2], argv[3]
     label = f"pid{os.getpid()}"
+    if mode == "open":
+        go = Path(argv[3])
+        go.with_name(f"ready-{os.getpid()}").touch()
+        _wait_for(go)
+        with open_store(Settings()) as opened, opened.engine.connect() as conn:
+            print(json.dumps({"version": current_version(conn)}))
+        return
     store = open_store(Settings())
     if mode == "increment":
-        go = Path(argv[4])
-        deadline = time.monotonic() + 30
-        while not go.exists() and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _wait_for(Path(argv[4]))
         total = 0
         for _ in range(int(arg)):
             total += increment(store, workflow_id, label)[1]
