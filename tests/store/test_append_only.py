@@ -81,3 +81,21 @@ def test_a_workflow_deleted_with_all_its_events_is_detected(store: SqlStore, dat
     one = store.verify_audit(deleted.id)
     assert not one.ok and one.broken == (deleted.id,)
     assert store.verify_audit(kept.id).ok
+
+
+def test_a_save_after_events_were_deleted_behind_its_back_does_not_seal_over_them(
+    store: SqlStore, database: Database
+) -> None:
+    wf = sample_workflow()
+    wf.log("created", "x")
+    store.create(wf)
+    wf.log("approved", "y")
+    store.save(wf)
+    with database.raw() as conn:
+        database.drop_append_only(conn)
+        conn.execute(text("DELETE FROM audit_events WHERE seq = :s"), {"s": wf.audit_log[-1].seq})
+    loaded = store.load(wf.id)
+    loaded.log("note", "z")
+    store.save(loaded)
+    report = store.verify_audit()
+    assert not report.ok and report.broken == (wf.id,)

@@ -68,6 +68,8 @@ _SUMMARY = (
     workflows.c.updated_at,
 )
 _NEWEST_FIRST = (workflows.c.created_at.desc(), workflows.c.id.desc())
+# What a save wrote: the event rows and their seqs.
+_Written = tuple[list[dict[str, Any]], list[int]]
 
 
 def _utc(dt: datetime) -> str:
@@ -254,26 +256,54 @@ class SqlStore:
                 f"Workflow '{wf.id}' was never stored", hint="Use create() first.", workflow_id=wf.id
             )
         with self._tx(write=True) as conn:
-            current = conn.execute(
-                select(workflows.c.version, workflows.c.audit_count).where(workflows.c.id == wf.id)
-            ).first()
-            if current is None:
-                raise WorkflowNotFound(wf.id)
-            if current.version != wf.version:
-                raise ConcurrencyConflict(wf.id, wf.version, current.version)
-            last = _last_hash(conn, wf.id)
-            rows = self._chain(wf, last)
-            values = {"version": wf.version + 1, **self._row(wf, rows, last, current.audit_count)}
-            # The version guard also holds where the SELECT above took no lock.
-            updated = conn.execute(
-                workflows.update()
-                .where(workflows.c.id == wf.id, workflows.c.version == wf.version)
-                .values(**values)
-            )
-            if updated.rowcount != 1:
-                raise ConcurrencyConflict(wf.id, wf.version, None)
-            seqs = self._append(conn, rows)
+            rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
         self._committed(wf, rows, seqs)
+
+    def _update_as_loaded(self, conn: Connection, wf: Workflow) -> _Written | None:
+        """The usual save in two statements: the row's UPDATE and the events' INSERT, chained
+        from the last event ``wf`` was loaded with. The UPDATE also requires the stored event
+        count to be the loaded one, so events deleted behind vmware-pilot's back are never sealed
+        over; None (nothing written) when it matched no row: ``_update_as_stored`` decides."""
+        known = wf.audit_log[: len(wf.audit_log) - len(wf.new_events)]
+        if any(not e.hash for e in known):
+            return None
+        last = known[-1].hash if known else GENESIS
+        rows = self._chain(wf, last)
+        values = {"version": wf.version + 1, **self._row(wf, rows, last, len(known))}
+        updated = conn.execute(
+            workflows.update()
+            .where(
+                workflows.c.id == wf.id,
+                workflows.c.version == wf.version,
+                workflows.c.audit_count == len(known),
+            )
+            .values(**values)
+        )
+        if updated.rowcount != 1:
+            return None
+        return rows, self._append(conn, rows)
+
+    def _update_as_stored(self, conn: Connection, wf: Workflow) -> _Written:
+        """The save chained from the stored last event and count (read here), or the refusal."""
+        current = conn.execute(
+            select(workflows.c.version, workflows.c.audit_count).where(workflows.c.id == wf.id)
+        ).first()
+        if current is None:
+            raise WorkflowNotFound(wf.id)
+        if current.version != wf.version:
+            raise ConcurrencyConflict(wf.id, wf.version, current.version)
+        last = _last_hash(conn, wf.id)
+        rows = self._chain(wf, last)
+        values = {"version": wf.version + 1, **self._row(wf, rows, last, current.audit_count)}
+        # The version guard also holds where the SELECT above took no lock.
+        updated = conn.execute(
+            workflows.update()
+            .where(workflows.c.id == wf.id, workflows.c.version == wf.version)
+            .values(**values)
+        )
+        if updated.rowcount != 1:
+            raise ConcurrencyConflict(wf.id, wf.version, None)
+        return rows, self._append(conn, rows)
 
     # --- reads ------------------------------------------------------------------------------
     def load(self, workflow_id: str) -> Workflow:

@@ -1,0 +1,62 @@
+"""Few round trips: a save is the row's UPDATE and one INSERT for all its audit events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+from tests.engine.fakes import ScriptedDispatcher
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
+WRITE = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "a", "confirm": True},
+}
+# Not round trips of their own: transaction control, and PostgreSQL's commit-order lock.
+_CONTROL = ("BEGIN", "SELECT pg_advisory_xact_lock")
+
+
+@contextmanager
+def transactions(engine: Engine) -> Iterator[list[list[str]]]:
+    """The statements run on ``engine`` (their first word pairs), grouped by transaction."""
+    seen: list[list[str]] = []
+
+    def on_begin(_conn: Any) -> None:
+        seen.append([])
+
+    def on_execute(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if not statement.startswith(_CONTROL):
+            seen[-1].append(" ".join(statement.split()[:3]))
+
+    event.listen(engine, "begin", on_begin)
+    event.listen(engine, "after_cursor_execute", on_execute)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "begin", on_begin)
+        event.remove(engine, "after_cursor_execute", on_execute)
+
+
+async def test_a_save_is_one_update_and_one_insert_for_its_events(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, READ, GATE, WRITE])["workflow_id"])
+    with transactions(dapp.store.engine) as run:
+        out = await dapp.service.run_workflow(actor, wid)
+    assert out["outcome"] == "awaiting_approval"
+    with transactions(dapp.store.engine) as approve:
+        out = await dapp.service.approve(actor, wid, approver="alice")
+    assert out["outcome"] == "completed"
+    saves = [tx for tx in run + approve if tx and tx[0].startswith("UPDATE workflows")]
+    assert len(saves) >= 6
+    for tx in saves:
+        assert tx in (["UPDATE workflows SET"], ["UPDATE workflows SET", "INSERT INTO audit_events"]), tx
+    assert dapp.store.verify_audit().ok
