@@ -47,6 +47,7 @@ class PgServer:
         self.port = _free_port()
         self._runas: list[str] = []
         self._admin: Engine | None = None
+        self._options = ""
         if os.geteuid() == 0:
             user = os.environ.get("VMWARE_PILOT_TEST_PG_USER", "postgres")
             entry = pwd.getpwnam(user)
@@ -66,15 +67,25 @@ class PgServer:
             str(BIN / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "-A", "trust", "-E", "UTF8",
             "--no-sync", "--locale=C",
         )  # fmt: skip
-        options = (
+        self._options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
         self._run(
             str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60",
-            "-o", options, "start",
+            "-o", self._options, "start",
         )  # fmt: skip
         self._admin = create_engine(self.url("postgres"), poolclass=NullPool, isolation_level="AUTOCOMMIT")
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (``resume`` starts it again on the same port)."""
+        self._run(str(BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        self._run(
+            str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60",
+            "-o", self._options, "start",
+        )  # fmt: skip
 
     def stop(self) -> None:
         if self._admin is not None:
