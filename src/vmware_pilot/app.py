@@ -113,7 +113,7 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         SecretVault(),
         environ=os.environ,
         events=notifier,
-        stale_after=settings.dispatch_timeout + settings.dispatch_start_timeout,
+        lease_seconds=settings.lease_seconds,
     )
     service = PilotService(store, catalog, templates, runner, approvals=settings.approvals)
     if notifier is not None:

@@ -33,6 +33,11 @@ class Settings(BaseSettings):
         default="",
         description="SQLAlchemy database URL; empty means the SQLite file pilot.db in the home.",
     )
+    lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a run's lease on a workflow lasts unrenewed (a dead replica's workflows free up).",
+    )
     database_pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections each Pilot process keeps open to PostgreSQL."
     )

@@ -1,131 +1,155 @@
-"""A step in flight in another Pilot process is not a crash; a run never starts a step twice.
+"""Run leases: a step in flight under another run's live lease is not a crash; a run never starts a
+step twice; a run whose lease was taken writes nothing more.
 
-Another Pilot process sharing the store (a second MCP client's server, the operator CLI) must
-tell a live run from a step left ``running`` by a process that died.
+Other replicas are played by lease rows with their owners (any host, any pid) and by a second
+PilotApp on the same database; expiry is the database's clock (an expired lease is one taken for
+a negative time).
 """
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.backends import Database
 from tests.engine.fakes import ScriptedDispatcher
-from vmware_pilot.app import PilotApp
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, owner_state, this_process
+from vmware_pilot.engine.owner import RUN_OWNER_KEY, this_process
 from vmware_pilot.errors import StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+REPLICA_B = "replica-b.example/4242/0123456789ab"
 
 
 def on(vm: str) -> dict[str, Any]:
     return {"action": f"on_{vm}", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": vm}}
 
 
-@pytest.fixture
-def other_process() -> Iterator[subprocess.Popen[bytes]]:
-    """A live process of this host that is not this one (stands in for another Pilot)."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield child
-    child.kill()
-    child.wait()
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True
-    )
-    return int(done.stdout)
-
-
-def owner_of(child: subprocess.Popen[bytes]) -> dict[str, Any]:
-    mine = this_process()
-    stat = Path(f"/proc/{child.pid}/stat")
-    started = stat.read_text().rsplit(")", 1)[-1].split()[19] if mine["started"] else ""
-    return {"host": mine["host"], "pid": child.pid, "started": started}
-
-
-def running_elsewhere(app: PilotApp, actor: Actor, owner: dict[str, Any], minutes_ago: float = 0) -> str:
-    """A workflow whose step 1 another process marked running (as a live dispatch does)."""
+def running_elsewhere(app: PilotApp, actor: Actor, lease_seconds: float | None) -> str:
+    """A workflow whose step 1 replica B marked running, holding a lease for ``lease_seconds``
+    (negative: already expired; None: no lease at all, as left by an older Pilot)."""
     wid: str = app.service.create_workflow(actor, "ops", "t", [GATE, on("a")])["workflow_id"]
     wf = app.store.load(wid)
     fire(wf, Event.START_RUN)
     wf.steps[0].status = StepStatus.SUCCESS
     wf.steps[1].status = StepStatus.RUNNING
-    wf.steps[1].started_at = utcnow() - timedelta(minutes=minutes_ago)
-    wf.extra[RUN_OWNER_KEY] = owner
+    wf.steps[1].started_at = utcnow()
+    wf.extra[RUN_OWNER_KEY] = {"host": "replica-b.example", "pid": 4242, "owner": REPLICA_B}
+    if lease_seconds is not None:
+        assert app.store.acquire_lease(wid, REPLICA_B, lease_seconds) == 1
     app.store.save(wf)
     return wid
 
 
-def test_owner_state_tells_this_live_dead_and_unknown(other_process: subprocess.Popen[bytes]) -> None:
-    assert owner_state(this_process()) == "this"
-    assert owner_state(owner_of(other_process)) == "alive"
-    assert owner_state({**owner_of(other_process), "started": "1"}) == "dead", "a reused pid is not the owner"
-    assert owner_state({"host": socket.gethostname(), "pid": dead_pid(), "started": ""}) == "dead"
-    assert owner_state({"host": "elsewhere.example", "pid": 1, "started": ""}) == "unknown"
-
-
-async def test_a_run_in_another_live_process_is_not_taken_for_a_crash(
-    app: PilotApp, actor: Actor, other_process: subprocess.Popen[bytes]
+async def test_a_step_under_another_replicas_live_lease_is_not_taken_for_a_crash(
+    app: PilotApp, actor: Actor
 ) -> None:
-    wid = running_elsewhere(app, actor, owner_of(other_process))
+    wid = running_elsewhere(app, actor, lease_seconds=30)
     before = app.store.load(wid)
     with pytest.raises(StateRefused) as info:
         await app.service.run_workflow(actor, wid)
-    assert f"pid {other_process.pid}" in info.value.message
-    assert "get_workflow_status" in info.value.hint
+    assert "pid 4242 on replica-b.example" in info.value.message
+    assert "get_workflow_status" in info.value.hint and "expires within" in info.value.hint
     after = app.store.load(wid)
     assert (after.version, after.steps[1].status) == (before.version, StepStatus.RUNNING), "nothing changed"
+    lease = app.store.lease(wid)
+    assert lease is not None and (lease.owner, lease.fence) == (REPLICA_B, 1)
 
 
-async def test_a_step_left_by_a_dead_process_is_a_crash(app: PilotApp, actor: Actor) -> None:
-    dead = {"host": socket.gethostname(), "pid": dead_pid(), "started": "1"}
-    wid = running_elsewhere(app, actor, dead)
+@pytest.mark.parametrize("lease_seconds", [-1.0, None], ids=["expired", "none"])
+async def test_a_step_whose_lease_expired_is_a_crash_whatever_host_or_pid(
+    app: PilotApp, actor: Actor, lease_seconds: float | None
+) -> None:
+    wid = running_elsewhere(app, actor, lease_seconds)
     out = await app.service.run_workflow(actor, wid)
     assert (out["outcome"], out["steps"][1]["status"]) == ("failed", "interrupted")
     assert RUN_OWNER_KEY not in app.store.load(wid).extra
+    lease = app.store.lease(wid)
+    assert lease is not None and lease.expired, "the verdict's lease was released"
+    assert lease.fence == (2 if lease_seconds is not None else 1), "taking the lease bumped its fence"
 
 
-async def test_a_step_in_flight_on_another_host_counts_as_crashed_only_after_the_timeouts(
-    app: PilotApp, actor: Actor
-) -> None:
-    remote = {"host": "elsewhere.example", "pid": 4242, "started": "7"}
-    recent = running_elsewhere(app, actor, remote, minutes_ago=1)
-    with pytest.raises(StateRefused):
-        await app.service.run_workflow(actor, recent)
-    old = running_elsewhere(app, actor, remote, minutes_ago=60)  # past 1800 s + 60 s
-    assert (await app.service.run_workflow(actor, old))["outcome"] == "failed"
-
-
-async def test_the_run_owner_is_recorded_while_a_step_is_in_flight_and_cleared_after(
+async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     wid: str = dapp.service.create_workflow(actor, "ops", "t", [GATE, on("a")])["workflow_id"]
     seen: list[Any] = []
 
     def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-        seen.append(dapp.store.load(wid).extra.get(RUN_OWNER_KEY))
+        seen.append((dapp.store.load(wid).extra.get(RUN_OWNER_KEY), dapp.store.lease(wid)))
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = record
     await dapp.service.run_workflow(actor, wid)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
-    assert seen == [this_process()]
+    [(owner, lease)] = seen
+    assert {k: owner[k] for k in ("host", "pid")} == this_process()
+    assert lease is not None and not lease.expired and lease.owner == owner["owner"]
     assert RUN_OWNER_KEY not in dapp.store.load(wid).extra
+    after = dapp.store.lease(wid)
+    assert after is not None and after.expired and after.fence == lease.fence
+
+
+async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
+    pilot_home: Path, database: Database, actor: Actor
+) -> None:
+    dispatcher = ScriptedDispatcher(delay=4.0)
+    settings = Settings(home=pilot_home, database_url=database.settings_url, lease_seconds=1.5)
+    app = build_app(settings, dispatcher=dispatcher)
+    try:
+        wid: str = app.service.create_workflow(actor, "ops", "t", [on("a")])["workflow_id"]
+        leases: list[Any] = []
+
+        def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+            leases.append(app.store.lease(wid))  # answered after the 4 s call: 2.7 lease times
+            return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
+
+        dispatcher.answers["power_on_vm"] = record
+        out = await app.service.run_workflow(actor, wid)
+        assert out["outcome"] == "completed"
+        assert leases[0] is not None and not leases[0].expired, "renewed by the heartbeat"
+    finally:
+        app.close()
+
+
+async def test_a_run_whose_lease_was_taken_mid_call_writes_nothing_more(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor, database: Database
+) -> None:
+    wid: str = dapp.service.create_workflow(actor, "ops", "t", [on("a"), on("b")])["workflow_id"]
+    replica_b = build_app(dapp.settings)
+    during: list[int] = []
+    try:
+
+        def stalled_then_taken_over(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+            during.append(replica_b.store.load(wid).version)
+            # This run stalled past its lease; replica B takes the expired lease over.
+            lease = replica_b.store.lease(wid)
+            assert lease is not None
+            replica_b.store.release_lease(wid, lease.owner, lease.fence)
+            assert replica_b.store.acquire_lease(wid, REPLICA_B, 30) == lease.fence + 1
+            return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
+
+        dispatcher.answers["power_on_vm"] = stalled_then_taken_over
+        with pytest.raises(StateRefused, match="taken over by another Pilot process"):
+            await dapp.service.run_workflow(actor, wid)
+        after = replica_b.store.load(wid)
+        assert after.version == during[0], "nothing was written after the step started"
+        assert after.steps[0].status is StepStatus.RUNNING and after.steps[1].status is StepStatus.PENDING
+        assert "step_completed" not in [e.action for e in after.audit_log]
+        assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"]
+        lease = replica_b.store.lease(wid)
+        assert lease is not None and lease.owner == REPLICA_B, "this run's release did not free B's lease"
+    finally:
+        replica_b.close()
 
 
 async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
@@ -148,17 +172,16 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     assert dapp.store.load(wid).steps[2].status is StepStatus.PENDING
 
 
-async def test_rollback_and_cancel_wait_for_a_run_in_another_live_process_even_when_acknowledged(
-    app: PilotApp, actor: Actor, other_process: subprocess.Popen[bytes]
+async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
+    app: PilotApp, actor: Actor
 ) -> None:
-    wid = running_elsewhere(app, actor, owner_of(other_process))
+    wid = running_elsewhere(app, actor, lease_seconds=30)
     before = app.store.load(wid).version
     with pytest.raises(StateRefused, match="running in another Pilot process"):
         await app.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     with pytest.raises(StateRefused, match="running in another Pilot process"):
         await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     assert app.store.load(wid).version == before, "nothing changed"
-    other_process.kill()
-    other_process.wait()
+    app.store.release_lease(wid, REPLICA_B, 1)  # replica B's lease ran out
     out = await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
-    assert out["state"] == "cancelled", "once that process is gone the acknowledgement applies"
+    assert out["state"] == "cancelled", "once the lease expired the acknowledgement applies"

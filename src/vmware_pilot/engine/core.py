@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine.owner import refuse_if_running_elsewhere
 from vmware_pilot.engine.policy import ApprovalPolicy
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.errors import (
@@ -103,7 +102,7 @@ class ServiceCore:
         """Refuse to act on blockers, unmeasured steps, or a step another live Pilot is running."""
         for step in wf.steps:
             if step.status is StepStatus.RUNNING:  # acknowledging unknown effects is no licence here
-                refuse_if_running_elsewhere(wf, step, self.runner.stale_after)
+                self.runner.refuse_if_running_elsewhere(wf, step)
         reasons = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
         if reasons:
             raise StateRefused(

@@ -1,71 +1,39 @@
-"""Which Pilot process is running a workflow's steps, and whether that process still lives.
+"""Which Pilot run holds a workflow's in-flight steps: run leases, not process ids.
 
-A run records its process (host, pid and the pid's start time) on the workflow while a step is
-in flight. Another Pilot process sharing the store (a second MCP client's server, the operator
-CLI) then tells a live run from a step left ``running`` by a process that died: only the latter
-is a crash. The pid's start time guards against a pid reused after a crash.
+A run takes the workflow's lease (store/leases.py) before it marks a step ``running`` and keeps
+it renewed while the call is in flight; the workflow records the lease's owner for status views.
+Another process (a replica on any host, in any PID namespace, or the operator CLI) may treat a
+``running`` step as a crash's leftover only once that lease has expired on the database's clock:
+taking the lease then bumps its fence, so the old run writes nothing more for the step.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import Mapping
-from datetime import timedelta
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from vmware_pilot.domain.clock import iso, utcnow
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.store.leases import Lease
 
-__all__ = [
-    "RUN_OWNER_KEY",
-    "OwnerState",
-    "owner_label",
-    "owner_state",
-    "refuse_if_running_elsewhere",
-    "this_process",
-]
+__all__ = ["RUN_OWNER_KEY", "new_run_owner", "owner_label", "refuse_held", "this_process"]
 
 RUN_OWNER_KEY: Final = "run_owner"
 
-OwnerState = Literal["this", "alive", "dead", "unknown"]
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), or ``""`` where unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else ""  # field 22 of stat; the first two precede ")"
-
 
 def this_process() -> dict[str, Any]:
-    """``{host, pid, started}`` of the running process."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": _start_time(pid)}
+    """``{host, pid}`` of the running process, for messages."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def owner_state(owner: Mapping[str, Any]) -> OwnerState:
-    """``this`` process, another one that is ``alive``, a ``dead`` one, or ``unknown`` (other host)."""
-    if owner.get("host") != socket.gethostname():
-        return "unknown"
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return "dead"
-    if pid == os.getpid():
-        return "this" if owner.get("started", "") == _start_time(pid) else "dead"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "dead"
-    except PermissionError:
-        pass  # it exists, under another user
-    recorded = owner.get("started", "")
-    return "alive" if not recorded or recorded == _start_time(pid) else "dead"
+def new_run_owner() -> str:
+    """A lease owner unique to one run: host, pid and a random part (pids repeat across hosts,
+    containers and restarts; the random part never does)."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
 
 
 def owner_label(owner: Mapping[str, Any]) -> str:
@@ -73,27 +41,21 @@ def owner_label(owner: Mapping[str, Any]) -> str:
     return f"pid {owner.get('pid')} on {owner.get('host')}"
 
 
-def refuse_if_running_elsewhere(wf: Workflow, step: Step, stale_after: float) -> None:
-    """Refuse (changing nothing) when ``step``, found ``running``, is in flight in another live Pilot.
+def refuse_held(wf: Workflow, step: Step, lease: Lease | None) -> None:
+    """Refuse (changing nothing) while ``step``, found ``running``, is under another run's live lease.
 
-    Without a recorded owner (a record from an older Pilot) or with a dead one, the step is a
-    crash's leftover and the caller goes on. On another host liveness cannot be checked: the step
-    counts as in flight until ``stale_after`` seconds after it started.
+    Without a lease, or with an expired one, the step is a crash's leftover and the caller goes on.
     """
-    owner = wf.extra.get(RUN_OWNER_KEY)
-    if not isinstance(owner, dict):
+    if lease is None or lease.expired:
         return
-    where = owner_state(owner)
-    if where in ("this", "dead"):
-        return
-    started = step.started_at
-    if where == "unknown" and started is not None and utcnow() - started > timedelta(seconds=stale_after):
-        return
+    host, _, rest = lease.owner.partition("/")
+    pid = rest.partition("/")[0]
     raise StateRefused(
-        f"Workflow '{wf.id}' is running in another Pilot process ({owner_label(owner)}): step "
-        f"{step.index} ({step.skill}.{step.tool}) has been in flight since {iso(started)}. Nothing was "
-        "changed",
-        hint=f"Poll get_workflow_status('{wf.id}') until that run stops, then try again.",
+        f"Workflow '{wf.id}' is running in another Pilot process (pid {pid} on {host}): step "
+        f"{step.index} ({step.skill}.{step.tool}) has been in flight since {iso(step.started_at)}. "
+        f"Nothing was changed",
+        hint=f"Poll get_workflow_status('{wf.id}') until that run stops, then try again. If that "
+        f"process died, its lease expires within {max(1, round(lease.remaining))} s.",
         workflow_id=wf.id,
         state=wf.state.value,
     )

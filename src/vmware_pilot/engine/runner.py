@@ -9,6 +9,7 @@ never overwritten. Without a dispatcher (hand-back mode) executable steps are re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from vmware_pilot.engine import gates, handout, undo
 from vmware_pilot.engine.approval import approve_gate
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.inspection import inspect_gate
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, refuse_if_running_elsewhere, this_process
+from vmware_pilot.engine.owner import RUN_OWNER_KEY, new_run_owner, refuse_held, this_process
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import (
     SecretVault,
@@ -46,6 +47,7 @@ from vmware_pilot.errors import (
     StateRefused,
 )
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.store.leases import LeaseLost
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
@@ -67,7 +69,7 @@ _NO_DISPATCH_UNDO = "No dispatch configured: Pilot cannot run this undo and is r
 _COMMIT_ATTEMPTS = 8
 # How long a step may stay in flight in a Pilot on another host before it counts as crashed:
 # the default dispatch timeout plus the default start-up timeout.
-DEFAULT_STALE_AFTER = 1860.0
+DEFAULT_LEASE_SECONDS = 30.0
 
 
 def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
@@ -111,10 +113,10 @@ class Runner:
         vault: SecretVault,
         environ: Mapping[str, str] | None = None,
         events: WorkflowEvents | None = None,
-        stale_after: float = DEFAULT_STALE_AFTER,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.store = store
-        self.stale_after = stale_after
+        self.lease_seconds = lease_seconds
         self.events = events
         self._catalog = catalog
         self.dispatcher = dispatcher
@@ -126,14 +128,17 @@ class Runner:
         return self._catalog()
 
     # --- persistence ------------------------------------------------------------------------
-    def commit(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]:
-        """Apply ``change`` and save; on a version conflict reload and apply it again."""
+    def commit(
+        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
+    ) -> tuple[Workflow, T]:
+        """Apply ``change`` and save; on a version conflict reload and apply it again. With the
+        run's lease ``fence``, LeaseLost (nothing written) once another process took the lease."""
         for _ in range(_COMMIT_ATTEMPTS):
             before = wf.state
             result = change(wf)
             wf.diff_report = build_diff_report(wf, self.catalog)
             try:
-                self.store.save(wf)
+                self.store.save(wf, fence)
             except ConcurrencyConflict:
                 _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
                 wf = self.store.load(wf.id)
@@ -143,10 +148,50 @@ class Runner:
             return wf, result
         raise ConcurrencyConflict(wf.id, wf.version, None)
 
-    async def save(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]:
+    async def save(
+        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
+    ) -> tuple[Workflow, T]:
         """``commit`` in a worker thread, for code on the event loop: a save that waits for the
         database's write lock (another process's transaction) must not stall every other caller."""
-        return await asyncio.to_thread(self.commit, wf, change)
+        return await asyncio.to_thread(self.commit, wf, change, fence)
+
+    # --- leases (engine/owner.py) -----------------------------------------------------------
+    def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None:
+        """Refuse while ``step`` (found running) is under another run's unexpired lease."""
+        refuse_held(wf, step, self.store.lease(wf.id))
+
+    async def _take_lease(self, wf: Workflow, step: Step, owner: str) -> int:
+        fence = await asyncio.to_thread(self.store.acquire_lease, wf.id, owner, self.lease_seconds)
+        if fence is None:
+            refuse_held(wf, step, await asyncio.to_thread(self.store.lease, wf.id))
+            raise StateRefused(  # the lease was released between the two reads: just retry
+                f"Workflow '{wf.id}' was busy in another Pilot process; nothing was changed",
+                hint="Try again.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        return fence
+
+    async def _release_lease(self, workflow_id: str, owner: str, fence: int) -> None:
+        try:
+            await asyncio.to_thread(self.store.release_lease, workflow_id, owner, fence)
+        except PilotError as exc:  # it expires on its own
+            _log.warning("could not release the lease of %s: %s", workflow_id, exc.message)
+
+    async def _heartbeat(self, workflow_id: str, owner: str, fence: int) -> None:
+        """Renew the lease every third of its time while the step is in flight."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                kept = await asyncio.to_thread(
+                    self.store.renew_lease, workflow_id, owner, fence, self.lease_seconds
+                )
+            except PilotError as exc:  # the database is away: keep trying while the lease lasts
+                _log.warning("could not renew the lease of %s: %s", workflow_id, exc.message)
+                continue
+            if not kept:
+                _log.warning("the lease of %s was taken by another Pilot process", workflow_id)
+                return
 
     def create(self, wf: Workflow) -> None:
         self.vault.remember(wf)
@@ -190,12 +235,18 @@ class Runner:
         stuck = next((s for s in wf.steps if s.status is S.RUNNING), None)
         if stuck is None:
             return None
-        refuse_if_running_elsewhere(wf, stuck, self.stale_after)
+        await asyncio.to_thread(self.refuse_if_running_elsewhere, wf, stuck)
         index = stuck.index
+        owner = new_run_owner()
+        # Taking the expired lease bumps its fence: the run that held it can no longer record
+        # the step's outcome over this verdict.
+        fence = await self._take_lease(wf, stuck, owner)
 
-        def change(w: Workflow) -> None:
-            w.extra.pop(RUN_OWNER_KEY, None)
+        def change(w: Workflow) -> bool:
             step = w.steps[index]
+            if step.status is not S.RUNNING:  # its run recorded the outcome just before
+                return False
+            w.extra.pop(RUN_OWNER_KEY, None)
             step.status = S.INTERRUPTED
             step.completed_at = utcnow()
             fire(w, Event.DETECT_CRASH)
@@ -204,8 +255,14 @@ class Runner:
                 f"Step {index}: {step.tool} was 'running' when a previous run died",
                 actor.label,
             )
+            return True
 
-        wf, _ = await self.save(wf, change)
+        try:
+            wf, marked = await self.save(wf, change, fence)
+        finally:
+            await self._release_lease(wf.id, owner, fence)
+        if not marked:
+            return None
         error = (
             f"Step {index} ({stuck.skill}.{stuck.tool}) was interrupted by a previous crash; whether it "
             "took effect is unknown. Check the target system, then rollback with "
@@ -377,16 +434,34 @@ class Runner:
             for index in batch:
                 w.steps[index].status = S.RUNNING
                 w.steps[index].started_at = now
-            w.extra[RUN_OWNER_KEY] = this_process()
+            w.extra[RUN_OWNER_KEY] = {**this_process(), "owner": owner}
 
-        wf, _ = await self.save(wf, mark_running)
-        outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
-        failed = False
-        for index, outcome in zip(batch, outcomes, strict=True):
-            wf, ok = await self.save(
-                wf, functools.partial(self._record, index=index, outcome=outcome, actor=actor)
-            )
-            failed = failed or not ok
+        owner = new_run_owner()
+        fence = await self._take_lease(wf, wf.steps[batch[0]], owner)
+        try:
+            wf, _ = await self.save(wf, mark_running, fence)
+            heartbeat = asyncio.create_task(self._heartbeat(wf.id, owner, fence))
+            try:
+                outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            failed = False
+            for index, outcome in zip(batch, outcomes, strict=True):
+                wf, ok = await self.save(
+                    wf, functools.partial(self._record, index=index, outcome=outcome, actor=actor), fence
+                )
+                failed = failed or not ok
+        except LeaseLost as exc:
+            raise StateRefused(
+                f"{exc.message}: its lease expired while the step was in flight, and the step is "
+                "now marked interrupted (effect unknown)",
+                hint=exc.hint,
+                workflow_id=wf.id,
+            ) from exc
+        finally:
+            await self._release_lease(wf.id, owner, fence)
         return wf, failed
 
     async def inspect(self, wf: Workflow, actor: Actor) -> Workflow:

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Connection,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -194,12 +196,27 @@ def _v5_ledger(conn: Connection) -> None:
         _refuse_changes(conn, "audit_events")
 
 
+def _v6_leases(conn: Connection) -> None:
+    """``leases``: the run lease of each workflow (owner, expiry on the database's clock, fence)."""
+    md = MetaData()
+    Table(
+        "leases",
+        md,
+        Column("workflow_id", String(64), primary_key=True),
+        Column("owner", String(255), nullable=False),
+        Column("expires_at", Float, nullable=False),
+        Column("fence", BigInteger, nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
     _v3_append_only,
     _v4_seal_rows,
     _v5_ledger,
+    _v6_leases,
 )
 LATEST = len(MIGRATIONS)
 

@@ -8,6 +8,7 @@ from typing import Any, Protocol, TypedDict
 
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.store.leases import Lease
 
 __all__ = ["AuditRecord", "AuditReport", "Store", "WorkflowSummary"]
 
@@ -59,12 +60,21 @@ class Store(Protocol):
     ``create`` and ``save`` commit the workflow row and ``wf.new_events`` in one transaction, then
     fill each event's ``seq``/``hash``, clear ``new_events`` and bump ``wf.version``. ``save``
     raises ConcurrencyConflict (retryable: reload and reapply) when the stored version is not
-    ``wf.version``; nothing is written then.
+    ``wf.version``; nothing is written then. With a ``fence`` it also raises LeaseLost (nothing
+    written) when that is no longer the workflow's run lease (store/leases.py).
     """
 
     def create(self, wf: Workflow) -> None: ...
 
-    def save(self, wf: Workflow) -> None: ...
+    def save(self, wf: Workflow, fence: int | None = None) -> None: ...
+
+    def acquire_lease(self, workflow_id: str, owner: str, seconds: float) -> int | None: ...
+
+    def renew_lease(self, workflow_id: str, owner: str, fence: int, seconds: float) -> bool: ...
+
+    def release_lease(self, workflow_id: str, owner: str, fence: int) -> None: ...
+
+    def lease(self, workflow_id: str) -> Lease | None: ...
 
     def load(self, workflow_id: str) -> Workflow: ...
 

@@ -32,7 +32,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec
+from vmware_pilot.store import codec, leases
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -249,13 +249,16 @@ class SqlStore:
             ) from exc
         self._committed(wf, rows, seqs)
 
-    def save(self, wf: Workflow) -> None:
-        """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict."""
+    def save(self, wf: Workflow, fence: int | None = None) -> None:
+        """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict.
+        With ``fence``, also only while that is still the workflow's lease fence; else LeaseLost."""
         if wf.version < 1:
             raise StoreError(
                 f"Workflow '{wf.id}' was never stored", hint="Use create() first.", workflow_id=wf.id
             )
         with self._tx(write=True) as conn:
+            if fence is not None:
+                leases.check_fence(conn, wf.id, fence)
             rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
         self._committed(wf, rows, seqs)
 
@@ -304,6 +307,25 @@ class SqlStore:
         if updated.rowcount != 1:
             raise ConcurrencyConflict(wf.id, wf.version, None)
         return rows, self._append(conn, rows)
+
+    # --- leases (store/leases.py) -----------------------------------------------------------
+    def acquire_lease(self, workflow_id: str, owner: str, seconds: float) -> int | None:
+        """Take the run lease of ``workflow_id`` for ``seconds``; its fence, or None if held."""
+        with self._tx(write=True) as conn:
+            return leases.acquire(conn, workflow_id, owner, seconds)
+
+    def renew_lease(self, workflow_id: str, owner: str, fence: int, seconds: float) -> bool:
+        with self._tx(write=True) as conn:
+            return leases.renew(conn, workflow_id, owner, fence, seconds)
+
+    def release_lease(self, workflow_id: str, owner: str, fence: int) -> None:
+        with self._tx(write=True) as conn:
+            leases.release(conn, workflow_id, owner, fence)
+
+    def lease(self, workflow_id: str) -> leases.Lease | None:
+        """The workflow's lease as stored (None: never leased)."""
+        with self._tx(write=False) as conn:
+            return leases.holder(conn, workflow_id)
 
     # --- reads ------------------------------------------------------------------------------
     def load(self, workflow_id: str) -> Workflow:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
-__all__ = ["audit_events", "metadata", "schema_meta", "workflow_ledger", "workflows"]
+__all__ = ["audit_events", "leases", "metadata", "schema_meta", "workflow_ledger", "workflows"]
 
 metadata = MetaData()
 
@@ -54,4 +54,14 @@ workflow_ledger = Table(
     metadata,
     Column("workflow_id", String(64), primary_key=True),
     Column("created_at", String(40), nullable=False),
+)
+
+# The run lease of each workflow (store/leases.py): expiry in epoch seconds on the database's clock.
+leases = Table(
+    "leases",
+    metadata,
+    Column("workflow_id", String(64), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("fence", BigInteger, nullable=False),
 )

@@ -1,0 +1,105 @@
+"""Run leases: which Pilot process may write a workflow's in-flight steps, judged on the database's clock.
+
+A lease row holds the owner (a process id unique across hosts and restarts), an expiry in
+seconds since the epoch *on the database's clock* (so replicas never compare their own clocks),
+and a fencing number that grows by one at every acquisition. The owner renews the expiry while
+its step is in flight. Another process may take the lease only once it has expired, which bumps
+the fence: a save made with the old fence is then refused (``LeaseLost``), so a replica that
+lost its lease writes nothing more for that step. Released leases keep their row and fence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, text
+
+from vmware_pilot.errors import StoreError
+
+__all__ = ["Lease", "LeaseLost", "acquire", "check_fence", "holder", "release", "renew"]
+
+
+class LeaseLost(StoreError):
+    """The save's fence is no longer the workflow's: another process took over the run."""
+
+    def __init__(self, workflow_id: str, fence: int, current: int | None) -> None:
+        super().__init__(
+            f"Workflow '{workflow_id}' was taken over by another Pilot process (lease {fence} "
+            f"superseded by {current}); this process wrote nothing more for its step",
+            hint=f"get_workflow_status('{workflow_id}') shows where it stands.",
+            workflow_id=workflow_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease as stored: ``remaining`` seconds until expiry on the database's clock (<= 0: expired)."""
+
+    owner: str
+    fence: int
+    remaining: float
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining <= 0
+
+
+# CLOCK stands for the database's clock (``_now``).
+_ACQUIRE = (
+    "INSERT INTO leases (workflow_id, owner, expires_at, fence) VALUES (:id, :owner, CLOCK + :s, 1) "
+    "ON CONFLICT (workflow_id) DO UPDATE SET owner = excluded.owner, "
+    "expires_at = excluded.expires_at, fence = leases.fence + 1 "
+    "WHERE leases.expires_at <= CLOCK OR leases.owner = excluded.owner RETURNING fence"
+)
+_RENEW = (
+    "UPDATE leases SET expires_at = CLOCK + :s WHERE workflow_id = :id AND owner = :owner AND fence = :fence"
+)
+
+
+def _now(conn: Connection) -> str:
+    """The database's clock in seconds since the epoch, as SQL."""
+    if conn.dialect.name == "postgresql":
+        return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+def acquire(conn: Connection, workflow_id: str, owner: str, seconds: float) -> int | None:
+    """Take the lease (free, expired, or already ``owner``'s) and return its new fence; None
+    when another owner holds it unexpired."""
+    query = text(_ACQUIRE.replace("CLOCK", _now(conn)))
+    fence = conn.execute(query, {"id": workflow_id, "owner": owner, "s": seconds}).scalar()
+    return None if fence is None else int(fence)
+
+
+def renew(conn: Connection, workflow_id: str, owner: str, fence: int, seconds: float) -> bool:
+    """Push the expiry ``seconds`` ahead; False when the lease is no longer (owner, fence)."""
+    query = text(_RENEW.replace("CLOCK", _now(conn)))
+    done = conn.execute(query, {"id": workflow_id, "owner": owner, "fence": fence, "s": seconds})
+    return done.rowcount == 1
+
+
+def release(conn: Connection, workflow_id: str, owner: str, fence: int) -> None:
+    """Let the lease expire now (kept as a row: its fence only ever grows)."""
+    conn.execute(
+        text(
+            "UPDATE leases SET expires_at = 0 WHERE workflow_id = :id AND owner = :owner AND fence = :fence"
+        ),
+        {"id": workflow_id, "owner": owner, "fence": fence},
+    )
+
+
+def holder(conn: Connection, workflow_id: str) -> Lease | None:
+    query = "SELECT owner, fence, expires_at - CLOCK AS remaining FROM leases WHERE workflow_id = :id"
+    row = conn.execute(text(query.replace("CLOCK", _now(conn))), {"id": workflow_id}).first()
+    return None if row is None else Lease(str(row.owner), int(row.fence), float(row.remaining))
+
+
+def check_fence(conn: Connection, workflow_id: str, fence: int) -> None:
+    """Refuse (LeaseLost) unless ``fence`` is still the workflow's; the row stays locked to the
+    end of the transaction, so no takeover slips in before the commit."""
+    query = "SELECT fence FROM leases WHERE workflow_id = :id"
+    if conn.dialect.name == "postgresql":
+        query += " FOR UPDATE"
+    current = conn.execute(text(query), {"id": workflow_id}).scalar()
+    if current is None or int(current) != fence:
+        raise LeaseLost(workflow_id, fence, None if current is None else int(current))
