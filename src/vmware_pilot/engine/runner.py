@@ -138,7 +138,10 @@ class Runner:
             result = change(wf)
             wf.diff_report = build_diff_report(wf, self.catalog)
             try:
-                self.store.save(wf, fence)
+                if fence is None:
+                    self.store.save(wf)
+                else:
+                    self.store.save(wf, fence)
             except ConcurrencyConflict:
                 _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
                 wf = self.store.load(wf.id)

@@ -533,16 +533,15 @@ class SqlStore:
                         first = first or problem
             vanished = self._vanished(conn, workflow_id)
             gone = self._numbering(conn) if first is None and workflow_id is None else ""
-        if vanished and first is None:
+        if (vanished or gone) and first is None:
+            # SQLite's numbering names the missing seqs; the ledger names the workflows.
             return AuditReport(
                 ok=False,
                 checked=checked,
                 workflows=len(ids) + len(vanished),
-                description=vanished_problem(vanished),
+                description=gone or vanished_problem(vanished),
                 broken=tuple(vanished),
             )
-        if gone:
-            return AuditReport(ok=False, checked=checked, workflows=len(ids), description=gone)
         if first is None:
             return AuditReport(ok=True, checked=checked, workflows=len(ids))
         return AuditReport(
