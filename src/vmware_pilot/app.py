@@ -110,7 +110,8 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         store,
         catalog,
         dispatcher,
-        SecretVault(),
+        # Several Pilots share a server database: a literal secret would live in one of them only.
+        SecretVault(refuse_literals=store.engine.dialect.name != "sqlite"),
         environ=os.environ,
         events=notifier,
         lease_seconds=settings.lease_seconds,

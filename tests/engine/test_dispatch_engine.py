@@ -235,6 +235,7 @@ async def test_racing_approvals_run_exactly_once(
     assert len([c for c in dispatcher.step_calls if c[1] == "power_off_vm"]) == 1
 
 
+@pytest.mark.backends("sqlite")  # refused where Pilots share the database (below)
 async def test_literal_secret_survives_in_process_but_not_a_restart(
     settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
@@ -257,6 +258,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
         second.close()
 
 
+@pytest.mark.backends("sqlite")  # refused where Pilots share the database (below)
 async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_restart(
     settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
@@ -286,6 +288,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
         second.close()
 
 
+@pytest.mark.backends("sqlite")  # refused where Pilots share the database (below)
 async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
@@ -491,3 +494,22 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"]
+
+
+async def test_literal_secrets_are_refused_when_pilots_share_the_database(
+    dapp: PilotApp, actor: Actor, database: Database
+) -> None:
+    if database.backend == "sqlite":
+        wid = create(dapp, actor, [GATE, guest_command_with_password()])
+        assert dapp.store.load(wid).steps[1].params["password"] == "***", "kept in memory, masked at rest"
+        return
+    with pytest.raises(PilotError) as info:
+        create(dapp, actor, [GATE, guest_command_with_password()])
+    assert "literal secret" in info.value.message and "step 1 params.password" in info.value.message
+    assert '{"$env": "VC_PASSWORD"}' in info.value.hint
+    assert dapp.store.list_all() == [], "nothing was stored"
+    ref = guest_command_with_password()
+    ref["params"]["password"] = {"$env": "GUEST_PASSWORD"}
+    assert dapp.store.load(create(dapp, actor, [GATE, ref])).steps[1].params["password"] == {
+        "$env": "GUEST_PASSWORD"
+    }

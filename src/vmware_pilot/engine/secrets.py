@@ -4,6 +4,9 @@ The store masks secrets at rest. A step whose params held a literal secret when 
 created in this process gets it back here; after a restart the value is gone and the step sees
 ``***`` (the redacted-secret guard then refuses it). This holds only immutable creation-time
 values, never workflow state, so it cannot serve anything stale.
+
+When several Pilots share the database (``refuse_literals``), a literal secret would be known to
+one replica only, so it is refused when the plan is made, with a hint to pass a reference.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.errors import SecretUnavailable
+from vmware_pilot.errors import InvalidInput, SecretUnavailable
 from vmware_pilot.safety.redaction import MASK, has_masked_shape, is_secret_key, is_secret_ref, redact
 
 __all__ = [
@@ -34,12 +37,16 @@ _Key = tuple[str, int, str]
 class SecretVault:
     """Thread-safe: tool calls run service methods in worker threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse_literals: bool = False) -> None:
         self._values: dict[_Key, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self.refuse_literals = refuse_literals
 
     def remember(self, wf: Workflow) -> None:
-        """Keep the clear params of every step of ``wf`` that holds a secret (before saving)."""
+        """Keep the clear params of every step of ``wf`` that holds a secret (before saving);
+        with ``refuse_literals``, refuse (InvalidInput, nothing kept) a plan that holds one."""
+        if self.refuse_literals:
+            _refuse_literals(wf)
         for step in wf.steps:
             for field in ("params", "rollback_params"):
                 value: dict[str, Any] = getattr(step, field)
@@ -59,6 +66,24 @@ class SecretVault:
         with self._lock:
             for key in [k for k in self._values if k[0] == workflow_id]:
                 del self._values[key]
+
+
+def _refuse_literals(wf: Workflow) -> None:
+    found = [
+        f"step {step.index} {field}.{path}"
+        for step in wf.steps
+        for field in ("params", "rollback_params")
+        for path in find_masked_secrets(redact(getattr(step, field)))
+    ]
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise InvalidInput(
+            f"Refusing a literal secret ({shown}): several Pilots share this database, and a literal "
+            "value would be known to this one only. Nothing was changed",
+            field=found[0],
+            hint="Pass the secret as a reference each Pilot resolves in its own environment, e.g. "
+            '{"password": {"$env": "VC_PASSWORD"}}, with VC_PASSWORD set for every Pilot.',
+        )
 
 
 def find_masked_secrets(value: Any, path: str = "") -> list[str]:
