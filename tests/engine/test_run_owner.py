@@ -185,3 +185,22 @@ async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
     app.store.release_lease(wid, REPLICA_B, 1)  # replica B's lease ran out
     out = await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     assert out["state"] == "cancelled", "once the lease expired the acknowledgement applies"
+
+
+async def test_an_approval_at_another_replica_continues_the_run_there(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    wid: str = dapp.service.create_workflow(actor, "ops", "t", [on("a"), GATE, on("b")])["workflow_id"]
+    assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
+    elsewhere = ScriptedDispatcher()
+    replica_b = build_app(dapp.settings, dispatcher=elsewhere)
+    try:
+        out = await replica_b.service.approve(actor, wid, approver="alice")
+    finally:
+        replica_b.close()
+    assert out["outcome"] == "completed"
+    assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"], "the first replica ran up to the gate"
+    assert [c[2]["vm_name"] for c in elsewhere.calls] == ["b"], "the approving replica ran the rest"
+    lease = dapp.store.lease(wid)
+    assert lease is not None and lease.expired and lease.fence == 2, "each run leased its step in turn"
+    assert dapp.store.verify_audit(wid).ok
