@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.engine.fakes import ScriptedDispatcher, failed
 from tests.engine.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
@@ -55,6 +57,7 @@ async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> t
     return wid, app.service.pending_gate(wid)
 
 
+@pytest.mark.backends("sqlite")  # a literal secret: refused on PostgreSQL (test_dispatch_engine)
 async def test_each_released_step_shows_params_masked_risk_and_what_a_rollback_would_undo(
     dapp: PilotApp, actor: Actor
 ) -> None:
@@ -159,6 +162,7 @@ async def test_the_evidence_summarises_what_earlier_steps_found(
     assert dapp.service.get_workflow_status(wid)["steps"][0]["result"] == alarms  # one step away
 
 
+@pytest.mark.backends("sqlite")  # a literal secret: refused on PostgreSQL (test_dispatch_engine)
 async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
     settings: Settings, actor: Actor
 ) -> None:

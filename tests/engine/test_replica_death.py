@@ -62,7 +62,7 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
 
         out = await survivor.service.run_workflow(actor, wid)
         assert (out["outcome"], out["steps"][0]["status"]) == ("failed", "interrupted")
-        assert dispatcher.calls == [], "the step whose effect is unknown was not started again"
+        assert dispatcher.step_calls == [], "the step whose effect is unknown was not started again"
         actions = [e.action for e in survivor.store.load(wid).audit_log]
         assert actions.count("interrupted_step_detected") == 1
         assert survivor.store.verify_audit().ok

@@ -199,8 +199,8 @@ async def test_an_approval_at_another_replica_continues_the_run_there(
     finally:
         replica_b.close()
     assert out["outcome"] == "completed"
-    assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"], "the first replica ran up to the gate"
-    assert [c[2]["vm_name"] for c in elsewhere.calls] == ["b"], "the approving replica ran the rest"
+    assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "the first replica ran up to the gate"
+    assert [c[2]["vm_name"] for c in elsewhere.step_calls] == ["b"], "the approving replica ran the rest"
     lease = dapp.store.lease(wid)
     assert lease is not None and lease.expired and lease.fence == 2, "each run leased its step in turn"
     assert dapp.store.verify_audit(wid).ok
