@@ -32,8 +32,10 @@ def run(work: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, work).result()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One browser per test module: Playwright's sync API runs an event loop on this thread for as
+    long as it is open, and every asyncio test that follows in the session would find it running."""
     install()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
