@@ -144,6 +144,20 @@ class Settings(BaseSettings):
         description="OAuth: space- or comma-separated scopes every access token must carry, also announced "
         "to clients; empty: none required.",
     )
+    console_oidc_client_id: str = Field(
+        default="",
+        description="Web console: the OpenID Connect client id the console signs people in with at "
+        "VMWARE_PILOT_OAUTH_ISSUER (authorization code with PKCE); empty: token sign-in only.",
+    )
+    console_oidc_client_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Web console: that client's secret, for a confidential client; empty: a public client.",
+    )
+    console_oidc_scopes: str = Field(
+        default="openid profile",
+        description="Web console: the scopes the console asks for at sign-in (space-separated; openid is "
+        "always added), e.g. `openid profile groups` when the groups claim needs its own scope.",
+    )
     http_header_timeout: float = Field(
         default=15.0,
         gt=0,

@@ -7,6 +7,10 @@
 // client allowed the client_credentials grant (a machine acting as that person), and a user
 // account with that id who signs in through the development login form (any password) to the
 // public client "mcp-desktop" (authorization code with PKCE, redirect URI REDIRECT below).
+// With CONSOLE_REDIRECT in the environment (the callback URL of the Pilot under test, whose
+// port the test picked), there is also the confidential client "pilot-console" with secret
+// "console-secret" (authorization code, PKCE), which asks for openid profile groups: its ID token
+// holds only the subject, and the userinfo endpoint gives name and groups.
 // Access tokens carry the person's name and groups. Any resource indicator gets a JWT access
 // token with that resource as audience. Prints "ready ISSUER" on stdout once it listens.
 import { readFileSync } from 'node:fs';
@@ -19,6 +23,17 @@ const jwks = JSON.parse(readFileSync(jwksFile, 'utf8'));
 const people = JSON.parse(readFileSync(clientsFile, 'utf8'));
 const byId = new Map(people.map((p) => [p.id, p]));
 const REDIRECT = 'http://127.0.0.1:9/callback';
+const CONSOLE_REDIRECT = process.env.CONSOLE_REDIRECT;
+const consoleClients = CONSOLE_REDIRECT
+  ? [{
+      client_id: 'pilot-console',
+      client_secret: 'console-secret',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      redirect_uris: [CONSOLE_REDIRECT],
+      scope: 'openid profile groups',
+    }]
+  : [];
 
 const provider = new Provider(issuer, {
   jwks,
@@ -39,6 +54,7 @@ const provider = new Provider(issuer, {
       redirect_uris: [REDIRECT],
       scope: 'mcp',
     },
+    ...consoleClients,
   ],
   findAccount: (_ctx, id) => {
     const person = byId.get(id);
@@ -48,6 +64,7 @@ const provider = new Provider(issuer, {
     };
   },
   scopes: ['mcp'],
+  claims: { openid: ['sub'], profile: ['name'], groups: ['groups'] },
   features: {
     clientCredentials: { enabled: true },
     devInteractions: { enabled: true },

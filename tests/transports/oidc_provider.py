@@ -65,6 +65,7 @@ class Provider:
     keys: list[SigningKey]
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    console_redirect: str = ""  # registers the console client "pilot-console" (provider.mjs)
 
     @property
     def issuer(self) -> str:
@@ -85,6 +86,9 @@ class Provider:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=OIDC_DIR,
+                env={**os.environ, "CONSOLE_REDIRECT": self.console_redirect}
+                if self.console_redirect
+                else None,
             )
         deadline = time.monotonic() + timeout
         while f"ready {self.issuer}" not in log.read_text(errors="replace"):

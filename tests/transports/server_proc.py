@@ -88,13 +88,15 @@ def start_server(
     ca: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    port: int = 0,
 ) -> Iterator[PilotProcess]:
-    """Run ``vmware-pilot mcp ARGS --port 0`` until the block ends; yields once it listens."""
+    """Run ``vmware-pilot mcp ARGS --port PORT`` (default 0: any free port) until the block ends;
+    yields once it listens."""
     log = home / f"server-{time.monotonic_ns()}.log"
     scheme = "https" if "https" in args else "http"
     with log.open("wb") as err:
         process = subprocess.Popen(
-            [str(PILOT), "mcp", *args, "--port", "0"],
+            [str(PILOT), "mcp", *args, "--port", str(port)],
             env=clean_env(home, env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -267,8 +267,14 @@ def build_http_app(
     if jwt is not None:
         gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))
     from vmware_pilot.transports.console import mount_console
+    from vmware_pilot.transports.console.oidc import OidcLogin
 
-    mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of)
+    oidc = (
+        OidcLogin.from_settings(app.settings, jwt.keys, public_base(options, port, app.settings.public_url))
+        if jwt
+        else None
+    )
+    mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
     return _Guard(starlette, hosts, origins)
 
 

@@ -6,6 +6,8 @@ a gate follows the same rules as the MCP ``approve`` tool, in the same code: the
 (``safety.duties.approve_refusal``), then the engine's checks (``engine.approval.precheck``:
 expiry, the plan digest the page showed, four eyes) and the engine's approve path, with the
 signed-in person as the approver. Pages render the engine's typed results and nothing else.
+With an OIDC client configured (oidc.py), people may also sign in at the identity provider; that
+ends in the same session as a token sign-in.
 """
 
 from __future__ import annotations
@@ -36,7 +38,15 @@ from vmware_pilot.safety.redaction import redact
 from vmware_pilot.transports.callers import actor_of
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.headers import SecurityHeaders
-from vmware_pilot.transports.console.sessions import COOKIE, LOGIN_COOKIE, Session, SessionBook, same_secret
+from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcLogin, OidcRefused
+from vmware_pilot.transports.console.sessions import (
+    COOKIE,
+    LOGIN_COOKIE,
+    OIDC_COOKIE,
+    Session,
+    SessionBook,
+    same_secret,
+)
 
 __all__ = ["Console", "mount_console"]
 
@@ -52,8 +62,9 @@ RoleOf = Callable[[Actor], Role]
 
 
 class Console:
-    def __init__(self, app: PilotApp, verifier: Any, role_of: RoleOf) -> None:
+    def __init__(self, app: PilotApp, verifier: Any, role_of: RoleOf, oidc: OidcLogin | None = None) -> None:
         self.app = app
+        self.oidc = oidc
         self.verifier = verifier
         self.role_of = role_of
         self.sessions = SessionBook(app.settings.console_session_minutes)
@@ -94,6 +105,7 @@ class Console:
             next=_safe_next(request.query_params.get("next", "")),
             notice="Your session expired: sign in again." if expired else "",
             error="",
+            oidc=self.oidc is not None,
             session=None,
         )
         self._cookie(response, request, LOGIN_COOKIE, nonce, 600)
@@ -123,17 +135,74 @@ class Console:
                 next=_safe_next(fields.get("next", "")),
                 notice="",
                 error=problem,
+                oidc=self.oidc is not None,
                 session=None,
             )
+        response = RedirectResponse(_safe_next(fields.get("next", "")) or "/console/workflows", 303)
+        self._signed_in(response, request, actor)
+        response.delete_cookie(LOGIN_COOKIE, path="/console")
+        return response
+
+    def _signed_in(self, response: Response, request: Request, actor: Actor) -> None:
         key, _ = self.sessions.open(actor)
         _log.info("console: %s signed in", actor.label)
-        response = RedirectResponse(_safe_next(fields.get("next", "")) or "/console/workflows", 303)
         # The cookie outlives the session a little, so the next page can say it expired (the
         # server's expiry is what counts).
         lifetime = int(self.sessions.lifetime.total_seconds()) + _EXPIRY_NOTICE_SECONDS
         self._cookie(response, request, COOKIE, key, lifetime)
-        response.delete_cookie(LOGIN_COOKIE, path="/console")
+
+    # --- sign-in through the identity provider (oidc.py) ------------------------------------
+    async def oidc_start(self, request: Request) -> Response:
+        if self.oidc is None:
+            return self.page(
+                request, "error.html", 404, title="Not found", message="No such page.", session=None
+            )
+        try:
+            key, url = await self.oidc.start(_safe_next(request.query_params.get("next", "")))
+        except OidcRefused as exc:
+            return self._oidc_failed(request, exc, 502)
+        response = RedirectResponse(url, 303)
+        # SameSite=Lax, not Strict: the provider sends the browser back with a top-level GET from
+        # its own site, and a Strict cookie is not sent on such a cross-site navigation, so the
+        # callback could never find its attempt. Lax sends it on top-level GETs only.
+        response.set_cookie(
+            OIDC_COOKIE,
+            key,
+            max_age=ATTEMPT_SECONDS,
+            path="/console/oidc",
+            httponly=True,
+            secure=request.url.scheme == "https",
+            samesite="lax",
+        )
         return response
+
+    async def oidc_callback(self, request: Request) -> Response:
+        if self.oidc is None:
+            return self.page(
+                request, "error.html", 404, title="Not found", message="No such page.", session=None
+            )
+        params = {k: v[:4096] for k, v in request.query_params.items()}
+        try:
+            actor, target = await self.oidc.finish(request.cookies.get(OIDC_COOKIE, ""), params)
+            self.role_of(actor)
+        except PilotError as exc:
+            status = 403 if not isinstance(exc, OidcRefused) else 400
+            response = self._oidc_failed(request, exc, status)
+        else:
+            target = target or "/console/workflows"
+            # A page that moves on by itself rather than a redirect: this response ends a navigation
+            # that started at the provider's site, and the browser would not send the (Strict)
+            # session cookie on a redirect within it; the refresh is a navigation from this site.
+            response = self.page(
+                request, "signed_in.html", target=target, who=actor.display or actor.name, session=None
+            )
+            self._signed_in(response, request, actor)
+        response.delete_cookie(OIDC_COOKIE, path="/console/oidc")
+        return response
+
+    def _oidc_failed(self, request: Request, exc: PilotError, status: int) -> Response:
+        _log.warning("console OIDC sign-in refused: %s", exc.message)
+        return self.page(request, "oidc_error.html", status, message=exc.message, hint=exc.hint, session=None)
 
     async def logout(self, request: Request) -> Response:
         session, redirect = self.session_of(request)
@@ -323,6 +392,8 @@ class Console:
             Route("/login", self.login_form, methods=["GET"]),
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
+            Route("/oidc/start", self.oidc_start, methods=["GET"]),
+            Route("/oidc/callback", self.oidc_callback, methods=["GET"]),
             Route("/workflows", self.workflows),
             Route("/events", self.list_events),
             Route(wid, self.workflow),
@@ -341,8 +412,11 @@ def _safe_next(path: str) -> str:
     return path if path.startswith("/console/") and not path.startswith("//") and "\\" not in path else ""
 
 
-def mount_console(starlette: Starlette, app: PilotApp, verifier: Any, role_of: RoleOf) -> Console:
-    """Serve the console under ``/console`` of the transport's Starlette app."""
-    console = Console(app, verifier, role_of)
+def mount_console(
+    starlette: Starlette, app: PilotApp, verifier: Any, role_of: RoleOf, oidc: OidcLogin | None = None
+) -> Console:
+    """Serve the console under ``/console`` of the transport's Starlette app (with ``oidc``, people
+    may also sign in at the identity provider)."""
+    console = Console(app, verifier, role_of, oidc)
     starlette.router.routes.insert(0, Mount("/console", app=SecurityHeaders(console.asgi())))
     return console

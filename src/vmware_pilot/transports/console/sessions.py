@@ -18,11 +18,13 @@ from typing import Final
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 
-__all__ = ["COOKIE", "LOGIN_COOKIE", "Session", "SessionBook", "same_secret"]
+__all__ = ["COOKIE", "LOGIN_COOKIE", "OIDC_COOKIE", "Session", "SessionBook", "same_secret"]
 
 COOKIE: Final = "pilot_console"
 # Double-submit CSRF cookie of the sign-in form (there is no session yet to hold the token).
 LOGIN_COOKIE: Final = "pilot_console_login"
+# The pre-login cookie of a sign-in at the identity provider: the key of its attempt (oidc.py).
+OIDC_COOKIE: Final = "pilot_console_oidc"
 _MAX_SESSIONS: Final = 10_000
 
 
