@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, install
-from tests.console.conftest import run
+from tests.console.conftest import make_pilot_home, run
 from tests.transports.oidc_provider import Person, Provider, free_port, new_key
 from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.client import connect_http
@@ -276,3 +276,16 @@ def test_in_the_browser_a_second_person_signs_in_at_the_provider_and_approves(
     assert [(a["approver"], a["channel"]) for a in done["gates"][0]["approvals"]] == [
         ("Bob Builder (oidc:bob)", "console")
     ]
+
+
+def test_a_console_client_id_without_an_issuer_is_ignored_with_a_warning(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    folder = tmp_path_factory.mktemp("no-issuer")
+    home, _ = make_pilot_home(folder, {"alice": "admin"})
+    env = {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID": "pilot-console"}
+    with start_server(folder, ["--transport", "http"], env=env) as server:
+        page = httpx.get(f"{server.base}/console/login", timeout=30).text
+        start = httpx.get(f"{server.base}/console/oidc/start", timeout=30)
+    assert "Sign in with your organisation" not in page and start.status_code == 404
+    assert "VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored" in server.stderr()

@@ -274,6 +274,8 @@ def build_http_app(
         if jwt
         else None
     )
+    if jwt is None and app.settings.console_oidc_client_id.strip():
+        _log.warning("VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored: VMWARE_PILOT_OAUTH_ISSUER is not set")
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
     return _Guard(starlette, hosts, origins)
 
