@@ -17,9 +17,8 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, install
 from tests.console.conftest import make_pilot_home, run
 from tests.transports.oidc_provider import Person, Provider, free_port, new_key
 from tests.transports.server_proc import PilotProcess, start_server
@@ -228,23 +227,9 @@ def _sign_in_at_provider(page: Any, base: str, login: str, path: str) -> None:
     page.wait_for_url(f"{base}{path}")
 
 
-@pytest.fixture
-def own_browser() -> Iterator[Browser]:
-    """Chromium for this test only: Playwright's sync API holds the thread's event loop while it
-    runs, which the async tests after this module need back."""
-    install()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 def test_in_the_browser_a_second_person_signs_in_at_the_provider_and_approves(
-    own_browser: Browser, pilot: PilotProcess, provider: Provider
+    browser: Browser, pilot: PilotProcess, provider: Provider
 ) -> None:
-    browser = own_browser
     workflow_id = run(_at_gate(pilot, provider))
     gate_path = f"/console/workflows/{workflow_id}/gate"
     context = browser.new_context(viewport={"width": 1100, "height": 900})
