@@ -90,6 +90,17 @@ def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> N
     assert invoke("workflows", "--state", "sleeping").exit_code == 2
 
 
+def test_workflows_pages_with_offset_and_names_the_next_page(pilot: PilotApp) -> None:
+    ids = [str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"]) for _ in range(5)]
+    newest = ids[::-1]
+    first = json.loads(invoke("workflows", "--limit", "2", "--json").stdout)
+    assert [w["id"] for w in first["workflows"]] == newest[:2] and first["next_offset"] == 2
+    last = json.loads(invoke("workflows", "--limit", "2", "--offset", "4", "--json").stdout)
+    assert [w["id"] for w in last["workflows"]] == newest[4:] and last["next_offset"] is None
+    assert "--offset 2" in invoke("workflows", "--limit", "2").stdout
+    assert invoke("workflows", "--limit", "501").exit_code == 2
+
+
 def test_status_shows_steps_gate_message_gates_and_audit(pilot: PilotApp) -> None:
     wid = at_gate(pilot)
     shown = invoke("status", wid)

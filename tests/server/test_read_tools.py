@@ -111,7 +111,9 @@ async def test_status_diff_report_tracks_handed_out_and_reported_steps(client: C
 
 async def test_list_workflows_lists_builtins_with_step_counts(client: Client) -> None:
     out = await client.ok("list_workflows")
-    assert list(out) == ["templates", "active_workflows"]
+    # 2.4.0's two keys first and unchanged; the paging keys are additive.
+    assert list(out) == ["templates", "active_workflows", "active_total", "next_offset"]
+    assert out["active_workflows"] == [] and out["active_total"] == 0 and out["next_offset"] is None
     builtins = [t for t in out["templates"] if t["type"] == "builtin"]
     assert [t["name"] for t in builtins] == BUILTINS
     assert all(t["description"] for t in builtins)
@@ -132,9 +134,24 @@ async def test_list_workflows_active_newest_first_and_paged(client: Client) -> N
     assert page["templates"] == (await client.ok("list_workflows"))["templates"]
 
 
-async def test_list_workflows_rejects_a_zero_limit(client: Client) -> None:
+async def test_list_workflows_without_limit_answers_the_50_most_recent_and_pages_on(client: Client) -> None:
+    ids = [await client.incident() for _ in range(53)][::-1]
+    first = await client.ok("list_workflows")
+    assert [w["id"] for w in first["active_workflows"]] == ids[:50]
+    assert (first["active_total"], first["next_offset"]) == (53, 50)
+    rest = await client.ok("list_workflows", offset=first["next_offset"])
+    assert [w["id"] for w in rest["active_workflows"]] == ids[50:]
+    assert (rest["active_total"], rest["next_offset"]) == (53, None)
+    exact = await client.ok("list_workflows", limit=53)
+    assert len(exact["active_workflows"]) == 53 and exact["next_offset"] is None
+
+
+async def test_list_workflows_rejects_a_limit_outside_1_to_500(client: Client) -> None:
     result = await client.session.call_tool("list_workflows", {"limit": 0})
     assert result.isError is True
+    result = await client.session.call_tool("list_workflows", {"limit": 501})
+    assert result.isError is True
+    assert not (await client.session.call_tool("list_workflows", {"limit": 500})).isError
     result = await client.session.call_tool("list_workflows", {"offset": -1})
     assert result.isError is True
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import copy
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -189,3 +191,46 @@ def test_load_renames_old_tool_names_in_stored_steps(store: SqlStore) -> None:
     store.save(wf)
     loaded = store.load(wf.id)
     assert (loaded.steps[0].tool, loaded.steps[0].rollback_tool) == ("power_on_vm", "power_off_vm")
+
+
+def test_active_count_is_maintained_by_every_write_and_matches_a_scan(store: SqlStore) -> None:
+    made = [_at(i, S.PENDING, store) for i in range(5)]
+    _at(9, S.COMPLETED, store)
+    assert store.count_active() == 5
+    fire(made[0], Event.CANCEL)
+    store.save(made[0])
+    made[1].params["touched"] = True  # a save that keeps the workflow active leaves the count
+    store.save(made[1])
+    assert store.count_active() == 4 == len(store.list_active())
+
+
+def test_active_count_stays_exact_under_concurrent_writers(settings: Settings, store: SqlStore) -> None:
+    """Several stores (as several processes would) race to cancel the same workflows and create
+    new ones; a stale writer is refused, so each workflow leaves the count exactly once."""
+    shared = [_at(i, S.PENDING, store) for i in range(30)]
+    writers = [open_store(settings) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def work(mine: SqlStore, n: int) -> None:
+        try:
+            for i, original in enumerate(shared):
+                wf = mine.load(original.id)
+                if wf.state is S.PENDING:
+                    fire(wf, Event.CANCEL)
+                    with contextlib.suppress(ConcurrencyConflict):
+                        mine.save(wf)
+                if i % 3 == n % 3:
+                    mine.create(Workflow.new("t", S.PENDING))
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w, n)) for n, w in enumerate(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in writers:
+        w.close()
+    assert errors == []
+    created = sum(1 for n in range(4) for i in range(30) if i % 3 == n % 3)
+    assert store.count_active() == len(store.list_active()) == created

@@ -30,6 +30,7 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
 
@@ -98,16 +99,22 @@ def workflows(
     state: Annotated[
         list[WorkflowState] | None, typer.Option("--state", "-s", help="Only this state (repeatable).")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="Most workflows shown, newest first.")] = 50,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_PAGE, help=f"Page size, newest first (at most {MAX_PAGE}).")
+    ] = DEFAULT_PAGE,
+    offset: Annotated[int, typer.Option(min=0, help="Workflows to skip before the page.")] = 0,
     json_output: JsonOption = False,
 ) -> None:
-    """List workflows, newest first."""
+    """List workflows, newest first, one page at a time (--offset pages on)."""
 
     def fetch(app: PilotApp) -> dict[str, Any]:
-        rows = app.store.list_all(limit, 0, state or None)
-        return {"workflows": rows, "count": len(rows)}
+        # One row more than the page tells whether another page follows, without counting the table.
+        rows = app.store.list_all(limit + 1, offset, state or None)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return {"workflows": page, "count": len(page), "next_offset": offset + limit if more else None}
 
-    _read(json_output, fetch, lambda r: views.workflows_table(r["workflows"]))
+    _read(json_output, fetch, lambda r: views.workflows_table(r["workflows"], r["next_offset"]))
 
 
 def status(

@@ -63,7 +63,8 @@ def _state(state: str) -> Text:
     return _t(state, _STATE_STYLE.get(state, ""))
 
 
-def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
+def workflows_table(rows: Sequence[Mapping[str, Any]], next_offset: int | None = None) -> RenderableType:
+    """The page of workflows; a last line names the command for the next page when there is one."""
     if not rows:
         return Text("No workflows.", style="dim")
     table = _table("id", "type", "state", "updated", keep=("id", "state", "updated"))
@@ -74,7 +75,9 @@ def workflows_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
             _state(str(row["state"])),
             _t(str(row["updated_at"])[:16].replace("T", " ")),
         )
-    return table
+    if next_offset is None:
+        return table
+    return Group(table, Text(f"More: vmware-pilot workflows --offset {next_offset}", style="dim"))
 
 
 def templates_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:

@@ -15,6 +15,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
 from vmware_pilot.engine import gates, policy
 from vmware_pilot.engine.approval import precheck
 from vmware_pilot.engine.authoring import Authoring
@@ -242,17 +243,27 @@ class PilotService(Authoring, Lifecycle):
         return out
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
-        if limit is not None and limit < 1:
-            raise InvalidInput("limit must be at least 1", field="limit", hint="Omit limit to list all.")
+        """Templates and one page of active workflows, newest first: ``limit`` of them (default
+        ``DEFAULT_PAGE``, at most ``MAX_PAGE``) from ``offset``. ``active_total`` is the number
+        active; ``next_offset`` the offset of the next page, or None after the last."""
+        if limit is not None and not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(
+                f"limit must be between 1 and {MAX_PAGE}, got {limit}",
+                field="limit",
+                hint=f"Omit limit for the {DEFAULT_PAGE} most recent; page further with offset "
+                "(next_offset in the answer).",
+            )
         if offset < 0:
             raise InvalidInput("offset must not be negative", field="offset", hint="Start at offset 0.")
-        out: dict[str, Any] = {
+        size = DEFAULT_PAGE if limit is None else limit
+        page = self.store.list_active(size, offset)
+        total = self.store.count_active()
+        return {
             "templates": self.templates.listing(),
-            "active_workflows": self.store.list_active(limit, offset),
+            "active_workflows": page,
+            "active_total": total,
+            "next_offset": next_offset(offset, size, len(page), total),
         }
-        if limit is not None or offset:
-            out["active_total"] = self.store.count_active()
-        return out
 
     def get_skill_catalog(self) -> dict[str, Any]:
         return self.catalog.payload()

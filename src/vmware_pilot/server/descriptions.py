@@ -209,11 +209,13 @@ _LIST_WORKFLOWS = """\
 
 Call it first to see whether a template fits, then create_workflow_from_template with its name; \
 use create_workflow when none does. Custom templates are YAML files in ~/.vmware/workflows/. \
-limit and offset page active_workflows (newest first); by default all are returned.
+active_workflows is one page, newest first: the 50 most recent unless limit (at most 500) says \
+otherwise; pass next_offset as offset for the next page.
 
 Returns {templates: [{name, type, description, steps, parameters: [{name, type, required, default, \
 description}], example: the create_workflow_from_template call}], active_workflows: [{id, type, state, \
-created_at, updated_at}]}; pass an id to get_workflow_status."""
+created_at, updated_at}], active_total, next_offset (null on the last page)}; pass an id to \
+get_workflow_status."""
 
 _GET_SKILL_CATALOG = """\
 [READ] The skills and tools a workflow step may target, with each tool's risk.

@@ -127,7 +127,11 @@ AcknowledgeUnknownEffects = Annotated[
 Reason = Annotated[str, Field(description="Why the workflow is cancelled; written to its audit log.")]
 Limit = Annotated[
     int | None,
-    Field(ge=1, le=500, description="Page size for active_workflows; null (default) returns them all."),
+    Field(
+        ge=1,
+        le=500,
+        description="Page size for active_workflows, 1 to 500; null (default) returns the 50 most recent.",
+    ),
 ]
 Offset = Annotated[
     int, Field(ge=0, le=2**31 - 1, description="Number of active workflows to skip before the page.")

@@ -210,6 +210,21 @@ def _v6_leases(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v7_active_count(conn: Connection) -> None:
+    """A one-row table holding the number of active workflows (backfilled once), so counting them
+    reads one row instead of the active index; the store keeps it in step in every write."""
+    md = MetaData()
+    counts = Table(
+        "workflow_counts",
+        md,
+        Column("name", String(32), primary_key=True),
+        Column("value", Integer, nullable=False),
+    )
+    md.create_all(conn)
+    active = conn.execute(text("SELECT COUNT(*) FROM workflows WHERE is_active")).scalar_one()
+    conn.execute(counts.insert().values(name="active", value=int(active)))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -217,6 +232,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v4_seal_rows,
     _v5_ledger,
     _v6_leases,
+    _v7_active_count,
 )
 LATEST = len(MIGRATIONS)
 

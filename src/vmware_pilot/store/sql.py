@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, func, select, text
+from sqlalchemy import Connection, Engine, Row, case, func, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -54,7 +54,7 @@ from vmware_pilot.store.engine import (
 )
 from vmware_pilot.store.migrations import migrate
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
-from vmware_pilot.store.tables import audit_events, workflow_ledger, workflows
+from vmware_pilot.store.tables import audit_events, workflow_counts, workflow_ledger, workflows
 
 __all__ = ["SqlStore", "open_store"]
 
@@ -218,6 +218,29 @@ class SqlStore:
         return [int(seq) for seq in conn.execute(insert, rows).scalars()]
 
     @staticmethod
+    def _count_active(conn: Connection, delta: int) -> None:
+        """Move the maintained active count by ``delta`` in the caller's transaction (the row
+        update also orders concurrent writers that change it)."""
+        if delta:
+            conn.execute(
+                workflow_counts.update()
+                .where(workflow_counts.c.name == "active")
+                .values(value=workflow_counts.c.value + delta)
+            )
+
+    @staticmethod
+    def _recount_active(conn: Connection, wf: Workflow) -> None:
+        """Move the maintained active count by what this save changes, read from the stored row in
+        the same statement; a save that then fails its version guard rolls this back with it."""
+        now = 0 if wf.state in TERMINAL_STATES else 1
+        stored = select(case((workflows.c.is_active, 1), else_=0)).where(workflows.c.id == wf.id)
+        conn.execute(
+            workflow_counts.update()
+            .where(workflow_counts.c.name == "active")
+            .values(value=workflow_counts.c.value + now - func.coalesce(stored.scalar_subquery(), now))
+        )
+
+    @staticmethod
     def _committed(wf: Workflow, rows: list[dict[str, Any]], seqs: list[int]) -> None:
         for entry, row, seq in zip(wf.new_events, rows, seqs, strict=True):
             entry.seq, entry.hash, entry.detail = seq, row["hash"], row["detail"]
@@ -240,6 +263,7 @@ class SqlStore:
                 conn.execute(
                     workflow_ledger.insert().values(workflow_id=wf.id, created_at=values["created_at"])
                 )
+                self._count_active(conn, 1 if values["is_active"] else 0)
                 seqs = self._append(conn, rows)
         except IntegrityError as exc:
             raise StoreError(
@@ -259,6 +283,7 @@ class SqlStore:
         with self._tx(write=True) as conn:
             if fence is not None:
                 leases.check_fence(conn, wf.id, fence)
+            self._recount_active(conn, wf)
             rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
         self._committed(wf, rows, seqs)
 
@@ -371,7 +396,8 @@ class SqlStore:
             return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset or None))]
 
     def count_active(self) -> int:
-        query = select(func.count()).select_from(workflows).where(workflows.c.is_active.is_(True))
+        """The number of active workflows: one maintained row, not a scan of the table."""
+        query = select(workflow_counts.c.value).where(workflow_counts.c.name == "active")
         with self._tx(write=False) as conn:
             return int(conn.execute(query).scalar_one())
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
-__all__ = ["audit_events", "leases", "metadata", "schema_meta", "workflow_ledger", "workflows"]
+__all__ = [
+    "audit_events",
+    "leases",
+    "metadata",
+    "schema_meta",
+    "workflow_counts",
+    "workflow_ledger",
+    "workflows",
+]
 
 metadata = MetaData()
 
@@ -64,4 +72,13 @@ leases = Table(
     Column("owner", String(255), nullable=False),
     Column("expires_at", Float, nullable=False),
     Column("fence", BigInteger, nullable=False),
+)
+
+# Maintained counters (one row per name; "active" = workflows whose is_active is true), updated in
+# the transaction of every write that changes them, so a count never scans the workflows table.
+workflow_counts = Table(
+    "workflow_counts",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("value", Integer, nullable=False),
 )
