@@ -2,7 +2,13 @@
 
 import sys
 
-from vmware_pilot.cli.main import app
+from vmware_pilot.cli import stdio
+
+code = stdio.main(sys.argv[1:])
+if code is not None:
+    sys.exit(code)
+
+from vmware_pilot.cli.commands import app  # noqa: E402 - only for the forms stdio.main leaves
 
 
 def main() -> None:

@@ -1,44 +1,53 @@
-"""The `vmware-pilot` command: one typer app; each command group lives in its own module."""
+"""Entry points of `vmware-pilot` and `vmware-pilot-mcp`: route, then import only what runs.
+
+`version` and a plain stdio start (`mcp` with at most ``--transport stdio`` and ``--dispatch``:
+what an MCP client runs for every session) are served without typer or rich (``cli.stdio``);
+every other form goes to the typer app in ``cli.commands``, which owns help and refusals. The
+app is also reachable as ``vmware_pilot.cli.main.app``.
+"""
 
 from __future__ import annotations
 
 import sys
-
-import typer
+from typing import Any
 
 from vmware_pilot import __version__
-from vmware_pilot.cli import audit, catalog, demo, operator, run, serve, tokens
 
-__all__ = ["app", "main", "mcp_main"]
-
-app = typer.Typer(
-    name="vmware-pilot",
-    help="Plan, review, approve, run and roll back multi-step VMware operations.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(audit.app, name="audit")
-app.add_typer(catalog.app, name="catalog")
-app.add_typer(tokens.app, name="token")
-app.command(name="mcp")(serve.mcp)
-app.command(name="demo")(demo.demo)
-for _name in ("workflows", "status", "review", "templates", "approve", "reject", "cancel", "rollback"):
-    app.command(name=_name)(getattr(operator, _name))
-app.command(name="run")(run.run)
+__all__ = ["main", "mcp_main"]  # and `app`, imported on first use (__getattr__)
 
 
-@app.command()
-def version() -> None:
-    """Print the version."""
-    typer.echo(f"vmware-pilot {__version__}")
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from vmware_pilot.cli.commands import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _serve_plain(args: list[str]) -> None:
+    """Serve and exit when ``args`` are a plain stdio start; return otherwise."""
+    from vmware_pilot.cli import stdio
+
+    code = stdio.main(args)
+    if code is not None:
+        sys.exit(code)
 
 
 def main() -> None:
+    args = sys.argv[1:]
+    if args == ["version"]:
+        print(f"vmware-pilot {__version__}")
+        return
+    if args[:1] == ["mcp"]:
+        _serve_plain(args[1:])
+    from vmware_pilot.cli.commands import app
+
     app()
 
 
 def mcp_main() -> None:
     """`vmware-pilot-mcp [options]`: the MCP server on stdio, same options as `vmware-pilot mcp`."""
-    server_only = typer.Typer(add_completion=False)
-    server_only.command()(serve.mcp)  # a single command: its options are the program's own
-    server_only(sys.argv[1:], prog_name="vmware-pilot-mcp")
+    _serve_plain(sys.argv[1:])
+    from vmware_pilot.cli.commands import server_only
+
+    server_only()(sys.argv[1:], prog_name="vmware-pilot-mcp")

@@ -1,61 +1,26 @@
 """`vmware-pilot mcp`: serve the 13 tools to an MCP client over stdio (or HTTPS: cli/network.py).
 
-Settings are read once, the app is built once, the caller is the OS user; the log goes to
-stderr only, because stdout carries the protocol.
+This is the command's full form (options, help, refusals); a plain stdio start skips the command
+line framework and runs ``cli.stdio`` directly, which this command also serves through.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
-from vmware_pilot.cli.terminal import say
-from vmware_pilot.config import Settings, settings_problem
-from vmware_pilot.domain.actor import Actor
-from vmware_pilot.errors import PilotError
-
-if TYPE_CHECKING:
-    from vmware_pilot.app import PilotApp
+from vmware_pilot.cli.stdio import SettingsRefused, configure_logging, load_settings, refuse, serve
 
 __all__ = ["configure_logging", "mcp"]
 
 _TRANSPORTS = ("stdio", "https", "http")
 
 
-def configure_logging(level: str) -> None:
-    """Root logging to stderr at ``level``; refuses an unknown level name."""
-    numeric = logging.getLevelName(level.strip().upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"log level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=numeric,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
-
-
 def _fail(message: str, hint: str, code: int = 2) -> typer.Exit:
-    say(f"vmware-pilot mcp: {message}", err=True)
-    if hint:
-        say(f"  {hint}", err=True)
+    refuse(message, hint)
     return typer.Exit(code)
-
-
-async def _serve(app: PilotApp, actor: Actor) -> None:
-    from vmware_pilot.transports.stdio import serve_stdio
-
-    try:
-        await serve_stdio(app, actor)
-    finally:
-        await app.aclose()
 
 
 def mcp(
@@ -92,30 +57,12 @@ def mcp(
 
     network = http_options(kind, host, port, cert, key, public_name)
     try:
-        settings = Settings()
-        if dispatch:
-            settings = settings.model_copy(update={"dispatch": "stdio"})
-        configure_logging(settings.log_level)
-    except (ValidationError, ValueError) as exc:
-        raise _fail(
-            f"invalid settings: {settings_problem(exc)}", "Fix the VMWARE_PILOT_* environment variables."
-        ) from None
+        settings = load_settings(dispatch)
+    except SettingsRefused as exc:
+        raise _fail(str(exc), "Fix the VMWARE_PILOT_* environment variables.") from None
     if network is not None:
         serve_network(settings, network)
         return
-    from vmware_pilot.app import build_app
-
-    try:
-        app = build_app(settings)
-    except PilotError as exc:
-        raise _fail(exc.message, exc.hint, code=1) from None
-    mode = (
-        "steps run in each skill's own MCP server"
-        if settings.dispatch == "stdio"
-        else "steps handed back to the agent"
-    )
-    logging.getLogger("vmware_pilot").info(
-        "vmware-pilot serving MCP on stdio (home %s, %s)", settings.home_path, mode
-    )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(app, Actor.os_user()))
+    code = serve(settings)
+    if code:
+        raise typer.Exit(code)

@@ -13,14 +13,13 @@ import functools
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from jsonschema import ValidationError
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
+from typing import TYPE_CHECKING, Any
 
 from vmware_pilot.domain.refs import is_ref
 from vmware_pilot.safety.redaction import is_secret_ref
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 __all__ = ["param_problems", "suggest_tools", "tool_signature"]
 
@@ -118,6 +117,10 @@ def _describe(err: ValidationError) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _compiled(schema_json: str) -> Any:
+    # Imported at the first check, not at start-up: most sessions never check params.
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     schema = json.loads(schema_json)
     try:
         cls = validator_for(schema)

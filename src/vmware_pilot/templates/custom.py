@@ -34,7 +34,6 @@ from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref
 from vmware_pilot.templates.steps import IDENTIFIER_KEYS, steps_from_dicts
-from vmware_pilot.templates.yamlsafe import load_yaml
 
 __all__ = [
     "PARAM_TYPES",
@@ -331,6 +330,8 @@ def _read(path: Path) -> Any:
     target = _inside(path)
     if target.stat().st_size > MAX_FILE_BYTES:
         raise ValueError(f"the file is larger than {MAX_FILE_BYTES} bytes")
+    from vmware_pilot.templates.yamlsafe import load_yaml  # YAML only when there is a file to read
+
     return load_yaml(target.read_text(encoding="utf-8"))
 
 

@@ -20,7 +20,6 @@ from vmware_pilot.safety.gate import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import CustomTemplate, load_file, load_folder, name_problem
 from vmware_pilot.templates.discovery import builtin_parameters, custom_parameters, example_call
-from vmware_pilot.templates.saving import restore_template, template_document, write_template
 from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
 
@@ -244,6 +243,9 @@ class TemplateRegistry:
         block raises (the workflow could not be stored), put back what was there before.
 
         The authors are kept: those of the template it replaces, then ``authors``."""
+        # Imported here: writing YAML is needed only when a template is saved, not to serve.
+        from vmware_pilot.templates.saving import restore_template, template_document, write_template
+
         self.validate_template_name(name)
         kept = self._owners(name, caller)
         target = self.templates_dir / f"{name}.yaml"

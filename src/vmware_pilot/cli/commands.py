@@ -1,0 +1,145 @@
+"""The `vmware-pilot` typer app, whose commands are imported only when they are needed.
+
+The commands live in their own modules and are listed in ``COMMANDS`` with their one-line help,
+so `vmware-pilot --help` imports none of them; a command's module is imported when the command
+runs or shows its own help. (``cli.main`` routes the forms that need no typer at all.)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, NamedTuple
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from vmware_pilot import __version__
+
+__all__ = ["COMMANDS", "Lazy", "LazyGroup", "app", "load_command", "server_only", "version"]
+
+
+class Lazy(NamedTuple):
+    """Where a command lives (``cli.<module>.<attr>``: a function, or a typer app for a group)."""
+
+    module: str
+    attr: str
+    summary: str
+    group: bool = False
+
+
+_OPERATOR = {
+    "workflows": "List workflows, newest first, one page at a time (--offset pages on).",
+    "status": "Show a workflow: its steps with status and gate messages, gates, changes and audit tail.",
+    "review": "Review a workflow's plan: findings, summary and verdict.",
+    "templates": "List the built-in and custom templates `vmware-pilot run` can start.",
+    "approve": "Approve the gate a workflow waits at, as yourself, after seeing what it releases.",
+    "reject": "Reject the gate a workflow waits at: the workflow is cancelled, the rejection audited.",
+    "cancel": "Cancel a workflow: shows what stays applied and what is skipped, asks, then cancels.",
+    "rollback": "Roll back what Pilot ran, last first: shows the blast radius, asks, then acts.",
+}
+
+# In the order `--help` lists them; a test checks each summary against its command's own help.
+COMMANDS: dict[str, Lazy] = {
+    "mcp": Lazy(
+        "serve",
+        "mcp",
+        "Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS.",
+    ),
+    "demo": Lazy(
+        "demo",
+        "demo",
+        "Walk a built-in template through the MCP server: review, run, gate, approve, status, "
+        "rollback preview.",
+    ),
+    **{name: Lazy("operator", name, summary) for name, summary in _OPERATOR.items()},
+    "run": Lazy(
+        "run",
+        "run",
+        "Create a workflow and run it here: progress, and each approval gate asked at this terminal.",
+    ),
+    "version": Lazy("commands", "version", "Print the version."),
+    "audit": Lazy("audit", "app", "Verify or export the audit trail.", group=True),
+    "catalog": Lazy(
+        "catalog", "app", "Discover the tools of installed skills and show the skill catalog.", group=True
+    ),
+    "token": Lazy(
+        "tokens", "app", "Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", group=True
+    ),
+}
+
+
+def load_command(name: str) -> Any:
+    """The real command ``name`` (its module imported now): a click command or group."""
+    where = COMMANDS[name]
+    target = importlib.import_module(f"vmware_pilot.cli.{where.module}")
+    obj: Any = getattr(target, where.attr)
+    command: Any
+    if where.group:
+        command = typer.main.get_group(obj)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name=name)(obj)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """A group that imports a command's module only when the command itself is needed.
+
+    While the group's own help is drawn it answers with stand-ins that carry only the summary,
+    which is all the help shows of a command."""
+
+    describing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self.describing:
+            summary = COMMANDS[cmd_name].summary
+            return TyperCommand(cmd_name, help=summary, short_help=summary)
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.describing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.describing = False
+
+
+# The top level's help and usage errors are plain text: drawing them with rich would import
+# rich and markdown-it, several times the cost of the rest of `vmware-pilot --help`. Each
+# command's own help is drawn as before.
+app = typer.Typer(
+    name="vmware-pilot",
+    help="Plan, review, approve, run and roll back multi-step VMware operations.",
+    no_args_is_help=True,
+    add_completion=False,
+    cls=LazyGroup,
+    rich_markup_mode=None,
+)
+
+
+def version() -> None:
+    """Print the version."""
+    print(f"vmware-pilot {__version__}")
+
+
+@app.callback()
+def _root() -> None:
+    """Plan, review, approve, run and roll back multi-step VMware operations."""
+
+
+def server_only() -> typer.Typer:
+    """`vmware-pilot-mcp`: the `mcp` command as a program of its own (its options are the program's)."""
+    from vmware_pilot.cli import serve
+
+    single = typer.Typer(add_completion=False)
+    single.command()(serve.mcp)
+    return single

@@ -1,0 +1,147 @@
+"""`vmware-pilot mcp` on stdio without the command-line framework: settings, logging, serve.
+
+The stdio server is started by an MCP client for every session, so its start-up is on the
+client's clock: this module imports neither typer nor rich, and ``cli.main`` routes the plain
+forms of the command here (see ``stdio_args``). Refusals print a message and a hint on stderr
+and return the exit code; stdout carries only the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
+    from vmware_pilot.config import Settings
+    from vmware_pilot.domain.actor import Actor
+
+__all__ = ["SettingsRefused", "configure_logging", "load_settings", "refuse", "serve", "stdio_args"]
+
+
+class SettingsRefused(Exception):
+    """The environment's settings cannot be used (exit 2)."""
+
+
+def _visible(text: str) -> str:
+    """``text`` with non-printable characters written as escapes (as ``cli.terminal.visible``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def refuse(message: str, hint: str) -> None:
+    print(_visible(f"vmware-pilot mcp: {message}"), file=sys.stderr)
+    if hint:
+        print(_visible(f"  {hint}"), file=sys.stderr)
+
+
+def stdio_args(args: Sequence[str]) -> bool | None:
+    """``--dispatch`` for the arguments of a plain stdio start, or None for anything else.
+
+    Plain means only ``--transport stdio`` (any case, ``=`` form too) and ``--dispatch``: every
+    other form (help, network options, mistakes) goes to the full command line, which owns the
+    help text and the refusals."""
+    dispatch = False
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--dispatch":
+            dispatch = True
+        elif arg.startswith("--transport="):
+            if arg.partition("=")[2].strip().lower() != "stdio":
+                return None
+        elif arg == "--transport" and rest and not rest[0].startswith("-"):
+            if rest.pop(0).strip().lower() != "stdio":
+                return None
+        else:
+            return None
+    return dispatch
+
+
+def configure_logging(level: str) -> None:
+    """Root logging to stderr at ``level``; refuses an unknown level name."""
+    numeric = logging.getLevelName(level.strip().upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"log level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=numeric,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+
+
+def load_settings(dispatch: bool) -> Settings:
+    """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured."""
+    from pydantic import ValidationError
+
+    from vmware_pilot.config import Settings, settings_problem
+
+    try:
+        settings = Settings()
+        if dispatch:
+            settings = settings.model_copy(update={"dispatch": "stdio"})
+        configure_logging(settings.log_level)
+    except (ValidationError, ValueError) as exc:
+        raise SettingsRefused(f"invalid settings: {settings_problem(exc)}") from None
+    return settings
+
+
+async def _serve(app: PilotApp, actor: Actor) -> None:
+    from vmware_pilot.transports.stdio import serve_stdio
+
+    try:
+        await serve_stdio(app, actor)
+    finally:
+        await app.aclose()
+
+
+def serve(settings: Settings) -> int:
+    """Build the app and serve on stdin/stdout until the client closes; the exit code."""
+    from vmware_pilot.app import build_app
+    from vmware_pilot.domain.actor import Actor
+    from vmware_pilot.errors import PilotError
+
+    try:
+        app = build_app(settings)
+    except PilotError as exc:
+        refuse(exc.message, exc.hint)
+        return 1
+    mode = (
+        "steps run in each skill's own MCP server"
+        if settings.dispatch == "stdio"
+        else "steps handed back to the agent"
+    )
+    logging.getLogger("vmware_pilot").info(
+        "vmware-pilot serving MCP on stdio (home %s, %s)", settings.home_path, mode
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(app, Actor.os_user()))
+    return 0
+
+
+def main(args: Sequence[str]) -> int | None:
+    """Serve for a plain stdio start and return the exit code; None when ``args`` are not plain."""
+    dispatch = stdio_args(args)
+    if dispatch is None:
+        return None
+    try:
+        settings = load_settings(dispatch)
+    except SettingsRefused as exc:
+        refuse(str(exc), "Fix the VMWARE_PILOT_* environment variables.")
+        return 2
+    return serve(settings)

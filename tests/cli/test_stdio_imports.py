@@ -1,0 +1,84 @@
+"""What a plain stdio start of the server imports: only what serving needs.
+
+The server runs in a real subprocess through the console entry point, with an import hook that
+records every import statement executed by Pilot's own modules. A real MCP client initializes,
+lists the tools and calls the read tools; then the record must show that no Pilot module imported
+the command-line framework (typer, rich), the HTTP server (uvicorn), YAML or jsonschema, and that
+typer and YAML were not loaded at all (the SDK itself loads neither; it does load uvicorn, rich
+and jsonschema, so for those only Pilot's own imports can be judged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+FORBIDDEN = ("typer", "rich", "uvicorn", "yaml", "jsonschema", "click")
+
+# Runs in the server process: record (importer, module) for every `import` a vmware_pilot module
+# executes, then start the server exactly as the console script does.
+HOOKED_SERVER = """
+import atexit, builtins, json, os, sys
+
+FORBIDDEN = set(json.loads(os.environ["FORBIDDEN"]))
+seen = []
+_import = builtins.__import__
+
+def recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__", "")
+    if level == 0 and name.split(".")[0] in FORBIDDEN and importer.startswith("vmware_pilot"):
+        seen.append([importer, name])
+    return _import(name, globals, locals, fromlist, level)
+
+builtins.__import__ = recording_import
+
+def report():
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & FORBIDDEN)
+    with open(os.environ["IMPORT_REPORT"], "w") as fh:
+        json.dump({"imported_by_pilot": seen, "loaded": loaded}, fh)
+
+atexit.register(report)
+sys.argv = ["vmware-pilot", "mcp"]
+from vmware_pilot.cli.main import main
+main()
+"""
+
+
+async def test_plain_stdio_server_imports_no_cli_http_yaml_or_jsonschema(tmp_path: Path) -> None:
+    report = tmp_path / "imports.json"
+    env = {**os.environ, "IMPORT_REPORT": str(report), "FORBIDDEN": json.dumps(FORBIDDEN)}
+    params = StdioServerParameters(command=sys.executable, args=["-c", HOOKED_SERVER], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        assert init.serverInfo.name == "vmware-pilot"
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert {"list_workflows", "get_workflow_status"} <= tools
+        listed = await session.call_tool("list_workflows", {})
+        assert not listed.isError
+        missing = await session.call_tool("get_workflow_status", {"workflow_id": "wf-none"})
+        assert missing.isError  # a real answer from the store, not a crash
+        assert not (await session.call_tool("get_skill_catalog", {})).isError
+    found = json.loads(report.read_text())
+    assert found["imported_by_pilot"] == []
+    assert "typer" not in found["loaded"] and "yaml" not in found["loaded"]
+
+
+def test_the_hook_sees_a_pilot_module_importing_typer(tmp_path: Path) -> None:
+    """The recorder itself works: the full command line (typer) is caught when it is used."""
+    import subprocess
+
+    report = tmp_path / "imports.json"
+    script = HOOKED_SERVER.replace('["vmware-pilot", "mcp"]', '["vmware-pilot", "mcp", "--help"]')
+    env = {**os.environ, "IMPORT_REPORT": str(report), "FORBIDDEN": json.dumps(FORBIDDEN)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(report.read_text())
+    assert ["vmware_pilot.cli.commands", "typer"] in found["imported_by_pilot"]
+    assert "typer" in found["loaded"]
