@@ -1,16 +1,22 @@
-"""Benchmark the MCP server over real stdio: tool latency with many workflows stored, and start-up.
+"""Benchmark the MCP server over real stdio: tool latency, memory and lists with many workflows stored.
 
-    .venv/bin/python bench/server.py [--workflows 1000] [--samples 200] [--starts 5]
+    .venv/bin/python bench/server.py [--workflows 10000] [--samples 200] [--starts 5] [--large 100000]
 
-Starts `vmware-pilot mcp` as a subprocess (throw-away pilot home), stores --workflows workflows
-through the tools, then times get_workflow_status, create_workflow and run_workflow calls and the
-time from process start to a completed `initialize`. Prints p50/p95 in milliseconds.
+Starts `vmware-pilot mcp` as a subprocess (throw-away pilot home) and:
+1. stores 100 workflows through the tools, lists them, and reads the server's RSS; then stores up
+   to --workflows, lists again and reads the RSS again (target: at most 1.2x the RSS at 100);
+2. times get_workflow_status, create_workflow and run_workflow calls (p50/p95 in ms);
+3. times process start to a completed `initialize` (--starts);
+4. with --large N (0 skips): a new home with N workflows written straight into its database
+   (as bench/store.py does), a new server, and `list_workflows()` without arguments: p50, the
+   answer's size and the server's RSS before and after (targets: < 20 ms, < 64 KiB, < 20 MiB).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -19,6 +25,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from mcp.types import TextContent
+
+from store import populate
+from vmware_pilot.config import Settings
+from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
 
 INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU", "target": "lab"}
@@ -50,20 +61,50 @@ async def _timed(samples: int, call: Callable[[int], Awaitable[object]]) -> list
     return out
 
 
-async def _latency(home: Path, workflows: int, samples: int) -> dict[str, list[float]]:
+def server_rss_mib() -> float:
+    """Resident memory of this process's `vmware-pilot mcp` child (read from /proc)."""
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me and "vmware-pilot" in cmdline and " mcp" in cmdline:
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    raise SystemExit("the server process was not found under /proc")
+
+
+async def _store(client: PilotClient, ids: list[str], upto: int) -> None:
+    t0 = time.perf_counter()
+    before = len(ids)
+    while len(ids) < upto:
+        created = await _ok(
+            client,
+            "create_workflow_from_template",
+            {"workflow_type": "incident_response", "params": INCIDENT},
+        )
+        ids.append(str(created["workflow_id"]))
+    print(
+        f"stored {upto - before} workflows through the tools in {time.perf_counter() - t0:.1f} s", flush=True
+    )
+
+
+async def _latency(
+    home: Path, workflows: int, samples: int, memory: dict[str, float]
+) -> dict[str, list[float]]:
     command, args = server_command()
     env = {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_LOG_LEVEL": "WARNING"}
     async with connect_stdio(command, args, env=env) as client:
-        ids = []
-        t0 = time.perf_counter()
-        for _ in range(workflows):
-            created = await _ok(
-                client,
-                "create_workflow_from_template",
-                {"workflow_type": "incident_response", "params": INCIDENT},
-            )
-            ids.append(str(created["workflow_id"]))
-        print(f"stored {workflows} workflows through the tools in {time.perf_counter() - t0:.1f} s")
+        ids: list[str] = []
+        for size in (100, workflows):
+            await _store(client, ids, size)
+            await _ok(client, "list_workflows", {})
+            memory[f"{size:,}"] = server_rss_mib()
         # Fresh workflows to run (created untimed), so every timed run does the same work.
         to_run = [
             str(
@@ -110,18 +151,49 @@ async def _startups(home: Path, starts: int) -> list[float]:
     return out
 
 
+async def _large_list(home: Path, size: int) -> dict[str, float]:
+    t0 = time.perf_counter()
+    store = open_store(Settings(home=home))
+    populate(store, 0, size)
+    store.close()
+    print(f"wrote {size:,} workflows into a new store in {time.perf_counter() - t0:.1f} s", flush=True)
+    command, args = server_command()
+    env = {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_LOG_LEVEL": "WARNING"}
+    async with connect_stdio(command, args, env=env) as client:
+        await _ok(client, "get_skill_catalog", {})  # the first call builds the app
+        before = server_rss_mib()
+        times = []
+        for _ in range(30):
+            start = time.perf_counter()
+            result = await client.session.call_tool("list_workflows", {})
+            times.append((time.perf_counter() - start) * 1000)
+        size_bytes = sum(len(b.text.encode()) for b in result.content if isinstance(b, TextContent))
+        after = server_rss_mib()
+        total = (result.structuredContent or {}).get("active_total")
+    return {
+        "p50": statistics.median(times),
+        "kib": size_bytes / 1024,
+        "rss_before": before,
+        "rss_after": after,
+        "active_total": float(total or 0),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workflows", type=int, default=1000)
+    parser.add_argument("--workflows", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--large", type=int, default=100_000, help="workflows for the large list (0 skips)")
     opts = parser.parse_args()
+    memory: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="vmware-pilot-bench-") as tmp:
         home = Path(tmp) / "pilot"
-        latency = asyncio.run(_latency(home, opts.workflows, opts.samples))
+        latency = asyncio.run(_latency(home, opts.workflows, opts.samples, memory))
         startups = asyncio.run(_startups(home, opts.starts))
+        large = asyncio.run(_large_list(Path(tmp) / "large", opts.large)) if opts.large else None
     print(f"vmware-pilot MCP over stdio, {opts.workflows} workflows stored, {opts.samples} calls per tool")
     print(f"{'tool':<22}{'p50 ms':>10}{'p95 ms':>10}")
     for tool, values in latency.items():
@@ -133,6 +205,18 @@ def main() -> None:
         f"start-up to initialize: median {statistics.median(startups):.0f} ms over {opts.starts} starts "
         f"(min {min(startups):.0f}, max {max(startups):.0f})"
     )
+    small, big = memory["100"], memory[f"{opts.workflows:,}"]
+    print(
+        f"server RSS after creating and listing: {small:.1f} MiB at 100, {big:.1f} MiB at "
+        f"{opts.workflows:,} ({big / small:.2f}x; target <= 1.2x)"
+    )
+    if large is not None:
+        print(
+            f"list_workflows() with {opts.large:,} stored ({large['active_total']:,.0f} active): "
+            f"p50 {large['p50']:.2f} ms (target < 20), answer {large['kib']:.1f} KiB (target < 64), "
+            f"server RSS {large['rss_before']:.1f} -> {large['rss_after']:.1f} MiB "
+            f"(+{large['rss_after'] - large['rss_before']:.1f}; target < 20)"
+        )
 
 
 if __name__ == "__main__":

@@ -54,18 +54,75 @@ async def test_one_session_is_reused_across_calls(dispatcher: StdioDispatcher) -
     assert dispatcher.open_sessions() == {"aiops": 1}
 
 
-@pytest.mark.slow  # several server processes
-async def test_concurrent_calls_use_separate_sessions_in_parallel(tmp_path: Path) -> None:
+async def _open(d: StdioDispatcher, skill: str, count: int) -> None:
+    for _ in range(400):
+        if d.open_sessions().get(skill, 0) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} sessions of {skill} never opened: {d.open_sessions()}")
+
+
+async def test_prepared_sessions_run_concurrent_calls_side_by_side(
+    dispatcher: StdioDispatcher, tmp_path: Path
+) -> None:
     # Each call waits inside its skill server until all three are inside: they can only all be
     # met if the dispatcher ran them at the same time (one after another, the first never is).
-    d = StdioDispatcher(options(call_timeout=60.0), env=dict(os.environ))
-    try:
-        args = {"folder": str(tmp_path), "parties": 3}
-        outcomes = await asyncio.gather(*(d.call("aiops", "rendezvous", args) for _ in range(3)))
-    finally:
-        await d.aclose()
+    await dispatcher.prepare({"aiops": 3})
+    await _open(dispatcher, "aiops", 3)
+    args = {"folder": str(tmp_path), "parties": 3}
+    outcomes = await asyncio.gather(*(dispatcher.call("aiops", "rendezvous", args) for _ in range(3)))
     assert [o.payload["met"] for o in outcomes] == [True, True, True]
     assert len({o.payload["pid"] for o in outcomes}) == 3
+    assert dispatcher.started == 3
+
+
+async def test_on_a_cold_pool_calls_take_the_first_ready_session_and_more_start_behind(
+    dispatcher: StdioDispatcher,
+) -> None:
+    """No call waits for a server of its own: the first server takes the calls one after another
+    while another starts in the background and joins the pool."""
+    outcomes = await asyncio.gather(*(dispatcher.call("aiops", "echo", {"value": str(i)}) for i in range(3)))
+    assert [o.payload["value"] for o in outcomes] == ["0", "1", "2"]
+    assert len({o.payload["pid"] for o in outcomes}) == 1
+    await _open(dispatcher, "aiops", 2)
+    assert dispatcher.open_sessions() == {"aiops": 2}
+
+
+async def test_prepare_never_opens_more_than_the_pool_size() -> None:
+    d = StdioDispatcher(options(pool_size=2), env=dict(os.environ))
+    try:
+        await d.prepare({"aiops": 5})
+        await _open(d, "aiops", 2)
+        await asyncio.sleep(0.5)
+        assert d.open_sessions() == {"aiops": 2} and d.started == 2
+    finally:
+        await d.aclose()
+
+
+def _fake_skills_running() -> list[int]:
+    """Pids of this test process's fake skill servers still alive."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if parent == str(os.getpid()) and FAKE.name.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_closing_while_sessions_start_leaves_no_server_behind() -> None:
+    d = StdioDispatcher(options(), env=dict(os.environ))
+    await d.prepare({"aiops": 2})
+    await _open(d, "aiops", 1)  # one open, the next one starting
+    await d.aclose()
+    assert _fake_skills_running() == []
+    # Closed, it still serves: a later call starts afresh.
+    again = await d.call("aiops", "echo", {"value": "again"})
+    assert again.kind is OutcomeKind.SUCCEEDED
+    await d.aclose()
 
 
 @pytest.mark.slow  # several server processes

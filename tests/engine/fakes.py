@@ -7,7 +7,7 @@ test needs a precise outcome (a failure after a success, an unknown effect) at a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,11 @@ class ScriptedDispatcher:
     def step_calls(self) -> list[tuple[str, str, dict[str, Any]]]:
         """The calls that ran steps or undos: ``calls`` without the gate inspection's reads."""
         return [c for c in self.calls if (c[0], c[1]) not in INSPECTION_READS]
+
+    prepared: list[dict[str, int]] = field(default_factory=list)
+
+    async def prepare(self, demand: Mapping[str, int]) -> None:
+        self.prepared.append(dict(demand))
 
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         return list(self.preflight_problems)

@@ -217,6 +217,24 @@ async def test_parallel_group_of_reads_runs_concurrently(
     assert [s["status"] for s in out["steps"]] == ["success"] * 4
 
 
+async def test_a_run_asks_for_the_sessions_its_parallel_groups_need_before_the_gate(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    other = {"action": "vms", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+    steps = [
+        READ,
+        *({**READ, "action": f"r{i}", "group_id": "g1"} for i in range(3)),
+        {**other, "group_id": "g2"},
+        {**READ, "action": "r9", "group_id": "g2"},
+        GATE,
+        *({**other, "action": f"v{i}", "group_id": "g3"} for i in range(4)),
+    ]
+    wid = create(dapp, actor, steps)
+    await dapp.service.run_workflow(actor, wid)
+    # Asked once, at the start of the run, before any step ran; the group after the gate is not.
+    assert dispatcher.prepared == [{"monitor": 3, "aiops": 1}]
+
+
 async def test_racing_approvals_run_exactly_once(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vmware_pilot.app import PilotApp
     from vmware_pilot.config import Settings
     from vmware_pilot.domain.actor import Actor
+    from vmware_pilot.ondemand import AppOnDemand
 
 __all__ = ["SettingsRefused", "configure_logging", "load_settings", "refuse", "serve", "stdio_args"]
 
@@ -101,7 +101,7 @@ def load_settings(dispatch: bool) -> Settings:
     return settings
 
 
-async def _serve(app: PilotApp, actor: Actor) -> None:
+async def _serve(app: AppOnDemand, actor: Actor) -> None:
     from vmware_pilot.transports.stdio import serve_stdio
 
     try:
@@ -111,16 +111,13 @@ async def _serve(app: PilotApp, actor: Actor) -> None:
 
 
 def serve(settings: Settings) -> int:
-    """Build the app and serve on stdin/stdout until the client closes; the exit code."""
-    from vmware_pilot.app import build_app
-    from vmware_pilot.domain.actor import Actor
-    from vmware_pilot.errors import PilotError
+    """Serve on stdin/stdout until the client closes; the exit code.
 
-    try:
-        app = build_app(settings)
-    except PilotError as exc:
-        refuse(exc.message, exc.hint)
-        return 1
+    The app (store, engine, catalog, templates) is built by the first tool call, not before
+    `initialize`: a store that cannot be opened is reported in that call's answer, with its hint."""
+    from vmware_pilot.domain.actor import Actor
+    from vmware_pilot.ondemand import AppOnDemand
+
     mode = (
         "steps run in each skill's own MCP server"
         if settings.dispatch == "stdio"
@@ -130,7 +127,7 @@ def serve(settings: Settings) -> int:
         "vmware-pilot serving MCP on stdio (home %s, %s)", settings.home_path, mode
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(app, Actor.os_user()))
+        asyncio.run(_serve(AppOnDemand(settings), Actor.os_user()))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -35,6 +35,11 @@ class Dispatcher(Protocol):
 
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         """Problems that would stop any of ``steps`` from starting; empty when all can start."""
+        ...
+
+    async def prepare(self, demand: Mapping[str, int]) -> None:
+        """Open sessions ahead, in the background (returns at once): ``demand`` maps a skill to how
+        many calls a coming parallel group will make to it at once."""
         ...
 
     async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:

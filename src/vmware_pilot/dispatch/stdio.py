@@ -1,10 +1,16 @@
 """StdioDispatcher: runs each step's tool in its skill's own MCP server, over pooled sessions.
 
-Per skill, up to ``pool_size`` long-lived sessions are started on first use and reused across
-steps and workflows (several at once only when steps of a parallel group run together). A dead
-session is replaced on the next call (and a call that finds its reused server gone before the
-request was sent is retried once on a new one), an idle one is closed after ``idle_seconds``,
-all are closed at shutdown. ``per_call=True`` starts a fresh server for every call instead (isolation).
+Per skill, up to ``pool_size`` long-lived sessions are reused across steps and workflows. A call
+takes an idle session at once when there is one; otherwise it waits for the first session that
+becomes free, whether another call releases it or a new one finishes starting. New sessions are
+started in the background, one at a time per skill (a server's start-up is CPU-bound, so starts
+side by side would delay the first), while calls are waiting or while ``prepare`` asked for more
+ahead of a parallel group. So a parallel group on a cold pool is never slower than its steps in
+sequence, and on a warm pool its members run side by side.
+
+A dead session is replaced (and a call that finds its reused server gone before the request was
+sent is retried once on a new one), an idle one is closed after ``idle_seconds``, all are closed
+at shutdown. ``per_call=True`` starts a fresh server for every call instead (isolation).
 """
 
 from __future__ import annotations
@@ -41,8 +47,20 @@ class DispatchOptions:
 
 @dataclass
 class _Pool:
+    """A skill's started sessions (busy or idle) and the bookkeeping of the ones starting."""
+
+    command: SkillCommand
     sessions: list[SkillSession] = field(default_factory=list)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    starting: int = 0
+    waiting: int = 0
+    wanted: int = 0  # sessions asked for ahead (prepare), until that many are open
+    failures: int = 0
+    failure: tuple[str, str] = ("", "")  # the last failed start: message, hint
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def busy(self) -> int:
+        return sum(1 for s in self.sessions if s.busy)
 
 
 class StdioDispatcher:
@@ -76,10 +94,34 @@ class StdioDispatcher:
 
     async def _start(self, command: SkillCommand) -> SkillSession:
         session = SkillSession(command, self.env)
-        await session.start(self.options.start_timeout)
+        try:
+            await session.start(self.options.start_timeout)
+        except asyncio.CancelledError:
+            await session.close()
+            raise
         self.started += 1
         _log.info("started %s (%s)", command.display(), session.server_info)
         return session
+
+    def _pool(self, command: SkillCommand) -> _Pool:
+        pool = self._pools.get(command.skill)
+        if pool is None:
+            pool = self._pools[command.skill] = _Pool(command)
+        return pool
+
+    async def prepare(self, demand: Mapping[str, int]) -> None:
+        """Start sessions in the background so that ``demand[skill]`` calls can run at once later."""
+        if self.options.per_call:
+            return
+        self._ensure_reaper()
+        for skill, count in demand.items():
+            try:
+                pool = self._pool(self._locate(skill))
+            except DispatchRefused:
+                continue  # preflight reports it; the call refuses it
+            async with pool.changed:
+                pool.wanted = max(pool.wanted, min(count, self.options.pool_size))
+                self._grow(pool)
 
     async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
         command = self._locate(skill)
@@ -90,9 +132,9 @@ class StdioDispatcher:
             finally:
                 await session.close()
             return judge(skill, tool, result)
-        pool = self._pools.setdefault(command.skill, _Pool())
+        pool = self._pool(command)
         for attempt in (1, 2):
-            session = await self._acquire(pool, command)
+            session = await self._acquire(pool)
             reused = session.calls > 0
             broken = False
             try:
@@ -122,8 +164,8 @@ class StdioDispatcher:
                 finally:
                     await session.close()
             else:
-                pool = self._pools.setdefault(command.skill, _Pool())
-                session = await self._acquire(pool, command)
+                pool = self._pool(command)
+                session = await self._acquire(pool)
                 broken = False
                 try:
                     schemas = await session.input_schemas(self.options.start_timeout)
@@ -135,9 +177,53 @@ class StdioDispatcher:
             self._schemas[command.skill] = schemas
         return self._schemas[command.skill].get(tool)
 
-    async def _acquire(self, pool: _Pool, command: SkillCommand) -> SkillSession:
+    def _grow(self, pool: _Pool) -> None:
+        """Start one more session if calls (waiting or busy) or ``prepare`` want more than are open
+        or starting, within pool_size; one start at a time. Called holding ``pool.changed``."""
+        if pool.starting:
+            return
+        want = min(max(pool.wanted, pool.busy() + pool.waiting), self.options.pool_size)
+        if len(pool.sessions) >= want:
+            return
+        pool.starting += 1
+        task = asyncio.create_task(self._start_into(pool), name=f"start-{pool.command.skill}")
+        pool.tasks.add(task)
+        task.add_done_callback(pool.tasks.discard)
+
+    async def _start_into(self, pool: _Pool) -> None:
+        try:
+            session = await self._start(pool.command)
+        except Exception as exc:  # the waiting calls report it
+            refused = exc if isinstance(exc, DispatchRefused) else None
+            async with pool.changed:
+                pool.starting -= 1
+                pool.failures += 1
+                pool.wanted = 0
+                pool.failure = (
+                    (refused.message, refused.hint)
+                    if refused is not None
+                    else (f"{pool.command.display()} could not be started ({exc}); nothing was run", "")
+                )
+                pool.changed.notify_all()
+            return
+        except BaseException:
+            async with pool.changed:
+                pool.starting -= 1
+                pool.changed.notify_all()
+            raise
+        async with pool.changed:
+            pool.starting -= 1
+            pool.sessions.append(session)
+            if len(pool.sessions) >= pool.wanted:
+                pool.wanted = 0
+            self._grow(pool)
+            pool.changed.notify_all()
+
+    async def _acquire(self, pool: _Pool) -> SkillSession:
+        """An idle session now, or the first one that becomes free (released or newly started)."""
         self._ensure_reaper()
         async with pool.changed:
+            failures = pool.failures
             while True:
                 for dead in [s for s in pool.sessions if not s.busy and not s.alive]:
                     pool.sessions.remove(dead)
@@ -146,30 +232,22 @@ class StdioDispatcher:
                 if idle is not None:
                     idle.busy = True
                     return idle
-                if len(pool.sessions) < self.options.pool_size:
-                    placeholder = SkillSession(command, self.env)
-                    placeholder.busy = True
-                    pool.sessions.append(placeholder)
-                    break
-                await pool.changed.wait()
-        try:
-            session = await self._start(command)
-        except BaseException:
-            async with pool.changed:
-                pool.sessions.remove(placeholder)
-                pool.changed.notify()
-            raise
-        session.busy = True
-        async with pool.changed:
-            pool.sessions[pool.sessions.index(placeholder)] = session
-        return session
+                if pool.failures != failures and not pool.starting and not pool.busy():
+                    message, hint = pool.failure
+                    raise DispatchRefused(message, hint=hint)
+                pool.waiting += 1
+                try:
+                    self._grow(pool)
+                    await pool.changed.wait()
+                finally:
+                    pool.waiting -= 1
 
     async def _release(self, pool: _Pool, session: SkillSession, broken: bool) -> None:
         async with pool.changed:
             session.busy = False
             if broken and session in pool.sessions:
                 pool.sessions.remove(session)
-            pool.changed.notify()
+            pool.changed.notify_all()
         if broken:
             await session.close()
 
@@ -199,11 +277,19 @@ class StdioDispatcher:
         return {skill: sum(1 for s in p.sessions if s.alive) for skill, p in self._pools.items()}
 
     async def aclose(self) -> None:
+        """Close every session (starting ones too). The dispatcher stays usable: a later call, on
+        this event loop or another, starts afresh."""
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(BaseException):
                 await self._reaper
         for pool in self._pools.values():
+            starting = list(pool.tasks)
+            for task in starting:
+                task.cancel()
+            for task in starting:
+                with contextlib.suppress(BaseException):
+                    await task
             sessions, pool.sessions = pool.sessions, []
             for session in sessions:
                 await session.close()

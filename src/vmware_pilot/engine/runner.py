@@ -317,6 +317,8 @@ class Runner:
                 wf, functools.partial(self._record, index=broken[0], outcome=refused, actor=actor)
             )
             return await self._finish_failed(wf, actor)
+        if self.dispatcher is not None:
+            await self.dispatcher.prepare(self._group_demand(wf))
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
         handback: list[int] = []
@@ -400,6 +402,29 @@ class Runner:
                 break
             batch.append(step.index)
         return batch
+
+    def _group_demand(self, wf: Workflow) -> dict[str, int]:
+        """For each skill, the most calls one parallel group before the next gate makes to it at once:
+        the sessions to open while the earlier steps run."""
+        demand: dict[str, int] = {}
+        i = 0
+        while i < len(wf.steps):
+            step = wf.steps[i]
+            if step.is_gate and step.status is S.PENDING:
+                break
+            if step.status is not S.PENDING or not step.group_id:
+                i += 1
+                continue
+            batch = self._batch(wf, i)
+            if len(batch) > 1:
+                per_skill: dict[str, int] = {}
+                for index in batch:
+                    skill = wf.steps[index].skill
+                    per_skill[skill] = per_skill.get(skill, 0) + 1
+                for skill, count in per_skill.items():
+                    demand[skill] = max(demand.get(skill, 0), count)
+            i = batch[-1] + 1
+        return demand
 
     def _is_read(self, step: Step) -> bool:
         return classify_step(step, self.catalog)[0] == "read"

@@ -8,6 +8,7 @@ last token says the value only describes the secret (``password_count``, ``token
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from itertools import pairwise
@@ -105,8 +106,10 @@ def key_tokens(key: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(key)]
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
-    """True when the value under ``key`` must be masked at rest."""
+    """True when the value under ``key`` must be masked at rest (memoized: every save asks it of
+    the same few keys)."""
     tokens = key_tokens(key)
     if not tokens:
         return False

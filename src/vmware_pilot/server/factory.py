@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
@@ -11,9 +12,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ServerCapabilities
 
 from vmware_pilot import __version__
-from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.model import Workflow
 from vmware_pilot.limits import MAX_REQUEST_BYTES
+from vmware_pilot.ondemand import AppOnDemand
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
@@ -25,6 +27,9 @@ from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, r
 from vmware_pilot.server.tools import build_tools
 from vmware_pilot.server.wire import guard
 
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
+
 __all__ = ["SERVER_NAME", "create_server"]
 
 SERVER_NAME = "vmware-pilot"
@@ -33,16 +38,17 @@ _LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _speak_fully(server: PilotFastMCP, app: PilotApp) -> None:
+def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
     """Resources with subscriptions, prompts, completions, logging and the JSON-RPC edges."""
     lowlevel = server._mcp_server
     refusal = server.read_refusal
-    register_resources(lowlevel, app.service, refusal)
+    service = source.service_proxy()
+    register_resources(lowlevel, service, refusal)
     register_prompts(lowlevel)
-    register_completions(lowlevel, app.service, refusal)
+    register_completions(lowlevel, service, refusal)
     register_logging(lowlevel)
-    hub = SubscriptionHub(VersionPolling(app.store.versions, app.settings.watch_interval))
-    register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(app.store.versions([wid])))
+    hub = SubscriptionHub(VersionPolling(source.versions, source.settings.watch_interval))
+    register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
     guard(lowlevel, on_end=hub.drop)
     declared = lowlevel.get_capabilities
 
@@ -56,8 +62,12 @@ def _speak_fully(server: PilotFastMCP, app: PilotApp) -> None:
     lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
 
 
+def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
+    return source.get().service.store.load(workflow_id)
+
+
 def create_server(
-    app: PilotApp,
+    app: PilotApp | AppOnDemand,
     *,
     actor: Actor | ActorSource,
     role_of: RoleOf | None = None,
@@ -71,23 +81,25 @@ def create_server(
     handled (network). With ``role_of``, tools/list and every call are limited to the caller's role
     (``server.access``). The remaining arguments configure FastMCP's HTTP authentication and
     Host/Origin checks. ``initialize`` reports name ``vmware-pilot`` and the package version.
+    An ``AppOnDemand`` not built yet is built by the first tool call that needs it.
     """
     caller: ActorSource = (lambda: actor) if isinstance(actor, Actor) else actor
-    level = app.settings.log_level.upper()
+    source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
+    level = source.settings.log_level.upper()
     server = PilotFastMCP(
         SERVER_NAME,
-        instructions=instructions(app.dispatcher is not None),
-        tools=build_tools(app.service, caller),
+        instructions=instructions(source.dispatching),
+        tools=build_tools(lambda: source.get().service, caller),
         log_level=cast(_LogLevel, level if level in _LEVELS else "INFO"),
         caller=caller,
         role_of=role_of,
-        load_workflow=app.service.store.load,
+        load_workflow=functools.partial(_load, source),
         token_verifier=token_verifier,
         auth=auth,
         transport_security=transport_security,
         max_request_body_size=MAX_REQUEST_BYTES,
     )
-    _speak_fully(server, app)
+    _speak_fully(server, source)
     set_version(server, __version__)
     if level != "DEBUG":
         # One INFO line per request ("Processing request of type …") is noise in an operator log.

@@ -13,13 +13,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
+from pydantic_core import to_json
 
 __all__ = ["dump_json", "is_error_payload", "to_result"]
 
 
 def dump_json(payload: Mapping[str, Any]) -> str:
     """The wire text: 2-space indent, non-ASCII kept as UTF-8, odd values stringified."""
-    return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    return _indented(_plain(payload))
+
+
+def _plain(payload: Mapping[str, Any]) -> Any:
+    """``payload`` as plain JSON values (odd values stringified), through the C encoder and decoder."""
+    return json.loads(json.dumps(payload, ensure_ascii=False, default=str))
+
+
+def _indented(plain: Any) -> str:
+    # The standard library indents only in pure Python, which costs more than the rest of a
+    # status call; pydantic-core writes the same text in Rust (floats in their shortest form).
+    return to_json(plain, indent=2).decode()
 
 
 def is_error_payload(payload: Mapping[str, Any]) -> bool:
@@ -28,11 +40,10 @@ def is_error_payload(payload: Mapping[str, Any]) -> bool:
 
 
 def to_result(payload: Mapping[str, Any]) -> CallToolResult:
-    """Frame a result dict; the structured object is parsed back from the text so both are identical."""
-    text = dump_json(payload)
-    structured: dict[str, Any] = json.loads(text)
+    """Frame a result dict; the text is written from the structured object, so both are identical."""
+    structured: dict[str, Any] = _plain(payload)
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+        content=[TextContent(type="text", text=_indented(structured))],
         structuredContent=structured,
         isError=is_error_payload(structured),
     )

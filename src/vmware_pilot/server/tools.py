@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.tools import Tool
@@ -18,13 +18,15 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.service import PilotService
 from vmware_pilot.server.descriptions import DESCRIPTIONS
 from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import ServiceCall, call_guarded
 from vmware_pilot.server.results import to_result
 from vmware_pilot.server.runlog import RunReport
 from vmware_pilot.server.wire import current_connection
+
+if TYPE_CHECKING:
+    from vmware_pilot.engine.service import PilotService
 
 __all__ = ["TOOL_NAMES", "build_tools"]
 
@@ -154,10 +156,11 @@ def _closed(tool: Tool) -> Tool:
     )
 
 
-def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]:
-    """The 13 tools bound to ``service``, in the contract's tools/list order.
+def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor]) -> list[Tool]:
+    """The 13 tools bound to ``service()``, in the contract's tools/list order.
 
-    ``actor()`` returns the caller of the request being handled (called once per tool call).
+    ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling:
+    the service may be built by the first call, and ``actor()`` returns the caller of the request.
     """
 
     async def respond(tool: str, call: ServiceCall, workflow_id: str = "") -> CallToolResult:
@@ -171,11 +174,11 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "create_workflow",
-            lambda: service.create_workflow(actor(), name, description, steps, save_as_template),
+            lambda: service().create_workflow(actor(), name, description, steps, save_as_template),
         )
 
     async def design_workflow(goal: Goal, constraints: Constraints = "") -> CallToolResult:
-        return await respond("design_workflow", lambda: service.design_workflow(actor(), goal, constraints))
+        return await respond("design_workflow", lambda: service().design_workflow(actor(), goal, constraints))
 
     async def update_draft(
         workflow_id: WorkflowId,
@@ -185,7 +188,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "update_draft",
-            lambda: service.update_draft(actor(), workflow_id, name, description, steps),
+            lambda: service().update_draft(actor(), workflow_id, name, description, steps),
             workflow_id,
         )
 
@@ -194,7 +197,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "confirm_draft",
-            lambda: service.confirm_draft(actor(), workflow_id, save_as_template),
+            lambda: service().confirm_draft(actor(), workflow_id, save_as_template),
             workflow_id,
         )
 
@@ -203,7 +206,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "create_workflow_from_template",
-            lambda: service.create_workflow_from_template(actor(), workflow_type, params),
+            lambda: service().create_workflow_from_template(actor(), workflow_type, params),
         )
 
     async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> CallToolResult:
@@ -212,7 +215,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
         try:
             return await respond(
                 "run_workflow",
-                lambda: service.run_workflow(actor(), workflow_id, force, progress=progress),
+                lambda: service().run_workflow(actor(), workflow_id, force, progress=progress),
                 workflow_id,
             )
         finally:
@@ -230,7 +233,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
         try:
             return await respond(
                 "approve",
-                lambda: service.approve(
+                lambda: service().approve(
                     actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
                 ),
                 workflow_id,
@@ -245,7 +248,7 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "rollback",
-            lambda: service.rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects),
+            lambda: service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects),
             workflow_id,
         )
 
@@ -257,25 +260,25 @@ def build_tools(service: PilotService, actor: Callable[[], Actor]) -> list[Tool]
     ) -> CallToolResult:
         return await respond(
             "cancel_workflow",
-            lambda: service.cancel_workflow(
+            lambda: service().cancel_workflow(
                 actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
             ),
             workflow_id,
         )
 
     async def review_workflow(workflow_id: WorkflowId) -> CallToolResult:
-        return await respond("review_workflow", lambda: service.review_workflow(workflow_id), workflow_id)
+        return await respond("review_workflow", lambda: service().review_workflow(workflow_id), workflow_id)
 
     async def get_workflow_status(workflow_id: WorkflowId) -> CallToolResult:
         return await respond(
-            "get_workflow_status", lambda: service.get_workflow_status(workflow_id), workflow_id
+            "get_workflow_status", lambda: service().get_workflow_status(workflow_id), workflow_id
         )
 
     async def list_workflows(limit: Limit = None, offset: Offset = 0) -> CallToolResult:
-        return await respond("list_workflows", lambda: service.list_workflows(limit, offset))
+        return await respond("list_workflows", lambda: service().list_workflows(limit, offset))
 
     async def get_skill_catalog() -> CallToolResult:
-        return await respond("get_skill_catalog", service.get_skill_catalog)
+        return await respond("get_skill_catalog", lambda: service().get_skill_catalog())
 
     specs: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (create_workflow, _WRITE),

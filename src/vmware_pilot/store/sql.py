@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, case, func, select, text
+from sqlalchemy import Connection, Engine, Row, bindparam, case, func, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -70,6 +70,41 @@ _SUMMARY = (
 _NEWEST_FIRST = (workflows.c.created_at.desc(), workflows.c.id.desc())
 # What a save wrote: the event rows and their seqs.
 _Written = tuple[list[dict[str, Any]], list[int]]
+# The statements of every load and save, built once: building one costs more than running it.
+_CURRENT = select(workflows.c.version, workflows.c.audit_count, workflows.c.is_active).where(
+    workflows.c.id == bindparam("wid")
+)
+_DOCUMENT = select(workflows.c.document, workflows.c.version).where(workflows.c.id == bindparam("wid"))
+_EVENTS = (
+    select(
+        audit_events.c.seq,
+        audit_events.c.ts,
+        audit_events.c.actor,
+        audit_events.c.action,
+        audit_events.c.detail,
+        audit_events.c.hash,
+    )
+    .where(audit_events.c.workflow_id == bindparam("wid"))
+    .order_by(audit_events.c.seq)
+)
+_LAST_HASH = (
+    select(audit_events.c.hash)
+    .where(audit_events.c.workflow_id == bindparam("wid"))
+    .order_by(audit_events.c.seq.desc())
+    .limit(1)
+)
+_ACTIVE_COUNT = select(workflow_counts.c.value).where(workflow_counts.c.name == "active")
+_MOVE_ACTIVE_COUNT = (
+    workflow_counts.update()
+    .where(workflow_counts.c.name == "active")
+    .values(value=workflow_counts.c.value + bindparam("delta"))
+)
+_INSERT_WORKFLOW = workflows.insert()
+_INSERT_EVENT = audit_events.insert()
+# The version guard also holds where the SELECT before it took no lock.
+_UPDATE_IF_VERSION = workflows.update().where(
+    workflows.c.id == bindparam("b_id"), workflows.c.version == bindparam("b_expected")
+)
 
 
 def _utc(dt: datetime) -> str:
@@ -116,13 +151,7 @@ def _sealed_row(workflow_id: str, values: Any) -> SealedRow:
 
 def _last_hash(conn: Connection, workflow_id: str) -> str:
     """The hash of the workflow's newest audit event (GENESIS when it has none)."""
-    query = (
-        select(audit_events.c.hash)
-        .where(audit_events.c.workflow_id == workflow_id)
-        .order_by(audit_events.c.seq.desc())
-        .limit(1)
-    )
-    return str(conn.execute(query).scalar() or GENESIS)
+    return str(conn.execute(_LAST_HASH, {"wid": workflow_id}).scalar() or GENESIS)
 
 
 def _page(limit: int | None, offset: int) -> None:
@@ -222,11 +251,7 @@ class SqlStore:
         """Move the maintained active count by ``delta`` in the caller's transaction (the row
         update also orders concurrent writers that change it)."""
         if delta:
-            conn.execute(
-                workflow_counts.update()
-                .where(workflow_counts.c.name == "active")
-                .values(value=workflow_counts.c.value + delta)
-            )
+            conn.execute(_MOVE_ACTIVE_COUNT, {"delta": delta})
 
     @staticmethod
     def _recount_active(conn: Connection, wf: Workflow) -> None:
@@ -356,23 +381,10 @@ class SqlStore:
     def load(self, workflow_id: str) -> Workflow:
         """The stored workflow with its audit log (oldest first); tool names renamed to current."""
         with self._tx(write=False) as conn:
-            row = conn.execute(
-                select(workflows.c.document, workflows.c.version).where(workflows.c.id == workflow_id)
-            ).first()
+            row = conn.execute(_DOCUMENT, {"wid": workflow_id}).first()
             if row is None:
                 raise WorkflowNotFound(workflow_id)
-            events = conn.execute(
-                select(
-                    audit_events.c.seq,
-                    audit_events.c.ts,
-                    audit_events.c.actor,
-                    audit_events.c.action,
-                    audit_events.c.detail,
-                    audit_events.c.hash,
-                )
-                .where(audit_events.c.workflow_id == workflow_id)
-                .order_by(audit_events.c.seq)
-            ).all()
+            events = conn.execute(_EVENTS, {"wid": workflow_id}).all()
         log = []
         for ev in events:
             try:
@@ -397,9 +409,8 @@ class SqlStore:
 
     def count_active(self) -> int:
         """The number of active workflows: one maintained row, not a scan of the table."""
-        query = select(workflow_counts.c.value).where(workflow_counts.c.name == "active")
         with self._tx(write=False) as conn:
-            return int(conn.execute(query).scalar_one())
+            return int(conn.execute(_ACTIVE_COUNT).scalar_one())
 
     def list_all(
         self,

@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from json.decoder import WHITESPACE  # type: ignore[attr-defined]
-from typing import Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import anyio
 import anyio.to_thread
@@ -24,12 +24,15 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import excerpt
 from vmware_pilot.limits import MAX_REQUEST_BYTES
+from vmware_pilot.ondemand import AppOnDemand
 from vmware_pilot.server import create_server
 from vmware_pilot.server.sdk import run_on_streams
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
 
 __all__ = ["INVALID_REQUEST", "PARSE_ERROR", "answer_line", "leading_id", "serve_stdio", "stdio_loop"]
 
@@ -211,12 +214,17 @@ async def stdio_loop(
         await run(read_receive, write_send)
 
 
-async def serve_stdio(app: PilotApp, actor: Actor) -> None:
-    """Serve until the client closes stdin, then let runs still going finish; the caller closes ``app``."""
-    server = create_server(app, actor=actor)
+async def serve_stdio(app: PilotApp | AppOnDemand, actor: Actor) -> None:
+    """Serve until the client closes stdin, then let runs still going finish; the caller closes ``app``.
+
+    An ``AppOnDemand`` is built by the first tool call, so `initialize` waits for none of it."""
+    source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
+    server = create_server(source, actor=actor)
     try:
         await stdio_loop(
             lambda read, write: run_on_streams(server, read, write), sys.stdin.buffer, sys.stdout.buffer
         )
     finally:
-        await app.service.drain()
+        built = source.built
+        if built is not None:
+            await built.service.drain()

@@ -1,0 +1,77 @@
+"""AppOnDemand: the app built at its first use, so a server answers `initialize` at the SDK's pace.
+
+An MCP client starts the stdio server for every session and waits for `initialize`; the store
+(SQLAlchemy), the engine, the catalog and the templates are needed only by the first tool call.
+``get`` builds the app once (thread-safe: writing tools run in worker threads); a build that fails
+(e.g. the store cannot be opened) raises that ``PilotError`` to the call, which reports it with its
+hint, and the next call tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import PilotApp
+    from vmware_pilot.config import Settings
+    from vmware_pilot.engine.service import PilotService
+
+__all__ = ["AppOnDemand"]
+
+
+class AppOnDemand:
+    def __init__(self, settings: Settings, app: PilotApp | None = None) -> None:
+        self.settings = settings
+        self._app = app
+        self._lock = threading.Lock()
+
+    @classmethod
+    def ready(cls, app: PilotApp) -> AppOnDemand:
+        """An already built app."""
+        return cls(app.settings, app)
+
+    @property
+    def built(self) -> PilotApp | None:
+        return self._app
+
+    @property
+    def dispatching(self) -> bool:
+        """Whether steps run in the skills' own servers (known before the app is built)."""
+        if self._app is not None:
+            return self._app.dispatcher is not None
+        return self.settings.dispatch == "stdio"
+
+    def get(self) -> PilotApp:
+        app = self._app
+        if app is None:
+            with self._lock:
+                app = self._app
+                if app is None:
+                    from vmware_pilot.app import build_app
+
+                    app = self._app = build_app(self.settings)
+        return app
+
+    def versions(self, workflow_ids: Collection[str]) -> dict[str, int]:
+        """The stored versions of these workflows (the store opened if it is not yet)."""
+        return self.get().store.versions(workflow_ids)
+
+    def service_proxy(self) -> PilotService:
+        """A stand-in for the app's service that builds the app at its first use."""
+        return cast("PilotService", _ServiceProxy(self))
+
+    async def aclose(self) -> None:
+        if self._app is not None:
+            await self._app.aclose()
+
+
+class _ServiceProxy:
+    """Forwards every attribute to the service of the app ``source`` builds on first use."""
+
+    def __init__(self, source: AppOnDemand) -> None:
+        self._source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source.get().service, name)
