@@ -76,16 +76,23 @@ async def test_prepared_sessions_run_concurrent_calls_side_by_side(
     assert dispatcher.started == 3
 
 
-async def test_on_a_cold_pool_calls_take_the_first_ready_session_and_more_start_behind(
+async def test_on_a_cold_pool_quick_calls_share_the_first_server_and_start_no_other(
     dispatcher: StdioDispatcher,
 ) -> None:
-    """No call waits for a server of its own: the first server takes the calls one after another
-    while another starts in the background and joins the pool."""
+    """No call waits for a server of its own, and none is started for a queue shorter than a start."""
     outcomes = await asyncio.gather(*(dispatcher.call("aiops", "echo", {"value": str(i)}) for i in range(3)))
     assert [o.payload["value"] for o in outcomes] == ["0", "1", "2"]
     assert len({o.payload["pid"] for o in outcomes}) == 1
-    await _open(dispatcher, "aiops", 2)
-    assert dispatcher.open_sessions() == {"aiops": 2}
+    await asyncio.sleep(0.5)
+    assert dispatcher.started == 1 and dispatcher.open_sessions() == {"aiops": 1}
+
+
+async def test_a_queue_longer_than_a_start_opens_another_server_behind_the_first(
+    dispatcher: StdioDispatcher,
+) -> None:
+    outcomes = await asyncio.gather(*(dispatcher.call("aiops", "slow", {"seconds": 3}) for _ in range(3)))
+    assert all(o.kind is OutcomeKind.SUCCEEDED for o in outcomes)
+    assert dispatcher.started == 2
 
 
 async def test_prepare_never_opens_more_than_the_pool_size() -> None:

@@ -2,11 +2,12 @@
 
 Per skill, up to ``pool_size`` long-lived sessions are reused across steps and workflows. A call
 takes an idle session at once when there is one; otherwise it waits for the first session that
-becomes free, whether another call releases it or a new one finishes starting. New sessions are
-started in the background, one at a time per skill (a server's start-up is CPU-bound, so starts
-side by side would delay the first), while calls are waiting or while ``prepare`` asked for more
-ahead of a parallel group. So a parallel group on a cold pool is never slower than its steps in
-sequence, and on a warm pool its members run side by side.
+becomes free, whether another call releases it or a new one finishes starting. New sessions start
+in the background, one at a time per skill: the first when a call needs it; more while calls
+wait only when the queue would outlast a server's start-up (starting a server is CPU-bound and
+slows the calls in flight); and those ``prepare`` asked for, ahead of a parallel group, while no
+call waits. So a parallel group on a cold pool is no slower than its steps in sequence, and on a
+warm pool its members run side by side.
 
 A dead session is replaced (and a call that finds its reused server gone before the request was
 sent is retried once on a new one), an idle one is closed after ``idle_seconds``, all are closed
@@ -58,9 +59,23 @@ class _Pool:
     failures: int = 0
     failure: tuple[str, str] = ("", "")  # the last failed start: message, hint
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    start_seconds: float | None = None  # how long starting a server took lately (moving average)
+    call_seconds: float | None = None  # how long a call took lately (moving average)
 
     def busy(self) -> int:
         return sum(1 for s in self.sessions if s.busy)
+
+    def worth_starting(self) -> bool:
+        """Whether one more server, started now, would take a waiting call sooner than the open
+        ones get through the queue: the queue's time must exceed a server's start-up time."""
+        if self.start_seconds is None or self.call_seconds is None:
+            return False
+        queue = self.waiting * self.call_seconds / max(1, len(self.sessions))
+        return queue > self.start_seconds
+
+
+def _average(previous: float | None, sample: float) -> float:
+    return sample if previous is None else 0.7 * previous + 0.3 * sample
 
 
 class StdioDispatcher:
@@ -137,6 +152,7 @@ class StdioDispatcher:
             session = await self._acquire(pool)
             reused = session.calls > 0
             broken = False
+            began = time.monotonic()
             try:
                 result = await session.call(tool, params, self.options.call_timeout)
             except SessionClosed:
@@ -148,7 +164,7 @@ class StdioDispatcher:
                 broken = True  # a stuck or dead server is never reused
                 raise
             finally:
-                await self._release(pool, session, broken)
+                await self._release(pool, session, broken, time.monotonic() - began)
             return judge(skill, tool, result)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -178,12 +194,20 @@ class StdioDispatcher:
         return self._schemas[command.skill].get(tool)
 
     def _grow(self, pool: _Pool) -> None:
-        """Start one more session if calls (waiting or busy) or ``prepare`` want more than are open
-        or starting, within pool_size; one start at a time. Called holding ``pool.changed``."""
-        if pool.starting:
+        """Start one more session, in the background, one at a time, within pool_size: the first one
+        when a call waits or ``prepare`` asked; another while calls wait only when the queue would
+        take longer than a start (a start competes for the CPU with the calls in flight); the ones
+        ``prepare`` asked for while no call waits. Called holding ``pool.changed``."""
+        opened = len(pool.sessions)
+        if pool.starting or opened >= self.options.pool_size:
             return
-        want = min(max(pool.wanted, pool.busy() + pool.waiting), self.options.pool_size)
-        if len(pool.sessions) >= want:
+        if opened == 0:
+            needed = pool.waiting > 0 or pool.wanted > 0
+        elif pool.waiting:
+            needed = pool.worth_starting()
+        else:
+            needed = pool.wanted > opened
+        if not needed:
             return
         pool.starting += 1
         task = asyncio.create_task(self._start_into(pool), name=f"start-{pool.command.skill}")
@@ -191,6 +215,7 @@ class StdioDispatcher:
         task.add_done_callback(pool.tasks.discard)
 
     async def _start_into(self, pool: _Pool) -> None:
+        began = time.monotonic()
         try:
             session = await self._start(pool.command)
         except Exception as exc:  # the waiting calls report it
@@ -213,6 +238,7 @@ class StdioDispatcher:
             raise
         async with pool.changed:
             pool.starting -= 1
+            pool.start_seconds = _average(pool.start_seconds, time.monotonic() - began)
             pool.sessions.append(session)
             if len(pool.sessions) >= pool.wanted:
                 pool.wanted = 0
@@ -242,11 +268,13 @@ class StdioDispatcher:
                 finally:
                     pool.waiting -= 1
 
-    async def _release(self, pool: _Pool, session: SkillSession, broken: bool) -> None:
+    async def _release(self, pool: _Pool, session: SkillSession, broken: bool, took: float) -> None:
         async with pool.changed:
             session.busy = False
+            pool.call_seconds = _average(pool.call_seconds, took)
             if broken and session in pool.sessions:
                 pool.sessions.remove(session)
+            self._grow(pool)
             pool.changed.notify_all()
         if broken:
             await session.close()
