@@ -475,12 +475,17 @@ class Runner:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
-            failed = False
-            for index, outcome in zip(batch, outcomes, strict=True):
-                wf, ok = await self.save(
-                    wf, functools.partial(self._record, index=index, outcome=outcome, actor=actor), fence
-                )
-                failed = failed or not ok
+
+            def record_all(w: Workflow) -> bool:
+                # One save for the whole group: each member's outcome and audit event, in step order.
+                oks = [
+                    self._record(w, index=index, outcome=outcome, actor=actor)
+                    for index, outcome in zip(batch, outcomes, strict=True)
+                ]
+                return all(oks)
+
+            wf, ok = await self.save(wf, record_all, fence)
+            failed = not ok
         except LeaseLost as exc:
             raise StateRefused(
                 f"{exc.message}: its lease expired while the step was in flight, and the step is "
