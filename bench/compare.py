@@ -100,13 +100,18 @@ def _env(home: Path) -> dict[str, str]:
     return {"HOME": str(home), "OPS_HOME": str(home / ".vmware"), **QUIET}
 
 
-async def _startups(subject: Subject, home: Path, starts: int) -> None:
-    times = []
+async def _startups(subjects: list[Subject], homes: dict[str, Path], starts: int) -> None:
+    """Start-ups taken in turns (one of each subject per round), so a busy machine weighs on all alike."""
+    times: dict[str, list[float]] = {s.name: [] for s in subjects}
     for _ in range(starts):
-        started = time.perf_counter()
-        async with connect_stdio(subject.command, subject.args, env=_env(home), errlog=_devnull()):
-            times.append(time.perf_counter() - started)
-    subject.figures["start-up to initialize"] = _ms(times)
+        for subject in subjects:
+            started = time.perf_counter()
+            async with connect_stdio(
+                subject.command, subject.args, env=_env(homes[subject.name]), errlog=_devnull()
+            ):
+                times[subject.name].append(time.perf_counter() - started)
+    for subject in subjects:
+        subject.figures["start-up to initialize"] = _ms(times[subject.name])
 
 
 async def _floor_calls(subject: Subject, home: Path, samples: int) -> None:
@@ -209,15 +214,18 @@ async def _run(opts: argparse.Namespace, scratch: Path) -> None:
     ours = Subject("this project", opts.pilot, ["mcp"])
     old = Subject("2.4.0", str(venv / "bin" / "vmware-pilot-mcp"), [])
     floor = Subject("bare FastMCP", sys.executable, [str(floor_script)])
-    for subject in (ours, old, floor):
-        home = scratch / subject.name.replace(" ", "-")
+    subjects = [ours, old, floor]
+    homes = {s.name: scratch / s.name.replace(" ", "-") for s in subjects}
+    for home in homes.values():
         (home / ".vmware").mkdir(parents=True)
+    print("measuring start-ups, in turns …", flush=True)
+    await _startups(subjects, homes, opts.starts)
+    for subject in subjects:
         print(f"measuring {subject.name} …", flush=True)
-        await _startups(subject, home, opts.starts)
         if subject is floor:
-            await _floor_calls(subject, home, opts.samples)
+            await _floor_calls(subject, homes[subject.name], opts.samples)
         else:
-            await _pilot(subject, home, opts.samples, opts.large)
+            await _pilot(subject, homes[subject.name], opts.samples, opts.large)
     print(
         f"\n{opts.samples} calls per tool; list_workflows without arguments, median of 9; "
         f"start-up median of {opts.starts}"
