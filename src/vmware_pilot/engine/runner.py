@@ -317,8 +317,10 @@ class Runner:
                 wf, functools.partial(self._record, index=broken[0], outcome=refused, actor=actor)
             )
             return await self._finish_failed(wf, actor)
-        if self.dispatcher is not None:
-            await self.dispatcher.prepare(self._group_demand(wf))
+        # Optional for dispatchers: one without it opens sessions when the calls come.
+        prepare = getattr(self.dispatcher, "prepare", None)
+        if prepare is not None:
+            await prepare(self._group_demand(wf))
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
         handback: list[int] = []
