@@ -268,10 +268,15 @@ class StdioDispatcher:
                 finally:
                     pool.waiting -= 1
 
-    async def _release(self, pool: _Pool, session: SkillSession, broken: bool, took: float) -> None:
+    async def _release(
+        self, pool: _Pool, session: SkillSession, broken: bool, took: float | None = None
+    ) -> None:
+        """Give ``session`` back; ``took`` (seconds of a tool call) feeds the pool's call average,
+        None for work that is not a call (listing the tools' schemas)."""
         async with pool.changed:
             session.busy = False
-            pool.call_seconds = _average(pool.call_seconds, took)
+            if took is not None:
+                pool.call_seconds = _average(pool.call_seconds, took)
             if broken and session in pool.sessions:
                 pool.sessions.remove(session)
             self._grow(pool)
