@@ -92,7 +92,9 @@ async def test_a_queue_longer_than_a_start_opens_another_server_behind_the_first
 ) -> None:
     outcomes = await asyncio.gather(*(dispatcher.call("aiops", "slow", {"seconds": 3}) for _ in range(3)))
     assert all(o.kind is OutcomeKind.SUCCEEDED for o in outcomes)
-    assert dispatcher.started == 2
+    # More than the first server took the queue; how many more depends on how long a start took.
+    assert 2 <= dispatcher.started <= 3
+    assert len({o.payload["pid"] for o in outcomes}) >= 2
 
 
 async def test_prepare_never_opens_more_than_the_pool_size() -> None:
