@@ -93,6 +93,9 @@ class Workflow:
     extra: dict[str, Any] = field(default_factory=dict)
     version: int = 0
     new_events: list[AuditEntry] = field(default_factory=list)
+    # Whether the stored row is active, as the store last read or wrote it (None: not known);
+    # lets a save move the maintained active count without reading the row again.
+    stored_active: bool | None = None
 
     @classmethod
     def new(

@@ -110,8 +110,7 @@ def _sqlite_events(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITE_OPTION, False)
-        # Straight to the driver: SQLAlchemy's statement machinery costs more than the BEGIN.
-        conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")  # type: ignore[union-attr]
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def _postgres_options(settings: Settings) -> dict[str, Any]:

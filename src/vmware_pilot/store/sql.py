@@ -253,11 +253,16 @@ class SqlStore:
         if delta:
             conn.execute(_MOVE_ACTIVE_COUNT, {"delta": delta})
 
-    @staticmethod
-    def _recount_active(conn: Connection, wf: Workflow) -> None:
-        """Move the maintained active count by what this save changes, read from the stored row in
-        the same statement; a save that then fails its version guard rolls this back with it."""
+    @classmethod
+    def _recount_active(cls, conn: Connection, wf: Workflow) -> None:
+        """Move the maintained active count by what this save changes. The version guard makes
+        ``wf.stored_active`` (as loaded) the stored value, so most saves cost no statement here;
+        without it the stored row is read in the same statement. A save that then fails its
+        guard rolls this back with it."""
         now = 0 if wf.state in TERMINAL_STATES else 1
+        if wf.stored_active is not None:
+            cls._count_active(conn, now - int(wf.stored_active))
+            return
         stored = select(case((workflows.c.is_active, 1), else_=0)).where(workflows.c.id == wf.id)
         conn.execute(
             workflow_counts.update()
@@ -271,6 +276,7 @@ class SqlStore:
             entry.seq, entry.hash, entry.detail = seq, row["hash"], row["detail"]
         wf.new_events.clear()
         wf.version += 1
+        wf.stored_active = wf.state not in TERMINAL_STATES
 
     def create(self, wf: Workflow) -> None:
         """Insert a new workflow (version 0 → 1) with its pending audit events."""
@@ -398,7 +404,9 @@ class SqlStore:
                     ts=ts, action=ev.action, detail=ev.detail, actor=ev.actor, seq=ev.seq, hash=ev.hash
                 )
             )
-        return codec.decode(workflow_id, row.document, version=row.version, audit_log=log)
+        wf = codec.decode(workflow_id, row.document, version=row.version, audit_log=log)
+        wf.stored_active = wf.state not in TERMINAL_STATES
+        return wf
 
     def list_active(self, limit: int | None = None, offset: int = 0) -> list[WorkflowSummary]:
         """Workflows not completed/failed/cancelled (drafts included), newest created first."""
