@@ -16,6 +16,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 from mcp.types import ResourceUpdatedNotification, ServerNotification
 
+from tests.backends import Database
 from tests.server.conftest import Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -43,8 +44,10 @@ class Updates:
 
 
 @pytest.fixture
-def fast_app(pilot_home: Path) -> Any:
-    app = build_app(Settings(home=pilot_home, watch_interval=0.05))
+def fast_app(pilot_home: Path, database: Database) -> Any:
+    # On PostgreSQL the CLI process of the cross-process test finds the database by the URL the
+    # ``database`` fixture put in the environment: another replica sharing it.
+    app = build_app(Settings(home=pilot_home, database_url=database.settings_url, watch_interval=0.05))
     yield app
     app.close()
 
