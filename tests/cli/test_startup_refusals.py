@@ -5,6 +5,7 @@ Run through the installed ``vmware-pilot`` entry point, as a person or an MCP cl
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.test_stdio import serve
 from vmware_pilot.config import Settings
 from vmware_pilot.store.migrations import LATEST
 from vmware_pilot.store.sql import open_store
@@ -39,10 +41,7 @@ def _pilot(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "command",
-    [pytest.param(["mcp"], marks=pytest.mark.slow, id="mcp"), pytest.param(["workflows"], id="workflows")],
-)
+@pytest.mark.parametrize("command", [pytest.param(["workflows"], id="workflows")])
 def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
     settings: Settings, command: list[str]
 ) -> None:
@@ -60,3 +59,23 @@ def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
     assert len(lines) == 2, bad.stderr  # the refusal and its hint
     assert "schema version 'three'" in lines[0] and "not a number" in lines[0]
     assert "VMWARE_PILOT_DATABASE_URL" in lines[1]
+
+
+@pytest.mark.slow  # a server process
+async def test_the_stdio_server_refuses_tool_calls_on_a_bad_schema_version_and_keeps_serving(
+    settings: Settings,
+) -> None:
+    # The stdio server opens the store at the first tool call (start-up waits for none of it), so
+    # the refusal is that call's answer: one message and a hint, no traceback, and it still serves.
+    open_store(settings).close()
+    _set_schema_version(settings, "three")
+    async with serve(str(PILOT), ["mcp"], settings.home_path) as (client, _name, _version):
+        for _ in range(2):
+            result = await client.session.call_tool("list_workflows", {})
+            assert result.isError
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert "Traceback" not in text
+            payload = json.loads(text)
+            assert "schema version 'three'" in payload["error"] and "not a number" in payload["error"]
+            assert "VMWARE_PILOT_DATABASE_URL" in payload["hint"]
+        assert len((await client.session.list_tools()).tools) == 13
