@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from vmware_pilot.cli.escapes import visible
+
 if TYPE_CHECKING:
     from vmware_pilot.config import Settings
     from vmware_pilot.domain.actor import Actor
@@ -27,26 +29,10 @@ class SettingsRefused(Exception):
     """The environment's settings cannot be used (exit 2)."""
 
 
-def _visible(text: str) -> str:
-    """``text`` with non-printable characters written as escapes (as ``cli.terminal.visible``)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
 def refuse(message: str, hint: str) -> None:
-    print(_visible(f"vmware-pilot mcp: {message}"), file=sys.stderr)
+    print(visible(f"vmware-pilot mcp: {message}"), file=sys.stderr)
     if hint:
-        print(_visible(f"  {hint}"), file=sys.stderr)
+        print(visible(f"  {hint}"), file=sys.stderr)
 
 
 def stdio_args(args: Sequence[str]) -> bool | None:

@@ -20,24 +20,9 @@ import typer
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
 from rich.segment import Segment
 
+from vmware_pilot.cli.escapes import visible
+
 __all__ = ["ask", "console", "json_text", "say", "visible"]
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def visible(text: object, keep: str = "") -> str:
-    """``text`` with every non-printable character (but those in ``keep``) written as its escape."""
-    value = str(text)
-    if value.isprintable():
-        return value
-    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in value)
 
 
 def say(*fields: object, err: bool = False) -> None:
