@@ -1,0 +1,125 @@
+"""The layer order in docs/architecture.md holds in the code: every import between packages goes
+from a row of the Layers table to a row below it that the row names.
+
+Type-only imports count too: a type a lower layer needs from a higher one means the lower layer
+knows about the higher one, which is what the order forbids. Imports inside one package are not
+judged here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE_ROOT = REPO / "src" / "vmware_pilot"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+ROW = re.compile(r"^\| `([\w.]+?)/?` \|[^|]*\| (.*) \|$")
+NAME = re.compile(r"`([\w.]+?)/?`")
+
+
+def documented_layers() -> list[tuple[str, set[str] | None]]:
+    """The Layers table, top to bottom: each unit and the units it may import (None: every unit below)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    table = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows: list[tuple[str, set[str] | None]] = []
+    for line in table.splitlines():
+        match = ROW.match(line.strip())
+        if match is None:
+            continue
+        unit, imports = match.groups()
+        rows.append((unit, None if imports.strip() == "everything below" else set(NAME.findall(imports))))
+    return rows
+
+
+def unit_of(module: str) -> str | None:
+    """The Layers-table unit a dotted module belongs to: its package, or the top-level module's file name."""
+    parts = module.split(".")
+    if parts[0] != "vmware_pilot" or len(parts) < 2:
+        return None
+    head = parts[1]
+    return head if (PACKAGE_ROOT / head).is_dir() else f"{head}.py"
+
+
+def module_name(path: Path) -> tuple[str, str]:
+    """The dotted name of a source file, and the package its relative imports resolve against."""
+    parts = list(path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def imported_modules(path: Path, source: str) -> list[tuple[str, int]]:
+    """Every vmware_pilot module a source file imports, with the line, relative imports resolved."""
+    _, package = module_name(path)
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, node.lineno))
+    return [(name, line) for name, line in found if name.startswith("vmware_pilot.")]
+
+
+def test_the_table_names_every_unit_and_only_units_below_each_row() -> None:
+    rows = documented_layers()
+    units = [unit for unit, _ in rows]
+    on_disk = {p.name for p in PACKAGE_ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    on_disk |= {p.name for p in PACKAGE_ROOT.glob("*.py") if p.name != "__init__.py"}
+    assert sorted(units) == sorted(on_disk), "the Layers table and src/vmware_pilot disagree"
+    for index, (unit, allowed) in enumerate(rows):
+        below = set(units[index + 1 :])
+        assert allowed is None or allowed <= below, (
+            f"row {unit} names a unit that is not below it: {allowed - below}"
+        )
+
+
+def source_files() -> dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8") for path in sorted(PACKAGE_ROOT.rglob("*.py"))}
+
+
+def offending_imports(rows: list[tuple[str, set[str] | None]], files: dict[Path, str]) -> list[str]:
+    units = [unit for unit, _ in rows]
+    allowed_of = {
+        unit: set(units[index + 1 :]) if allowed is None else allowed
+        for index, (unit, allowed) in enumerate(rows)
+    }
+    offences = []
+    for path, source in files.items():
+        here = unit_of(module_name(path)[0])
+        if here is None:
+            continue
+        for target, line in imported_modules(path, source):
+            there = unit_of(target)
+            if there is not None and there != here and there not in allowed_of[here]:
+                offences.append(f"{path.relative_to(REPO)}:{line} imports {target} ({here} -> {there})")
+    return offences
+
+
+def test_no_module_imports_outside_what_its_layer_allows() -> None:
+    offences = offending_imports(documented_layers(), source_files())
+    assert not offences, "imports against docs/architecture.md#layers:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize(
+    ("lower", "higher"), [("domain", "engine"), ("store", "server"), ("safety", "dispatch")]
+)
+def test_an_upward_import_is_caught(lower: str, higher: str) -> None:
+    """The check can fail: a row that may not import a higher one is reported when it does."""
+    rows = documented_layers()
+    units = [unit for unit, _ in rows]
+    assert units.index(higher) < units.index(lower)
+    files = source_files()
+    files[PACKAGE_ROOT / lower / "probe.py"] = f"from vmware_pilot.{higher} import __name__ as _higher\n"
+    offences = offending_imports(rows, files)
+    assert any(f"({lower} -> {higher})" in offence for offence in offences)
