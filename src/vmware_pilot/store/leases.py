@@ -16,7 +16,7 @@ from sqlalchemy import Connection, text
 
 from vmware_pilot.errors import StoreError
 
-__all__ = ["Lease", "LeaseLost", "acquire", "check_fence", "holder", "release", "renew"]
+__all__ = ["Lease", "LeaseLost", "acquire", "check_fence", "db_clock", "holder", "release", "renew"]
 
 
 class LeaseLost(StoreError):
@@ -44,7 +44,7 @@ class Lease:
         return self.remaining <= 0
 
 
-# CLOCK stands for the database's clock (``_now``).
+# CLOCK stands for the database's clock (``db_clock``).
 _ACQUIRE = (
     "INSERT INTO leases (workflow_id, owner, expires_at, fence) VALUES (:id, :owner, CLOCK + :s, 1) "
     "ON CONFLICT (workflow_id) DO UPDATE SET owner = excluded.owner, "
@@ -56,7 +56,7 @@ _RENEW = (
 )
 
 
-def _now(conn: Connection) -> str:
+def db_clock(conn: Connection) -> str:
     """The database's clock in seconds since the epoch, as SQL."""
     if conn.dialect.name == "postgresql":
         return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
@@ -66,14 +66,14 @@ def _now(conn: Connection) -> str:
 def acquire(conn: Connection, workflow_id: str, owner: str, seconds: float) -> int | None:
     """Take the lease (free, expired, or already ``owner``'s) and return its new fence; None
     when another owner holds it unexpired."""
-    query = text(_ACQUIRE.replace("CLOCK", _now(conn)))
+    query = text(_ACQUIRE.replace("CLOCK", db_clock(conn)))
     fence = conn.execute(query, {"id": workflow_id, "owner": owner, "s": seconds}).scalar()
     return None if fence is None else int(fence)
 
 
 def renew(conn: Connection, workflow_id: str, owner: str, fence: int, seconds: float) -> bool:
     """Push the expiry ``seconds`` ahead; False when the lease is no longer (owner, fence)."""
-    query = text(_RENEW.replace("CLOCK", _now(conn)))
+    query = text(_RENEW.replace("CLOCK", db_clock(conn)))
     done = conn.execute(query, {"id": workflow_id, "owner": owner, "fence": fence, "s": seconds})
     return done.rowcount == 1
 
@@ -90,7 +90,7 @@ def release(conn: Connection, workflow_id: str, owner: str, fence: int) -> None:
 
 def holder(conn: Connection, workflow_id: str) -> Lease | None:
     query = "SELECT owner, fence, expires_at - CLOCK AS remaining FROM leases WHERE workflow_id = :id"
-    row = conn.execute(text(query.replace("CLOCK", _now(conn))), {"id": workflow_id}).first()
+    row = conn.execute(text(query.replace("CLOCK", db_clock(conn))), {"id": workflow_id}).first()
     return None if row is None else Lease(str(row.owner), int(row.fence), float(row.remaining))
 
 

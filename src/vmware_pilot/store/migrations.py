@@ -225,6 +225,21 @@ def _v7_active_count(conn: Connection) -> None:
     conn.execute(counts.insert().values(name="active", value=int(active)))
 
 
+def _v8_console_sessions(conn: Connection) -> None:
+    """``console_sessions``: signed-in console sessions by the SHA-256 of their cookie value, with
+    the identity (JSON) and times on the database's clock, so every replica knows them."""
+    md = MetaData()
+    Table(
+        "console_sessions",
+        md,
+        Column("session_hash", String(64), primary_key=True),
+        Column("identity", Text, nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("expires_at", Float, nullable=False, index=True),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -233,6 +248,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v5_ledger,
     _v6_leases,
     _v7_active_count,
+    _v8_console_sessions,
 )
 LATEST = len(MIGRATIONS)
 

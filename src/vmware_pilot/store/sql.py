@@ -32,7 +32,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases
+from vmware_pilot.store import codec, leases, sessions
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -382,6 +382,21 @@ class SqlStore:
         """The workflow's lease as stored (None: never leased)."""
         with self._tx(write=False) as conn:
             return leases.holder(conn, workflow_id)
+
+    # --- console sessions (store/sessions.py) -----------------------------------------------
+    def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:
+        """Store a session for ``seconds``; sessions expired more than ``keep`` seconds ago go."""
+        with self._tx(write=True) as conn:
+            sessions.purge(conn, keep)
+            sessions.open_session(conn, cookie, identity, seconds)
+
+    def find_session(self, cookie: str) -> sessions.SessionRow | None:
+        with self._tx(write=False) as conn:
+            return sessions.find(conn, cookie)
+
+    def close_session(self, cookie: str) -> bool:
+        with self._tx(write=True) as conn:
+            return sessions.close(conn, cookie)
 
     # --- reads ------------------------------------------------------------------------------
     def load(self, workflow_id: str) -> Workflow:

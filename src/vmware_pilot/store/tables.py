@@ -6,6 +6,7 @@ from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, 
 
 __all__ = [
     "audit_events",
+    "console_sessions",
     "leases",
     "metadata",
     "schema_meta",
@@ -81,4 +82,14 @@ workflow_counts = Table(
     metadata,
     Column("name", String(32), primary_key=True),
     Column("value", Integer, nullable=False),
+)
+
+# Console sign-in sessions (store/sessions.py): the cookie value's SHA-256, never the value.
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("session_hash", String(64), primary_key=True),
+    Column("identity", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
 )

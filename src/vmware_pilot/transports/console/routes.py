@@ -67,7 +67,7 @@ class Console:
         self.oidc = oidc
         self.verifier = verifier
         self.role_of = role_of
-        self.sessions = SessionBook(app.settings.console_session_minutes)
+        self.sessions = SessionBook(app.store, app.settings.console_session_minutes)
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))
         self._tasks: set[asyncio.Task[Any]] = set()
 

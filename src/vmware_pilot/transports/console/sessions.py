@@ -1,22 +1,25 @@
 """Console sign-in sessions: a random cookie value stands for a signed-in person until it expires.
 
 The person signs in with a Pilot token (a static token or, with OAuth on, an access token); the
-token is verified once and then forgotten: the session keeps only the caller's identity, its
-CSRF token and its expiry. Sessions live in this process's memory, so a restart signs everyone
-out. Cookie values and CSRF tokens are 256-bit random and compared in constant time.
+token is verified once and then forgotten: the session keeps only the caller's identity and its
+expiry. Sessions live in the database (``store.sessions``), keyed by the SHA-256 of the cookie
+value, so every replica sharing it knows them, a restart signs nobody out, and signing out on
+one replica signs out on all. The cookie value is 256-bit random; the session's CSRF token is
+derived from it (HMAC), so it is never stored either. Secrets are compared in constant time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
-import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
+from vmware_pilot.store.sql import SqlStore
 
 __all__ = ["COOKIE", "LOGIN_COOKIE", "OIDC_COOKIE", "Session", "SessionBook", "same_secret"]
 
@@ -25,11 +28,18 @@ COOKIE: Final = "pilot_console"
 LOGIN_COOKIE: Final = "pilot_console_login"
 # The pre-login cookie of a sign-in at the identity provider: the key of its attempt (oidc.py).
 OIDC_COOKIE: Final = "pilot_console_oidc"
-_MAX_SESSIONS: Final = 10_000
+# How long an expired session's row is kept, so a late request is told it expired.
+KEEP_EXPIRED_SECONDS: Final = 3600.0
+_COOKIE_MAX: Final = 200
 
 
 def same_secret(a: str, b: str) -> bool:
     return bool(a) and bool(b) and hmac.compare_digest(a.encode(), b.encode())
+
+
+def csrf_of(cookie: str) -> str:
+    """The session's CSRF token: bound to its cookie value, unguessable without it."""
+    return hmac.new(cookie.encode(), b"pilot-console-csrf", hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -39,40 +49,45 @@ class Session:
     expires: datetime
 
 
-class SessionBook:
-    """The signed-in sessions of one console (thread-safe; expired ones are dropped when seen)."""
+def _actor_of(identity: dict[str, Any]) -> Actor | None:
+    try:
+        return Actor(
+            name=str(identity["name"]),
+            kind=identity.get("kind", "token"),
+            role=str(identity.get("role", "")),
+            display=str(identity.get("display", "")),
+            groups=tuple(str(g) for g in identity.get("groups") or ()),
+        )
+    except (KeyError, TypeError):
+        return None
 
-    def __init__(self, minutes: float) -> None:
+
+class SessionBook:
+    """The signed-in sessions of the console, kept in ``store``'s database."""
+
+    def __init__(self, store: SqlStore, minutes: float) -> None:
+        self.store = store
         self.lifetime = timedelta(minutes=minutes)
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
 
     def open(self, actor: Actor) -> tuple[str, Session]:
         """A new session for ``actor``: the cookie value and the session."""
         key = secrets.token_urlsafe(32)
-        session = Session(actor, secrets.token_urlsafe(32), utcnow() + self.lifetime)
-        with self._lock:
-            now = utcnow()
-            for old in [k for k, s in self._sessions.items() if s.expires <= now]:
-                del self._sessions[old]
-            if len(self._sessions) >= _MAX_SESSIONS:
-                del self._sessions[min(self._sessions, key=lambda k: self._sessions[k].expires)]
-            self._sessions[key] = session
-        return key, session
+        seconds = self.lifetime.total_seconds()
+        self.store.open_session(key, asdict(actor), seconds, KEEP_EXPIRED_SECONDS)
+        return key, Session(actor, csrf_of(key), utcnow() + self.lifetime)
 
     def get(self, key: str) -> tuple[Session | None, bool]:
         """(the live session for cookie value ``key``, whether it existed but has expired)."""
-        if not key:
+        if not key or len(key) > _COOKIE_MAX:
             return None, False
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                return None, False
-            if session.expires <= utcnow():
-                del self._sessions[key]
-                return None, True
-            return session, False
+        row = self.store.find_session(key)
+        if row is None:
+            return None, False
+        actor = _actor_of(row.identity)
+        if row.expired or actor is None:
+            return None, row.expired
+        return Session(actor, csrf_of(key), utcnow() + timedelta(seconds=row.remaining)), False
 
     def close(self, key: str) -> None:
-        with self._lock:
-            self._sessions.pop(key, None)
+        if key and len(key) <= _COOKIE_MAX:
+            self.store.close_session(key)

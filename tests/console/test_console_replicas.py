@@ -1,0 +1,94 @@
+"""Console sessions across replicas: two `vmware-pilot mcp --transport http` processes sharing one
+database (SQLite file, PostgreSQL) behind an imagined load balancer. A person signed in on one
+is signed in on the other; signing out on either signs out on both; the database holds no
+session cookie value."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.backends import Database
+from tests.console.conftest import make_pilot_home
+from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.transports.console.sessions import COOKIE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def replicas(database: Database, pilot_home: Path) -> Iterator[list[PilotProcess]]:
+    folder = pilot_home.parent  # the SQLite file is where ``database`` looks for it
+    home, tokens = make_pilot_home(folder, {"alice": "admin"})
+    (folder / "alice.token").write_text(tokens["alice"])
+    env = {"VMWARE_PILOT_HOME": str(home)}
+    if database.settings_url:
+        env["VMWARE_PILOT_DATABASE_URL"] = database.settings_url
+    with ExitStack() as stack:
+        yield [stack.enter_context(start_server(folder, ["--transport", "http"], env=env)) for _ in range(2)]
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+def _sign_in(server: PilotProcess, token: str) -> str:
+    with httpx.Client(base_url=server.base) as client:
+        form = client.get("/console/login")
+        answer = client.post(
+            "/console/login", data={"csrf": _csrf(form.text), "token": token}, follow_redirects=False
+        )
+        assert answer.status_code == 303, answer.text
+        return str(answer.cookies[COOKIE])
+
+
+def _page(server: PilotProcess, cookie: str, path: str = "/console/workflows") -> httpx.Response:
+    return httpx.get(server.base + path, cookies={COOKIE: cookie}, follow_redirects=False)
+
+
+def test_a_session_opened_on_one_replica_holds_on_the_other_and_sign_out_ends_it_on_both(
+    replicas: list[PilotProcess], database: Database
+) -> None:
+    one, two = replicas
+    token = (one.log.parent / "alice.token").read_text()
+    cookie = _sign_in(one, token)
+
+    seen = _page(two, cookie)
+    assert seen.status_code == 200 and "token:alice" in seen.text, seen.text[:500]
+    assert _page(one, cookie).status_code == 200
+    stored = database.stored_bytes()
+    assert b"token:alice" in stored or b'"alice"' in stored, "the sessions are not in this database"
+    assert cookie.encode() not in stored, "the cookie value is stored in clear"
+
+    # Sign out on the second replica with the CSRF token its page carries.
+    out = httpx.post(
+        two.base + "/console/logout",
+        data={"csrf": _csrf(seen.text)},
+        cookies={COOKIE: cookie},
+        follow_redirects=False,
+    )
+    assert out.status_code == 303 and out.headers["location"] == "/console/login"
+    for server in (one, two):
+        gone = _page(server, cookie)
+        assert gone.status_code == 303 and gone.headers["location"].startswith("/console/login"), server.base
+
+
+def test_a_csrf_token_from_one_session_is_refused_for_another_on_either_replica(
+    replicas: list[PilotProcess],
+) -> None:
+    one, two = replicas
+    token = (one.log.parent / "alice.token").read_text()
+    first, second = _sign_in(one, token), _sign_in(two, token)
+    stolen = _csrf(_page(one, first).text)
+    forged = httpx.post(
+        two.base + "/console/logout", data={"csrf": stolen}, cookies={COOKIE: second}, follow_redirects=False
+    )
+    assert forged.status_code == 403
+    assert _page(one, second).status_code == 200, "a refused sign-out ended the session"
