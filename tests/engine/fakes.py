@@ -13,10 +13,11 @@ from typing import Any
 
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.model import Step
+from vmware_pilot.engine.targets import READ_TOOLS
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
 # The reads Pilot makes of a gate's targets before showing it (engine.inspection).
-INSPECTION_READS = frozenset({("monitor", "get_vm_info"), ("monitor", "list_vm_snapshots")})
+INSPECTION_READS = READ_TOOLS
 
 Script = Callable[[str, str, dict[str, Any]], StepOutcome]
 

@@ -107,7 +107,8 @@ async def test_the_targets_state_is_read_before_the_gate_and_audited(
     dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
     again = await dapp.service.show_gate(actor, wid)
     changes = again["targets"][0]["changes"]
-    assert any(c.startswith("already powered off") for c in changes)
+    assert any(c.startswith("ALREADY POWERED OFF: VM web-01 on lab is poweredOff already") for c in changes)
+    assert any(c.startswith("CHANGED since the gate was first shown") for c in changes)
     assert any("power_state poweredOn → poweredOff" in c for c in changes)
     assert (
         len(
@@ -123,8 +124,8 @@ async def test_a_failed_read_is_shown_as_failed_and_a_gone_vm_plainly(
     dispatcher.answers["get_vm_info"] = failed("VM not found. Requested: 'web-01'")
     _, view = await at_gate(dapp, actor, [GATE, off()])
     (target,) = view["targets"]
-    assert target["read"] == "failed" and "read FAILED (VM not found" in target["line"]
-    assert any(c.startswith("NOT FOUND") for c in target["changes"])
+    assert target["read"] == "not_found" and target["line"] == "web-01: not found"
+    assert any(c.startswith("NOT FOUND: there is no VM web-01 on lab") for c in target["changes"])
 
 
 async def test_hand_back_mode_says_the_state_is_not_known(app: PilotApp, actor: Actor) -> None:

@@ -38,20 +38,26 @@ _SUMMARY_MAX = 200
 
 
 class TargetState(BaseModel):
-    """One object a released step names, as read just before the gate was shown."""
+    """One object a released step names, as read just before the gate was shown.
+
+    ``summary`` holds the fields its kind shows (engine.targets); a VM's also stand in the
+    top-level fields. ``reference_at`` is when the state it is compared with was read."""
 
     kind: str = "vm"
     name: str
     target: str = ""
-    read: Literal["ok", "failed", "not_read"] = "not_read"
+    read: Literal["ok", "failed", "not_found", "not_read"] = "not_read"
+    summary: dict[str, Any] = Field(default_factory=dict)
     power_state: str = ""
     cpu: int | None = None
     memory_mb: int | None = None
     host: str = ""
     snapshots: list[str] = Field(default_factory=list)
     error: str = ""
-    # Plain sentences: already in the state the step would bring about, gone, changed since last shown.
+    note: str = ""
+    # Plain sentences (engine.drift): already as the step would leave it, renamed, gone, changed.
     changes: list[str] = Field(default_factory=list)
+    reference_at: str = ""
     line: str = ""
 
 

@@ -1,12 +1,15 @@
 """Inspecting a gate before a person is shown it: the targets' state now and the skills' previews.
 
-When Pilot can dispatch, ``inspect_gate`` reads the current state of every VM the released steps
-name (vmware-monitor's ``get_vm_info`` and ``list_vm_snapshots``: power state, CPU and memory,
-host, snapshots) and calls each released write step once as a preview: only a tool whose input
-schema declares ``confirm`` is called, always with ``confirm: false``; any other tool would act,
-so it is not called and the view says there is no preview. A read that fails is recorded as
-failed. The result is stored in ``wf.extra["gate_inspections"]`` (outside the plan digest) and
-an audit event ``gate_inspected`` records what was read, as evidence of what the approver saw.
+When Pilot can dispatch, ``inspect_gate`` reads the current state of every object the released
+steps name, through the companion read tools ``engine.targets`` lists kind by kind (a VM through
+vmware-monitor's ``get_vm_info`` and ``list_vm_snapshots``; hosts, datastores, clusters, networks,
+NSX segments… through theirs), and calls each released write step once as a preview: only a
+tool whose input schema declares ``confirm`` is called, always with ``confirm: false``; any
+other tool would act, so it is not called and the view says there is no preview. A read that
+fails is recorded as failed. Each object's state when the gate was first shown for the current
+plan digest is kept as its reference, and ``engine.drift`` says plainly what differs from it.
+The result is stored in ``wf.extra["gate_inspections"]`` (outside the plan digest) and an audit
+event ``gate_inspected`` records what was read, as evidence of what the approver saw.
 """
 
 from __future__ import annotations
@@ -22,58 +25,36 @@ from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine import gates
+from vmware_pilot.engine.drift import changes
 from vmware_pilot.engine.gateview import summarize_result
+from vmware_pilot.engine.targets import (
+    Named,
+    TargetKind,
+    find_item,
+    kind_of,
+    named_objects,
+    state_line,
+    summary_of,
+)
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.classify import classify_step
 
 if TYPE_CHECKING:
     from vmware_pilot.engine.runner import Runner
 
-__all__ = ["VM_KEYS", "inspect_gate", "state_line"]
+__all__ = ["inspect_gate", "state_line"]
 
-VM_KEYS: Final = ("vm_name",)
 MONITOR: Final = "monitor"
 _PAYLOAD_MAX: Final = 8000
 _AUDIT_MAX: Final = 1500
-# What a tool does to a VM's power state, to say plainly when it would have nothing to do.
-_BRINGS_ABOUT: Final = {
-    "power_off_vm": ("poweredOff", "already powered off"),
-    "shutdown_vm": ("poweredOff", "already powered off"),
-    "power_on_vm": ("poweredOn", "already powered on"),
-    "suspend_vm": ("suspended", "already suspended"),
-}
-_COMPARED: Final = ("power_state", "host", "cpu", "memory_mb", "snapshots")
+_NOT_FOUND: Final = ("not found", "does not exist", "no such")
+# The reference fields kept per object (engine.drift compares them).
+_KEPT: Final = ("read", "summary", "snapshots", "stable_id")
 
 
 def _first_line(text: str) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= 300 else line[:299] + "…"
-
-
-def _named_vms(params: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(vm name, target) pairs a step's resolved params name."""
-    target = params.get("target")
-    where = target if isinstance(target, str) else ""
-    return [(str(params[k]), where) for k in VM_KEYS if isinstance(params.get(k), str) and params[k]]
-
-
-def state_line(t: Mapping[str, Any]) -> str:
-    """``DC0_H0_VM0: poweredOn, 1 vCPU, 32 MB, host DC0_H0, snapshot baseline`` (or why unknown)."""
-    name = t.get("name", "")
-    if t.get("read") == "failed":
-        return f"{name}: read FAILED ({t.get('error', '')})"
-    if t.get("read") != "ok":
-        return f"{name}: state not known"
-    parts = [str(t.get("power_state") or "power state unknown")]
-    if t.get("cpu") is not None:
-        parts.append(f"{t['cpu']} vCPU")
-    if t.get("memory_mb") is not None:
-        parts.append(f"{t['memory_mb']} MB")
-    if t.get("host"):
-        parts.append(f"host {t['host']}")
-    snaps = list(t.get("snapshots") or [])
-    parts.append(f"snapshot{'s' if len(snaps) != 1 else ''} {', '.join(snaps)}" if snaps else "no snapshots")
-    return f"{name}: {', '.join(parts)}"
 
 
 def _snapshot_names(payload: Any) -> list[str]:
@@ -97,54 +78,100 @@ def _snapshot_names(payload: Any) -> list[str]:
     return found
 
 
-async def _read_vm(runner: Runner, name: str, target: str) -> dict[str, Any]:
-    assert runner.dispatcher is not None
-    args = {"vm_name": name, **({"target": target} if target else {})}
-    entry: dict[str, Any] = {"kind": "vm", "name": name, "target": target}
-    try:
-        info = await runner.dispatcher.call(MONITOR, "get_vm_info", args)
-    except PilotError as exc:
-        return {**entry, "read": "failed", "error": _first_line(exc.message)}
-    if not info.ok or not isinstance(info.payload, Mapping):
-        error = info.payload.get("error") if isinstance(info.payload, Mapping) else None
-        return {**entry, "read": "failed", "error": _first_line(str(error or info.message))}
-    data = info.payload
-    entry.update(
-        read="ok",
-        power_state=str(data.get("power_state") or ""),
-        cpu=data.get("cpu") if isinstance(data.get("cpu"), int) else None,
-        memory_mb=data.get("memory_mb") if isinstance(data.get("memory_mb"), int) else None,
-        host=str(data.get("host") or ""),
-    )
-    try:
-        snaps = await runner.dispatcher.call(MONITOR, "list_vm_snapshots", args)
-        entry["snapshots"] = _snapshot_names(snaps.payload) if snaps.ok else []
-        if not snaps.ok:
-            entry["error"] = f"snapshots not read: {_first_line(snaps.message)}"
-    except PilotError as exc:
-        entry["error"] = f"snapshots not read: {_first_line(exc.message)}"
-    return entry
+def _error_of(outcome: StepOutcome) -> str:
+    error = outcome.payload.get("error") if isinstance(outcome.payload, Mapping) else None
+    return _first_line(str(error or outcome.message or "the read failed"))
 
 
-def _changes(
-    entry: dict[str, Any], tools: list[str], earlier: Mapping[str, Any] | None, since: str
-) -> list[str]:
-    out: list[str] = []
-    if entry.get("read") == "failed" and "not found" in str(entry.get("error", "")).lower():
-        out.append("NOT FOUND: the VM is gone or was renamed since the plan was made")
-    for tool in tools:
-        wanted = _BRINGS_ABOUT.get(tool)
-        if wanted and entry.get("power_state") == wanted[0]:
-            out.append(f"{wanted[1]}: {tool} would have nothing to do")
-    if earlier and earlier.get("read") == "ok" and entry.get("read") == "ok":
-        moved = [
-            f"{key} {earlier.get(key)} → {entry.get(key)}"
-            for key in _COMPARED
-            if earlier.get(key) != entry.get(key)
-        ]
-        if moved:
-            out.append(f"changed since it was first shown at {since}: {'; '.join(moved)}")
-    return out
+class _Reader:
+    """The reads of one inspection; a list read serves every object of its kind and target."""
+
+    def __init__(self, runner: Runner) -> None:
+        assert runner.dispatcher is not None
+        self.dispatcher = runner.dispatcher
+        self._lists: dict[tuple[str, str, str], StepOutcome | str] = {}
+
+    async def call(self, skill: str, tool: str, args: dict[str, Any]) -> StepOutcome | str:
+        """The outcome, or the refusal's message when the call could not be made."""
+        try:
+            return await self.dispatcher.call(skill, tool, args)
+        except PilotError as exc:
+            return _first_line(exc.message)
+
+    async def listing(self, row: TargetKind, target: str) -> StepOutcome | str:
+        key = (row.read_skill, row.read_tool, target)
+        if key not in self._lists:
+            args = {"target": target} if target and row.takes_target else {}
+            self._lists[key] = await self.call(row.read_skill, row.read_tool, args)
+        return self._lists[key]
+
+    async def read(self, named: Named) -> dict[str, Any]:
+        row = kind_of(named.kind)
+        entry: dict[str, Any] = {"kind": named.kind, "name": named.name, "target": named.target}
+        where = {"target": named.target} if named.target and row.takes_target else {}
+        if row.locate == "list":
+            answer = await self.listing(row, named.target)
+            if isinstance(answer, str) or not answer.ok:
+                error = answer if isinstance(answer, str) else _error_of(answer)
+                return {**entry, "read": "failed", "error": error}
+            found = find_item(answer.payload, row.key, named.name)
+            if found is None:
+                return {**entry, "read": "failed", "error": f"{row.read_tool} answered without a list"}
+            item, truncated = found
+            if item is None:
+                if truncated:
+                    return {**entry, "read": "failed", "error": f"{row.read_tool} cut its list short"}
+                return {**entry, "read": "not_found"}
+            data: Mapping[str, Any] = item
+        else:
+            answer = await self.call(row.read_skill, row.read_tool, {row.key: named.name, **where})
+            if isinstance(answer, str):
+                return {**entry, "read": "failed", "error": answer}
+            if not answer.ok or not isinstance(answer.payload, Mapping):
+                error = _error_of(answer)
+                # Not found only when the answer names the object: "target 'x' not found" is a failure.
+                gone = named.name in error and any(word in error.lower() for word in _NOT_FOUND)
+                return {**entry, "read": "not_found"} if gone else {**entry, "read": "failed", "error": error}
+            data = answer.payload
+        entry.update(read="ok", summary=summary_of(row, data))
+        if row.stable and data.get(row.stable):
+            entry["stable_id"] = str(data[row.stable])
+        if named.kind == "vm":
+            await self._vm_extras(entry, where)
+        return entry
+
+    async def _vm_extras(self, entry: dict[str, Any], where: dict[str, str]) -> None:
+        summary = entry["summary"]
+        entry.update(
+            power_state=str(summary.get("power_state") or ""),
+            cpu=summary.get("cpu") if isinstance(summary.get("cpu"), int) else None,
+            memory_mb=summary.get("memory_mb") if isinstance(summary.get("memory_mb"), int) else None,
+            host=str(summary.get("host") or ""),
+        )
+        snaps = await self.call(MONITOR, "list_vm_snapshots", {"vm_name": entry["name"], **where})
+        if isinstance(snaps, str) or not snaps.ok:
+            entry["snapshots"] = []
+            entry["error"] = f"snapshots not read: {snaps if isinstance(snaps, str) else _error_of(snaps)}"
+        else:
+            entry["snapshots"] = _snapshot_names(snaps.payload)
+
+    async def renamed_to(self, named: Named, stable_id: str) -> str:
+        """The name the object now has, found by a field that survives a rename ("" if not)."""
+        row = kind_of(named.kind)
+        if not stable_id or not row.stable:
+            return ""
+        where = {"target": named.target} if named.target else {}
+        if named.kind == "vm":
+            answer = await self.call(MONITOR, "list_virtual_machines", {"fields": ["name", "uuid"], **where})
+        elif row.locate == "list":
+            answer = await self.listing(row, named.target)
+        else:
+            return ""
+        if isinstance(answer, str) or not answer.ok:
+            return ""
+        item, _ = find_item(answer.payload, row.stable, stable_id) or (None, False)
+        name = str(item.get(row.key if row.locate == "list" else "name", "")) if item else ""
+        return name if name and name != named.name else ""
 
 
 def _preview_summary(outcome: StepOutcome) -> tuple[str, str, list[str]]:
@@ -206,6 +233,14 @@ async def _preview(runner: Runner, wf: Workflow, step: Step, catalog: Catalog) -
     return {"status": status, "summary": summary, "blockers": blockers, "payload": payload}
 
 
+def _reference(earlier: Mapping[str, Any], digest: str) -> dict[str, Any]:
+    """The objects' reference states kept for the plan as it stands (reset when its digest changed)."""
+    kept = earlier.get("reference")
+    if isinstance(kept, dict) and kept.get("digest") == digest and isinstance(kept.get("targets"), dict):
+        return {"digest": digest, "targets": dict(kept["targets"])}
+    return {"digest": digest, "targets": {}}
+
+
 async def inspect_gate(runner: Runner, wf: Workflow, actor: Actor) -> Workflow:
     """Read the targets of the pending gate's released steps and preview its write steps; store
     the result on the workflow and audit it. Does nothing without a dispatcher or a pending gate."""
@@ -213,11 +248,9 @@ async def inspect_gate(runner: Runner, wf: Workflow, actor: Actor) -> Workflow:
     if runner.dispatcher is None or gate is None:
         return wf
     catalog = runner.catalog
-    earlier = gates.inspection_of(wf, gate.index) or {}
-    first = earlier.get("first") if isinstance(earlier.get("first"), dict) else None
-    baseline = first or ({"at": earlier.get("at"), "targets": earlier.get("targets")} if earlier else None)
+    reference = _reference(gates.inspection_of(wf, gate.index) or {}, gates.plan_digest(wf, gate.index))
     named: dict[str, list[str]] = {}
-    wanted: dict[tuple[str, str], list[str]] = {}
+    wanted: dict[str, tuple[Named, list[str], list[str]]] = {}
     previews: dict[str, dict[str, Any]] = {}
     for step in gates.released_steps(wf, gate.index):
         try:
@@ -228,26 +261,41 @@ async def inspect_gate(runner: Runner, wf: Workflow, actor: Actor) -> Workflow:
                 "summary": f"No preview: its parameters use results not known yet ({_first_line(exc.message)}).",
             }
             continue
-        vms = _named_vms(params) if isinstance(params, Mapping) else []
-        named[str(step.index)] = [name for name, _ in vms]
-        for key in vms:
-            wanted.setdefault(key, []).append(step.tool)
+        objects = named_objects(step.skill, step.tool, params) if isinstance(params, Mapping) else []
+        named[str(step.index)] = [o.name for o in objects]
+        for obj in objects:
+            _, tools, creators = wanted.setdefault(obj.key, (obj, [], []))
+            tools.append(step.tool)
+            if obj.creates:
+                creators.append(step.tool)
         previews[str(step.index)] = await _preview(runner, wf, step, catalog)
-    old = {
-        (str(t.get("name")), str(t.get("target", ""))): t
-        for t in (baseline or {}).get("targets") or []
-        if isinstance(t, dict)
-    }
-    since = str((baseline or {}).get("at", ""))
+    reader = _Reader(runner)
+    now = iso(utcnow())
     targets = []
-    for (name, target), tools in wanted.items():
-        entry = await _read_vm(runner, name, target)
-        entry["changes"] = _changes(entry, tools, old.get((name, target)), since)
+    for obj, tools, creators in wanted.values():
+        entry = await reader.read(obj)
+        base = reference["targets"].get(obj.key)
+        renamed = ""
+        if entry["read"] == "not_found" and isinstance(base, dict) and base.get("stable_id"):
+            renamed = await reader.renamed_to(obj, str(base["stable_id"]))
+        entry["changes"] = changes(entry, tools, creators, base, renamed)
+        if entry["read"] == "not_found" and creators:
+            entry["note"] = f"does not exist yet ({creators[0]} creates it)"
+        if not isinstance(base, dict) or base.get("read") not in ("ok", "not_found"):
+            if entry["read"] in ("ok", "not_found"):
+                kept: dict[str, Any] = {k: entry[k] for k in _KEPT if k in entry}
+                reference["targets"][obj.key] = {"at": now, **kept}
+            base = reference["targets"].get(obj.key)
+        entry["reference_at"] = str((base or {}).get("at", ""))
         entry["line"] = state_line(entry)
         targets.append(entry)
-    now = iso(utcnow())
-    record: dict[str, Any] = {"at": now, "targets": targets, "previews": previews, "named": named}
-    record["first"] = baseline or {"at": now, "targets": targets}
+    record: dict[str, Any] = {
+        "at": now,
+        "targets": targets,
+        "previews": previews,
+        "named": named,
+        "reference": reference,
+    }
     lines = [t["line"] + ("" if not t["changes"] else f" [{'; '.join(t['changes'])}]") for t in targets]
     lines += [f"step {i} preview {p['status']}: {p['summary']}" for i, p in previews.items()]
     detail = f"Gate at step {gate.index}: " + (" | ".join(lines) or "no targets named, nothing to preview")
