@@ -109,6 +109,15 @@ def test_state_lines_say_the_kind_and_its_fields_or_why_the_state_is_not_known()
         "summary": {"connection_state": "connected", "cpu_cores": 8},
     }
     assert state_line(host) == "host esx-1: connected, 8 cores"
+    cluster = {
+        "kind": "cluster",
+        "name": "c",
+        "read": "ok",
+        "summary": {"host_count": 3, "drs_enabled": False},
+    }
+    assert state_line(cluster) == "cluster c: 3 hosts, DRS off"
+    store = {"kind": "datastore", "name": "d", "read": "ok", "summary": {"accessible": False, "vm_count": 1}}
+    assert state_line(store) == "datastore d: NOT accessible, 1 VM"
     assert state_line({"kind": "datastore", "name": "d", "read": "failed", "error": "x"}) == (
         "datastore d: read FAILED (x)"
     )

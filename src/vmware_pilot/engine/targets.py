@@ -293,18 +293,22 @@ _UNITS: Final = {
     "host": "host {}",
     "cpu_cores": "{} cores",
     "memory_gb": "{} GB memory",
-    "vm_count": "{} VMs",
     "free_gb": "{} GB free",
     "total_gb": "of {} GB",
     "host_count": "{} hosts",
     "esxi_version": "ESXi {}",
 }
+_FLAGS: Final = {"drs_enabled": "DRS", "ha_enabled": "HA", "stateful": "stateful", "enabled": "enabled"}
 
 
 def _field(name: str, value: Any) -> str:
+    if name == "accessible" and isinstance(value, bool):
+        return "accessible" if value else "NOT accessible"
     if isinstance(value, bool):
-        label = name.removesuffix("_enabled").replace("_", " ")
-        return f"{label} {'on' if value else 'off'}" if name.endswith("_enabled") else f"{label}: {value}"
+        label = _FLAGS.get(name, name.replace("_", " "))
+        return f"{label} {'on' if value else 'off'}"
+    if name == "vm_count" and isinstance(value, int):
+        return f"{value} VM{'' if value == 1 else 's'}"
     return _UNITS.get(name, "{}").format(value)
 
 

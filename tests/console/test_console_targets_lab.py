@@ -1,0 +1,177 @@
+"""The gate page on the lab's simulator shows the state of every object kind its steps name (hosts,
+datastores, networks beside VMs) and says plainly when a VM changed after the gate was first
+shown: already powered off, renamed, gone. A private simulator, since this test renames and
+deletes VMs; the changes are made through the vSphere API, as another administrator would."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import Team, make_pilot_home, run
+from tests.lab.harness import (
+    COMPANIONS_BIN,
+    SETUP_COMMAND,
+    TARGET,
+    Lab,
+    call_companion,
+    missing_parts,
+    running_lab,
+)
+from tests.transports.server_proc import start_server
+from vmware_pilot.transports.client import connect_http
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+# Run with the companions' Python (it has pyVmomi): rename or destroy one VM of the simulator.
+_VSPHERE = r"""
+import sys
+from pyVim.connect import Disconnect, SmartConnect
+from pyVim.task import WaitForTask
+from pyVmomi import vim
+host, port, user, pwd, action, name, arg = sys.argv[1:8]
+si = SmartConnect(host=host, port=int(port), user=user, pwd=pwd, disableSslCertValidation=True)
+try:
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
+    vm = next(v for v in view.view if v.name == name)
+    if action == "rename":
+        WaitForTask(vm.Rename_Task(arg))
+    else:
+        if vm.runtime.powerState == "poweredOn":
+            WaitForTask(vm.PowerOffVM_Task())
+        WaitForTask(vm.Destroy_Task())
+finally:
+    Disconnect(si)
+"""
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Team]]:
+    """Its own simulator and a dispatching `vmware-pilot mcp --transport http` on it."""
+    missing = missing_parts()
+    if missing:
+        pytest.fail(
+            f"The lab is not built (missing: {', '.join(missing)}). Run `{SETUP_COMMAND}`.", pytrace=False
+        )
+    folder = tmp_path_factory.mktemp("console-targets")
+    with running_lab(folder / "lab") as lab:
+        home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin"})
+        env = {
+            "HOME": str(lab.home),
+            "PATH": lab.env["PATH"],
+            **{k: v for k, v in lab.env.items() if k.endswith("_PASSWORD")},
+            "VMWARE_PILOT_HOME": str(home),
+            "VMWARE_PILOT_DISPATCH": "stdio",
+        }
+        with start_server(folder, ["--transport", "http"], env=env) as server:
+            yield lab, Team(server, tokens, home)
+
+
+def vsphere(lab: Lab, action: str, name: str, arg: str = "-") -> None:
+    sim = lab.simulator
+    args = [sim.host, str(sim.port), sim.username, sim.password, action, name, arg]
+    done = subprocess.run(
+        [str(COMPANIONS_BIN / "python"), "-c", _VSPHERE, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def aiops(tool: str, **params: Any) -> dict[str, Any]:
+    return {
+        "action": tool,
+        "skill": "aiops",
+        "tool": tool,
+        "params": {"target": TARGET, "confirm": True, **params},
+    }
+
+
+def at_gate(team: Team, steps: list[dict[str, Any]]) -> str:
+    async def go() -> str:
+        async with connect_http(team.server.url, team.tokens["bob"]) as client:
+            made = await client.call(
+                "create_workflow", {"name": "targets", "description": "t", "steps": steps}
+            )
+            assert not made.is_error, made.payload
+            wid = str(made.payload["workflow_id"])
+            ran = await client.call("run_workflow", {"workflow_id": wid})
+            assert ran.payload["state"] == "awaiting_approval", ran.payload
+            return wid
+
+    return run(go())
+
+
+@contextmanager
+def console(team: Team) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=team.base, timeout=120, follow_redirects=True) as client:
+        form = client.get("/console/login")
+        found = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert found, form.text[:1000]
+        signed = client.post("/console/login", data={"csrf": found.group(1), "token": team.tokens["alice"]})
+        assert signed.status_code == 200, signed.text[:1000]
+        yield client
+
+
+def gate_text(client: httpx.Client, wid: str) -> str:
+    page = client.get(f"/console/workflows/{wid}/gate")
+    assert page.status_code == 200, page.text[:1000]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.text)).split())
+
+
+def test_the_gate_shows_hosts_datastores_and_networks_beside_their_steps(private: tuple[Lab, Team]) -> None:
+    _, team = private
+    migrate = aiops("migrate_vm", vm_name="DC0_C0_RP0_VM1", to_host="DC0_C0_H1", to_datastore="LocalDS_0")
+    vmk = aiops(
+        "add_host_vmk", host_name="ghost-host", portgroup="DC0_DVPG0", ip="10.0.0.9", netmask="255.0.0.0"
+    )
+    wid = at_gate(team, [GATE, migrate, vmk])
+    with console(team) as client:
+        text = gate_text(client, wid)
+    assert "Now: DC0_C0_RP0_VM1: poweredOn, 1 vCPU, 32 MB" in text
+    assert "Now: host DC0_C0_H1: connected, poweredOn, 2 cores, 4 GB memory" in text
+    assert re.search(
+        r"Now: datastore LocalDS_0: OTHER, [\d.]+ GB free, of [\d.]+ GB, accessible, \d+ VMs?", text
+    ), text
+    assert "Now: network DC0_DVPG0: " in text
+    assert "Now: host ghost-host: not found → add_host_vmk" in text
+    assert "NOT FOUND: there is no host ghost-host on lab" in text
+
+
+def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was_first_shown(
+    private: tuple[Lab, Team],
+) -> None:
+    lab, team = private
+    off = "DC0_H0_VM0", "DC0_H0_VM1", "DC0_C0_RP0_VM0"
+    wid = at_gate(team, [GATE, *(aiops("power_off_vm", vm_name=vm, force=True) for vm in off)])
+    with console(team) as client:
+        first = gate_text(client, wid)
+        assert first.count(": poweredOn,") == 3 and "CHANGED" not in first and "GONE" not in first, first
+        answer = run(
+            call_companion(lab, "aiops", "power_off_vm", {"vm_name": off[0], "force": True, "confirm": True})
+        )
+        assert not answer.is_error, answer.text
+        vsphere(lab, "rename", off[1], "DC0_H0_VM1-renamed")
+        vsphere(lab, "destroy", off[2])
+        text = gate_text(client, wid)
+    assert (
+        "ALREADY POWERED OFF: VM DC0_H0_VM0 on lab is poweredOff already, so power_off_vm would have nothing to do."
+        in text
+    )
+    assert re.search(
+        r"CHANGED since the gate was first shown \([\d: -]+ UTC\): power_state poweredOn → poweredOff", text
+    )
+    assert re.search(
+        r"RENAMED: the VM DC0_H0_VM1 on lab shown at [\d: -]+ UTC is now named DC0_H0_VM1-renamed", text
+    )
+    assert "GONE: VM DC0_C0_RP0_VM0 on lab was there when the gate was first shown" in text
