@@ -67,13 +67,23 @@ def test_a_session_opened_on_one_replica_holds_on_the_other_and_sign_out_ends_it
     assert b"token:alice" in stored or b'"alice"' in stored, "the sessions are not in this database"
     assert cookie.encode() not in stored, "the cookie value is stored in clear"
 
-    # Sign out on the second replica with the CSRF token its page carries.
-    out = httpx.post(
-        two.base + "/console/logout",
-        data={"csrf": _csrf(seen.text)},
-        cookies={COOKIE: cookie},
-        follow_redirects=False,
-    )
+    # Sign out on the second replica with the CSRF token its page carries, while the first
+    # streams live updates to the same person: the stream ends too.
+    with httpx.Client(base_url=one.base, cookies={COOKIE: cookie}, timeout=60) as client:
+        with client.stream("GET", "/console/events") as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("event:")) == "event: changed"
+            out = httpx.post(
+                two.base + "/console/logout",
+                data={"csrf": _csrf(seen.text)},
+                cookies={COOKIE: cookie},
+                follow_redirects=False,
+            )
+            # Bounded: a stream that outlives the session sends a keep-alive every 15 s, forever.
+            after = [
+                line for _, line in zip(range(40), lines, strict=False) if line.startswith(("event", ":"))
+            ]
+            assert "event: signed_out" in after, f"the stream outlived the session: {after}"
     assert out.status_code == 303 and out.headers["location"] == "/console/login"
     for server in (one, two):
         gone = _page(server, cookie)

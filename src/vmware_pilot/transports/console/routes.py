@@ -377,13 +377,18 @@ class Console:
         session, _ = self.session_of(request)
         if session is None:
             return Response("sign in first", 401, media_type="text/plain")
-        return workflow_events(self.app, self._id(request), request)
+        return workflow_events(self.app, self._id(request), request, self._still(request))
 
     async def list_events(self, request: Request) -> Response:
         session, _ = self.session_of(request)
         if session is None:
             return Response("sign in first", 401, media_type="text/plain")
-        return workflows_events(self.app, request)
+        return workflows_events(self.app, request, self._still(request))
+
+    def _still(self, request: Request) -> Callable[[], bool]:
+        """Whether the request's session still holds (asked again by a long event stream)."""
+        cookie = request.cookies.get(COOKIE, "")
+        return lambda: self.sessions.get(cookie)[0] is not None
 
     def asgi(self) -> Starlette:
         wid = "/workflows/{workflow_id:str}"

@@ -33,4 +33,9 @@
     source.close();
     window.location.reload();
   });
+  // The session ended (signed out elsewhere, or expired): stop following, and say so.
+  source.addEventListener("signed_out", function () {
+    source.close();
+    if (live) { live.textContent = "Your session ended: sign in again to follow this page."; }
+  });
 })();
