@@ -7,8 +7,11 @@
     ├── InvalidTransition            (state, event) pair not in the transition table
     ├── StateRefused                 a tool or engine guard refused the workflow's current state
     ├── InvalidInput                 bad arguments: names the field and what to do
+    │   ├── ArgumentError            a tool call refused at the door (unknown tool, limit, schema)
     │   ├── StepValidationError      a step dict is malformed (names step index and field)
     │   └── TemplateParamError       a template parameter is missing, unknown or mistyped
+    ├── AccessRefused                the caller's role does not allow this tool or approval
+    ├── StartupRefused               the settings, or a home, database or file they name, cannot be used
     ├── TemplateError                unknown template, unloadable YAML, name clash
     ├── ApprovalGateRefused          the approval-gate rule refused a plan (carries violations + fix)
     ├── ReviewBlocked                run refused on blocking review findings
@@ -24,8 +27,10 @@
         ├── DispatchRefused          nothing was sent (cannot start, handshake failed, preflight)
         └── EffectUnknown            sent, but the outcome is unknown (timeout, lost connection)
 
-``server/errors.py`` is the one place that turns these into tool payloads: ``error`` (what
-happened), ``hint`` (what to do next) and the ``fields`` a client keys on.
+Every refusal is one of these, raised. ``payload()`` is its body for a client: ``error`` (what
+happened), the ``fields`` a client keys on, then ``hint`` (what to do next).
+``server/errors.refusal_result`` is the one place that turns one into a tool result, and
+``cli/refusals.exit_code`` the one place that turns one into an exit code.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from typing import Any
 
 __all__ = [
     "QUOTE_CHARS",
+    "AccessRefused",
     "ApprovalGateRefused",
+    "ArgumentError",
     "AuditChainBroken",
     "ConcurrencyConflict",
     "CorruptRecord",
@@ -48,6 +55,7 @@ __all__ = [
     "ReviewBlocked",
     "SchemaTooNew",
     "SecretUnavailable",
+    "StartupRefused",
     "StateRefused",
     "StepReferenceError",
     "StepValidationError",
@@ -132,6 +140,19 @@ class InvalidInput(PilotError):
         self.field = field
 
 
+class ArgumentError(InvalidInput):
+    """A tool call refused before it runs: an unknown tool name, arguments over a limit, or
+    arguments the tool's input schema rejects. The payload names the ``field`` right after
+    ``error`` (``name`` for an unknown tool, a path such as ``steps[3].params`` otherwise)."""
+
+    def payload(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.message, "field": self.field}
+        out.update(self.fields)
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
 class StepValidationError(InvalidInput):
     def __init__(self, message: str, *, step_index: int, field: str, hint: str = "") -> None:
         super().__init__(message, field=field, hint=hint, step_index=step_index, field_name=field)
@@ -140,6 +161,15 @@ class StepValidationError(InvalidInput):
 
 class TemplateParamError(InvalidInput):
     pass
+
+
+class AccessRefused(PilotError):
+    """The caller's role does not allow the call (fields: ``role``, and ``tool`` for a tool call)."""
+
+
+class StartupRefused(PilotError):
+    """A command could not start: its settings, or a home, database or file they name, cannot be
+    used. Nothing ran; the fix is in the environment (a usage error for the command line)."""
 
 
 class TemplateError(PilotError):

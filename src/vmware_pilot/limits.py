@@ -5,7 +5,7 @@ Inside a tool call's arguments: at most ``MAX_STEPS`` steps, ``MAX_DEPTH`` level
 objects and arrays, ``MAX_STRING`` characters in any string (object keys included) and
 ``MAX_LIST`` items in any array or members in any object. ``check_arguments`` walks the
 arguments once, iteratively (no recursion however deep the input), and refuses the first value
-over a limit with ``InvalidInput`` naming the field (``steps[3].params.note``) and the limit.
+over a limit with ``ArgumentError`` (an ``InvalidInput``) naming the field (``steps[3].params.note``) and the limit.
 Strings must also be storable text: no NUL character and no lone UTF-16 surrogate (neither can
 be written to the database or encoded as UTF-8). The README's "Limits" section states the same.
 """
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from vmware_pilot.errors import InvalidInput, excerpt
+from vmware_pilot.errors import ArgumentError, excerpt
 
 __all__ = [
     "MAX_DEPTH",
@@ -49,8 +49,8 @@ def _child(path: str, key: object) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _refuse(path: str, what: str, limit: int) -> InvalidInput:
-    return InvalidInput(
+def _refuse(path: str, what: str, limit: int) -> ArgumentError:
+    return ArgumentError(
         f"argument '{path}' is too large: {what} (the limit is {limit})",
         field=path,
         limit=limit,
@@ -58,8 +58,8 @@ def _refuse(path: str, what: str, limit: int) -> InvalidInput:
     )
 
 
-def _unstorable(path: str) -> InvalidInput:
-    return InvalidInput(
+def _unstorable(path: str) -> ArgumentError:
+    return ArgumentError(
         f"argument '{path}' holds a NUL character or a lone UTF-16 surrogate, which cannot be stored",
         field=path,
         hint="Send text as valid Unicode without NUL characters (escape or drop them).",
@@ -67,7 +67,7 @@ def _unstorable(path: str) -> InvalidInput:
 
 
 def check_arguments(arguments: Mapping[str, Any]) -> None:
-    """Raise ``InvalidInput`` for the first value in ``arguments`` that is over a limit.
+    """Raise ``ArgumentError`` for the first value in ``arguments`` that is over a limit.
 
     Depth counts containers: a top-level string argument is at depth 0, the step list at 1, a
     step at 2, its ``params`` at 3. Values other than str, list and dict are not limited here.

@@ -14,7 +14,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.errors import PilotError, StateRefused
+from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -167,8 +167,14 @@ async def test_preflight_problems_refuse_before_anything_runs(
 ) -> None:
     dispatcher.preflight_problems = ["step 0: vmware-monitor-mcp is not installed"]
     wid = create(dapp, actor, [READ])
-    out = await dapp.service.run_workflow(actor, wid)
-    assert out["error"].startswith("Nothing was run")
+    with pytest.raises(DispatchRefused) as raised:  # a refusal is raised, like every other one
+        await dapp.service.run_workflow(actor, wid)
+    assert raised.value.message.startswith("Nothing was run")
+    assert raised.value.payload() == {
+        "error": raised.value.message,
+        "workflow_id": wid,
+        "state": "pending",
+    }
     assert dispatcher.step_calls == []
     assert dapp.service.get_workflow_status(wid)["state"] == "pending"
 

@@ -92,7 +92,7 @@ async def approve_gate(
     if so_far + 1 >= required:
         refusal = await runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
         if refusal is not None:
-            return refusal
+            raise refusal
         runner.refuse_handback(wf, actor, start=gate_index + 1)
 
     def change(w: Workflow) -> bool:

@@ -273,30 +273,29 @@ class Runner:
         )
         return wf, self.result(wf, actor, Outcome.FAILED, error=error)
 
-    async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> dict[str, Any] | None:
-        """With a dispatcher: refuse before changing anything (docs/contract.md#dispatch-refusals)."""
+    async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> DispatchRefused | None:
+        """With a dispatcher: the refusal to raise before changing anything, or None
+        (docs/contract.md#dispatch-refusals)."""
         if self.dispatcher is None:
             return None
         handed = [s.ref() for s in wf.steps if s.status is S.NOT_EXECUTED and s.index not in exclude]
         if handed:
-            return {
-                "error": (
-                    "Refusing to run: these steps were handed out earlier by a Pilot without --dispatch "
-                    "and may already have been performed. Cancel this workflow, check the target "
-                    "system, and create a new workflow."
-                ),
-                "workflow_id": wf.id,
-                "state": wf.state.value,
-                "handed_out": handed,
-            }
+            return DispatchRefused(
+                "Refusing to run: these steps were handed out earlier by a Pilot without --dispatch "
+                "and may already have been performed. Cancel this workflow, check the target "
+                "system, and create a new workflow.",
+                workflow_id=wf.id,
+                state=wf.state.value,
+                handed_out=handed,
+            )
         todo = [s for s in wf.steps if s.status is S.PENDING and not s.is_gate]
         problems = await self.dispatcher.preflight(todo)
         if problems:
-            return {
-                "error": "Nothing was run — these steps could not be started: " + " | ".join(problems),
-                "workflow_id": wf.id,
-                "state": wf.state.value,
-            }
+            return DispatchRefused(
+                "Nothing was run — these steps could not be started: " + " | ".join(problems),
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
         return None
 
     async def run_until_checkpoint(

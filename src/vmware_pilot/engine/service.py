@@ -139,7 +139,7 @@ class PilotService(Authoring, Lifecycle):
                 return crashed[1]
             refusal = await self.runner.dispatch_refusal(wf)
             if refusal is not None:
-                return refusal
+                raise refusal
             return await self.runner.run_until_checkpoint(wf, actor, progress)
 
     async def approve(

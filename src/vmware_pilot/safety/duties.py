@@ -1,7 +1,8 @@
 """Roles and separation of duties over the network: which tools a caller may use, who may approve.
 
 Pure rules, no I/O. Built-in roles are ``admin`` (every tool, approves any workflow) and
-``reader`` (the four read tools only, never approves). Custom roles come from the roles file.
+``reader`` (the read tools only, never approves): which tools each may call is the tool table's
+(``vmware_pilot.tooltable``). Custom roles come from the roles file.
 ``approve: others`` is the four-eyes rule: nobody approves a workflow they created or edited.
 """
 
@@ -14,6 +15,7 @@ from typing import Literal
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.tooltable import READ_TOOLS
 
 __all__ = [
     "ADMIN",
@@ -36,10 +38,6 @@ APPROVE_RULES: tuple[ApproveRule, ...] = ("any", "others", "none")
 # Token and role names: what a person types, safe in a file line, a log and a header.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 _NAME = re.compile(rf"^{NAME_PATTERN}$")
-
-READ_TOOLS: frozenset[str] = frozenset(
-    {"review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"}
-)
 
 
 def is_valid_name(name: str) -> bool:

@@ -4,11 +4,16 @@
 OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
 tools the caller's role allows, and a call outside the role, or an approval the role forbids
 (``approve: none``, or ``approve: others`` on a workflow the caller created or edited), is
-refused with an error payload before the tool runs. Without a role lookup (stdio) every tool is available.
+refused (``AccessRefused``) before the tool runs. Without a role lookup (stdio) every tool is
+available.
 
-Calls never wait for each other, except quick writes to one existing workflow (``QUEUED_TOOLS``),
-which take turns per workflow so many callers editing one draft never conflict. Runs, approvals
-and rollbacks are kept one-at-a-time per workflow by the service itself.
+Every refusal of a call, whoever raises it (the door in ``server.arguments``, the role check here,
+the engine), is a ``PilotError`` that ``call_tool`` turns into a result in one place
+(``server.errors.refusal_result``); a tool's own result is framed by ``server.errors.result_of``.
+
+Calls never wait for each other, except quick writes to one existing workflow (the tool table's
+``queued`` tools), which take turns per workflow so many callers editing one draft never conflict.
+Runs, approvals and rollbacks are kept one-at-a-time per workflow by the service itself.
 """
 
 from __future__ import annotations
@@ -21,19 +26,20 @@ from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from mcp.types import CallToolResult, ContentBlock
+from mcp.types import ContentBlock
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
-from vmware_pilot.server.arguments import limit_refusal, schema_refusal, unknown_tool_refusal
-from vmware_pilot.server.bounds import bound_refusal, long_strings
-from vmware_pilot.server.results import to_result
+from vmware_pilot.server import sdk
+from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_tool_refusal
+from vmware_pilot.server.errors import refusal_result, result_of, unexpected_failure
+from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
-__all__ = ["QUEUED_TOOLS", "ActorSource", "PilotFastMCP", "RoleOf"]
+__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -42,8 +48,6 @@ ActorSource = Callable[[], Actor]
 RoleOf = Callable[[Actor], Role]
 """The caller's role, looked up on every call; raises ``PilotError`` when it cannot be used."""
 LoadWorkflow = Callable[[str], Workflow]
-
-QUEUED_TOOLS = frozenset({"update_draft", "confirm_draft", "cancel_workflow"})
 
 _APPROVE_HINT = (
     "Have someone whose role allows approving (approve: any, or approve: others for a workflow "
@@ -96,7 +100,7 @@ class PilotFastMCP(FastMCP[Any]):
         reason = tool_refusal(role, tool)
         if reason is None:
             return None
-        return PilotError(
+        return AccessRefused(
             f"{reason}.",
             hint=f"Ask an administrator for a role that includes {tool} (`vmware-pilot token set-role "
             f"{actor.name} ROLE`).",
@@ -117,42 +121,38 @@ class PilotFastMCP(FastMCP[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any]
     ) -> Sequence[ContentBlock] | dict[str, Any]:
-        result = await self._call(name, arguments)
-        # Refusals (a truthy ``error``) are kept small. A run, approval or rollback that ended
-        # with an error and an ``outcome`` is a result: only the inputs it quotes are cut.
-        payload = result.structuredContent if isinstance(result, CallToolResult) else None
-        if payload and payload.get("error"):
-            squeeze = "outcome" not in payload
-            result = to_result(bound_refusal(payload, long_strings(arguments), squeeze=squeeze))
-        # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
-        return result  # type: ignore[return-value]
-
-    async def _call(
-        self, name: str, arguments: dict[str, Any]
-    ) -> CallToolResult | Sequence[ContentBlock] | dict[str, Any]:
-        """The tool's result, or the refusal of a call that fails the door or the caller's role."""
-        tool = self._tool_manager.get_tool(name)
-        refusal = (
-            unknown_tool_refusal(name, (t.name for t in self._tool_manager.list_tools()))
-            if tool is None
-            else limit_refusal(arguments)
-        )
-        if refusal is not None:
-            return to_result(refusal)
-        if self._role_of is not None:
-            denied = await self._refusal(name, arguments)
-            if denied is not None:
-                return denied
         try:
-            workflow_id = arguments.get("workflow_id")
-            if name in QUEUED_TOOLS and isinstance(workflow_id, str):
+            result = await self._call(name, arguments)
+        except PilotError as exc:
+            framed = refusal_result(exc, arguments)
+        else:
+            framed = result_of(result, arguments)
+        # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
+        return framed  # type: ignore[return-value]
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,
+        arguments over a limit or against the schema, the caller's role, the engine's rules."""
+        tool = sdk.find_tool(self, name)
+        if tool is None:
+            raise unknown_tool_refusal(name, TOOL_NAMES)
+        check_limits(arguments)
+        if self._role_of is not None:
+            await self._check_role(name, arguments)
+        spec = spec_of(name)
+        workflow_id = arguments.get("workflow_id")
+        try:
+            if spec is not None and spec.queued and isinstance(workflow_id, str):
                 async with self._turn(workflow_id):
-                    return await super().call_tool(name, arguments)
-            return await super().call_tool(name, arguments)
+                    return await tool.run(arguments, self.get_context())
+            return await tool.run(arguments, self.get_context())
         except ToolError as exc:
-            if isinstance(exc.__cause__, ValidationError):
-                return to_result(schema_refusal(name, exc.__cause__))
-            raise
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):  # the tool functions raise no other (tools.py)
+                raise schema_refusal(name, cause) from None
+            if isinstance(cause, PilotError):
+                raise cause from None
+            raise unexpected_failure(name, cause or exc, workflow_id or "") from exc
 
     @contextlib.asynccontextmanager
     async def _turn(self, workflow_id: str) -> AsyncIterator[None]:
@@ -169,12 +169,9 @@ class PilotFastMCP(FastMCP[Any]):
             else:
                 self._turns[workflow_id] = (lock, users - 1)
 
-    async def _refusal(self, name: str, arguments: dict[str, Any]) -> CallToolResult | None:
-        """The error result refusing this call, or None when the caller may make it."""
-        try:
-            actor, role = self._role()
-        except PilotError as exc:
-            return to_result(exc.payload())
+    async def _check_role(self, name: str, arguments: dict[str, Any]) -> None:
+        """Raise ``AccessRefused`` (or the role lookup's refusal) unless the caller may make this call."""
+        actor, role = self._role()
         reason = tool_refusal(role, name)
         how = (
             "a group of yours mapped to it in the roles file"
@@ -185,15 +182,13 @@ class PilotFastMCP(FastMCP[Any]):
         if reason is None and name == "approve" and role.approve != "any":
             workflow_id = arguments.get("workflow_id")
             if not isinstance(workflow_id, str):
-                return None  # argument validation reports it
+                return  # argument validation reports it
             try:
                 wf = self._load_workflow(workflow_id)
             except WorkflowNotFound:
-                return None  # the tool reports the unknown id in the contract's words
-            except PilotError as exc:
-                return to_result(exc.payload())
+                return  # the tool reports the unknown id in the contract's words
             reason, hint = approve_refusal(role, actor, wf), _APPROVE_HINT
         if reason is None:
-            return None
+            return
         _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, reason)
-        return to_result({"error": f"{reason}.", "role": role.name, "tool": name, "hint": hint})
+        raise AccessRefused(f"{reason}.", hint=hint, role=role.name, tool=name)

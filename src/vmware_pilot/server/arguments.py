@@ -1,7 +1,7 @@
 """The door of every tool call: the tool must exist, the arguments must fit the limits and the schema.
 
-Each problem is refused in the one refusal shape (``error``, ``field``, ``hint``; ``isError``),
-before the tool runs: an unknown tool name, arguments over a limit (``vmware_pilot.limits``), and
+Each problem is an ``ArgumentError`` (``error``, ``field``, ``hint``; ``isError`` once framed by
+``server.errors.refusal_result``), raised before the tool runs: an unknown tool name, arguments over a limit (``vmware_pilot.limits``), and
 arguments the tool's input schema rejects. Schemas are strict (``server.tools``): ``"yes"`` is not
 ``true``, ``true`` is not ``1``, ``"5"`` is not ``5``. The message keeps the words of the SDK's own
 rejection (``Error executing tool <name>: …``) for clients that match on them.
@@ -14,10 +14,10 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from vmware_pilot.errors import InvalidInput, excerpt
+from vmware_pilot.errors import ArgumentError, excerpt
 from vmware_pilot.limits import check_arguments
 
-__all__ = ["limit_refusal", "schema_refusal", "unknown_tool_refusal"]
+__all__ = ["check_limits", "schema_refusal", "unknown_tool_refusal"]
 
 _JSON_TYPES: Final = {
     str: "string",
@@ -34,22 +34,18 @@ _SCHEMA_HINT: Final = (
 )
 
 
-def unknown_tool_refusal(name: str, known: Iterable[str]) -> dict[str, Any]:
+def unknown_tool_refusal(name: str, known: Iterable[str]) -> ArgumentError:
     """The refusal of a call to a tool this server does not have."""
-    return {
-        "error": f"Unknown tool: {excerpt(name)}",
-        "field": "name",
-        "hint": f"Call one of the tools tools/list shows: {', '.join(known)}.",
-    }
+    return ArgumentError(
+        f"Unknown tool: {excerpt(name)}",
+        field="name",
+        hint=f"Call one of the tools tools/list shows: {', '.join(known)}.",
+    )
 
 
-def limit_refusal(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The refusal of arguments over a size limit, or None when they fit."""
-    try:
-        check_arguments(arguments)
-    except InvalidInput as exc:
-        return {"error": exc.message, "field": exc.field, **exc.fields, "hint": exc.hint}
-    return None
+def check_limits(arguments: Mapping[str, Any]) -> None:
+    """Raise ``ArgumentError`` for arguments over a size limit (``vmware_pilot.limits``)."""
+    check_arguments(arguments)
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
@@ -63,7 +59,7 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return path or "(arguments)"
 
 
-def schema_refusal(tool: str, exc: ValidationError) -> dict[str, Any]:
+def schema_refusal(tool: str, exc: ValidationError) -> ArgumentError:
     """The refusal of arguments ``tool``'s input model rejected: the first problem, named by field."""
     problems = exc.errors(include_url=False, include_context=False)
     first = problems[0]
@@ -73,8 +69,6 @@ def schema_refusal(tool: str, exc: ValidationError) -> dict[str, Any]:
         given = _JSON_TYPES.get(type(first.get("input")), "another type")
         message += f" (got {given})"
     more = f"; {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
-    return {
-        "error": f"Error executing tool {tool}: argument '{field}': {message}{more}",
-        "field": field,
-        "hint": _SCHEMA_HINT,
-    }
+    return ArgumentError(
+        f"Error executing tool {tool}: argument '{field}': {message}{more}", field=field, hint=_SCHEMA_HINT
+    )

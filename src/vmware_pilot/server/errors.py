@@ -1,63 +1,55 @@
-"""The one place that turns exceptions escaping the service into tool payloads.
+"""The one place that turns a refusal into a tool result, and any other failure into a refusal.
 
-``PilotError`` → its ``payload()`` (a refusal body with ``error``, fields and ``hint``).
-Anything else is a bug or an outside failure: logged to stderr with a correlation id, and
-reported generically so internals never leak into the client's context.
+Every refusal a client sees is a raised ``PilotError``: the engine's, the door's (an unknown tool,
+arguments over a limit or against the schema: ``server.arguments``) and the caller's role
+(``server.access``). ``refusal_result`` frames its ``payload()`` (``error``, the fields a client
+keys on, ``hint``) with ``isError`` true, kept small whatever the caller sent (``server.bounds``).
+
+Anything else escaping a tool is a bug or an outside failure: ``unexpected_failure`` logs it to
+stderr with a correlation id and returns a generic refusal naming that id and the tool's
+``failure_hint``, so internals never leak into the client's context.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import anyio.to_thread
+from mcp.types import CallToolResult
+from pydantic import BaseModel
 
 from vmware_pilot.errors import PilotError
+from vmware_pilot.server.bounds import bound_refusal, long_strings
+from vmware_pilot.server.results import to_result
+from vmware_pilot.tooltable import DEFAULT_FAILURE_HINT, spec_of
 
-__all__ = ["ServiceCall", "call_guarded", "unexpected_error_payload"]
+__all__ = ["refusal_result", "result_of", "unexpected_failure"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
-# What to do next when a tool failed unexpectedly; ``{workflow_id}`` is filled in when known.
-_HINTS: dict[str, str] = {
-    "run_workflow": "Workflow '{workflow_id}' execution failed. Use get_workflow_status() to check its "
-    "state, or rollback().",
-    "approve": "Approval failed for '{workflow_id}'. Use get_workflow_status() to check its state.",
-    "rollback": "Rollback failed for '{workflow_id}'. Use get_workflow_status() to see which steps "
-    "were reversed before retrying.",
-    "cancel_workflow": "Cancel failed for '{workflow_id}'. Use get_workflow_status() to check its state.",
-    "review_workflow": "Review failed for '{workflow_id}'. Use get_workflow_status() to inspect the raw state.",
-    "get_workflow_status": "Use list_workflows() to see active workflow IDs.",
-    "list_workflows": "The workflow store or template registry failed; the server log has the details.",
-}
-# Tools whose service method writes synchronously (a transaction and an fsync, or a wait for
-# another process's lock), or works over a whole plan (decoding, review, plan digests, which grow
-# with the plan's text): run in a worker thread so the event loop keeps serving others. The
-# async tools (run_workflow, approve, rollback, cancel_workflow) save through ``Runner.save``,
-# which does the same. The short reads (lists, the catalog) stay on the loop: they would only
-# pay thread hand-offs under the GIL.
-_THREADED = frozenset(
-    {
-        "create_workflow",
-        "design_workflow",
-        "update_draft",
-        "confirm_draft",
-        "create_workflow_from_template",
-        "review_workflow",
-        "get_workflow_status",
-    }
-)
-_DEFAULT_HINT = (
-    "Check the arguments (get_skill_catalog lists skill and tool names; list_workflows the "
-    "templates) and try again; the server log has the details under that correlation id."
-)
+
+def refusal_result(exc: PilotError, arguments: Mapping[str, Any]) -> CallToolResult:
+    """``exc`` as the tool result a client sees: its payload, bounded, with ``isError`` true.
+
+    ``arguments`` are the call's arguments: a refusal quotes at most the start of a long one."""
+    return to_result(bound_refusal(exc.payload(), long_strings(arguments)))
 
 
-def unexpected_error_payload(tool: str, exc: BaseException, workflow_id: str = "") -> dict[str, Any]:
-    """Log ``exc`` with a fresh correlation id and return the generic error payload naming it."""
+def result_of(result: Mapping[str, Any] | BaseModel, arguments: Mapping[str, Any]) -> CallToolResult:
+    """A tool's own result (a mapping or a pydantic model) framed. One that carries an ``error``
+    (a run, approval or rollback that ended in a failure) has the long inputs it quotes cut; its
+    size is the plan's."""
+    payload = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    if payload.get("error"):
+        squeeze = "outcome" not in payload  # no outcome: a refusal after all, kept small
+        return to_result(bound_refusal(payload, long_strings(arguments), squeeze=squeeze))
+    return to_result(payload)
+
+
+def unexpected_failure(tool: str, exc: BaseException, workflow_id: str = "") -> PilotError:
+    """Log ``exc`` with a fresh correlation id; the generic refusal naming it."""
     correlation_id = uuid.uuid4().hex[:12]
     _log.error(
         "tool %s failed (correlation id %s)",
@@ -65,31 +57,6 @@ def unexpected_error_payload(tool: str, exc: BaseException, workflow_id: str = "
         correlation_id,
         exc_info=(type(exc), exc, exc.__traceback__),
     )
-    hint = _HINTS.get(tool, _DEFAULT_HINT).format(workflow_id=workflow_id)
-    return {
-        "error": f"{type(exc).__name__}: operation failed (correlation id {correlation_id})",
-        "hint": hint,
-    }
-
-
-ServiceCall = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
-
-
-async def call_guarded(tool: str, call: ServiceCall, *, workflow_id: str = "") -> Mapping[str, Any]:
-    """Run ``call`` (sync or async) and return its result, or the payload its failure translates to.
-
-    For the writing tools (``_THREADED``) ``call`` runs in a worker thread, so a commit never holds
-    up other callers' requests; those service methods must not touch the event loop. A coroutine
-    ``call`` returns is awaited on the event loop.
-    """
-    try:
-        result = await anyio.to_thread.run_sync(call) if tool in _THREADED else call()
-        if inspect.isawaitable(result):
-            result = await result
-        if not isinstance(result, Mapping):
-            raise TypeError(f"{tool} returned {type(result).__name__}, expected a result object")
-        return result
-    except PilotError as exc:
-        return exc.payload()
-    except Exception as exc:
-        return unexpected_error_payload(tool, exc, workflow_id)
+    spec = spec_of(tool)
+    hint = (spec.failure_hint if spec else DEFAULT_FAILURE_HINT).format(workflow_id=workflow_id)
+    return PilotError(f"{type(exc).__name__}: operation failed (correlation id {correlation_id})", hint=hint)

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import ServerCapabilities
 
 from vmware_pilot import __version__
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.ondemand import AppOnDemand
+from vmware_pilot.server import sdk
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
 from vmware_pilot.server.prompts import register_prompts
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runlog import register_logging
-from vmware_pilot.server.sdk import set_version
 from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
 from vmware_pilot.server.tools import build_tools
 from vmware_pilot.server.wire import guard
@@ -40,7 +39,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
     """Resources with subscriptions, prompts, completions, logging and the JSON-RPC edges."""
-    lowlevel = server._mcp_server
+    lowlevel = sdk.lowlevel(server)
     refusal = server.read_refusal
     service = source.service_proxy()
     register_resources(lowlevel, service, refusal)
@@ -50,16 +49,7 @@ def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
     hub = SubscriptionHub(VersionPolling(source.versions, source.settings.watch_interval))
     register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
     guard(lowlevel, on_end=hub.drop)
-    declared = lowlevel.get_capabilities
-
-    def capabilities(*args: Any, **kwargs: Any) -> ServerCapabilities:
-        # The SDK never declares resource subscriptions itself; this server supports them.
-        caps = declared(*args, **kwargs)
-        if caps.resources is not None:
-            caps.resources.subscribe = True
-        return caps
-
-    lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
+    sdk.declare_subscriptions(lowlevel)
 
 
 def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
@@ -100,7 +90,7 @@ def create_server(
         max_request_body_size=MAX_REQUEST_BYTES,
     )
     _speak_fully(server, source)
-    set_version(server, __version__)
+    sdk.set_version(server, __version__)
     if level != "DEBUG":
         # One INFO line per request ("Processing request of type …") is noise in an operator log.
         logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.WARNING)

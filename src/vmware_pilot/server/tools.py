@@ -1,61 +1,58 @@
 """The 13 MCP tools: thin adapters from validated arguments to ``PilotService`` calls.
 
-Names, order, parameter names, types and defaults are the contract's (docs/contract.md#tools); every input
-schema is closed (unknown arguments are rejected) and no tool declares an output schema. Each
-tool returns the service's result dict framed by ``results.to_result``.
+Parameter names, types and defaults are the contract's (docs/contract.md#tools) and live here, in
+each tool function's signature; everything else about a tool (its name, order, title,
+description, annotations, whether it runs in a worker thread) comes from the tool table
+(``vmware_pilot.tooltable``). Every input schema is closed (unknown arguments are rejected). A
+tool declares an output schema exactly when its function's return annotation is a pydantic
+model (FastMCP derives the schema from it).
+
+A tool function returns the service's result; ``PilotFastMCP.call_tool`` (``server.access``)
+frames it, and turns the ``PilotError`` it raises into the refusal result.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
+import inspect
+import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio.to_thread
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.tools import Tool
-from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase
-from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import ConfigDict, Field
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.server.descriptions import DESCRIPTIONS
+from vmware_pilot.errors import PilotError
+from vmware_pilot.server import sdk
 from vmware_pilot.server.elicit import human_asker
-from vmware_pilot.server.errors import ServiceCall, call_guarded
-from vmware_pilot.server.results import to_result
+from vmware_pilot.server.errors import unexpected_failure
 from vmware_pilot.server.runlog import RunReport
 from vmware_pilot.server.wire import current_connection
+from vmware_pilot.tooltable import TOOL_NAMES, TOOLS, Effect, ToolSpec
 
 if TYPE_CHECKING:
     from vmware_pilot.engine.service import PilotService
 
 __all__ = ["TOOL_NAMES", "build_tools"]
 
-_log = logging.getLogger("vmware_pilot.server")
-
-TOOL_NAMES: tuple[str, ...] = (
-    "create_workflow",
-    "design_workflow",
-    "update_draft",
-    "confirm_draft",
-    "create_workflow_from_template",
-    "run_workflow",
-    "approve",
-    "rollback",
-    "cancel_workflow",
-    "review_workflow",
-    "get_workflow_status",
-    "list_workflows",
-    "get_skill_catalog",
-)
-
 ToolContext = Context[Any, Any, Any]
 
 # --- annotations (docs/contract.md#annotations) ---------------------------------------------
-_WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
-_DESTRUCTIVE = ToolAnnotations(
-    readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
-)
-_READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True)
+_ANNOTATIONS: dict[Effect, ToolAnnotations] = {
+    "write": ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True
+    ),
+    "destructive": ToolAnnotations(
+        readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+    ),
+    "read": ToolAnnotations(
+        readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True
+    ),
+}
 
 # --- parameter types ------------------------------------------------------------------------
 _STEP_SHAPE = (
@@ -140,170 +137,152 @@ Offset = Annotated[
 ]
 
 
-def _closed(tool: Tool) -> Tool:
-    """The same tool with a closed, strict input model.
+def _guarded(spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as FastMCP calls it: in a worker thread when the table says so, its awaitable
+    awaited, and any failure that is not a ``PilotError`` turned into the generic refusal.
 
-    Unknown arguments are refused (schema: additionalProperties false) and nothing is coerced:
-    ``"yes"`` is not ``true``, ``true`` is not ``1``, ``"5"`` is not ``5``. Objects and arrays sent
-    as JSON text are still accepted (FastMCP parses them before validation).
-    """
-    base = tool.fn_metadata.arg_model
-    config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
-    closed = cast(type[ArgModelBase], type(base.__name__, (base,), {"model_config": config}))
-    metadata = tool.fn_metadata.model_copy(update={"arg_model": closed})
-    return tool.model_copy(
-        update={"fn_metadata": metadata, "parameters": closed.model_json_schema(by_alias=True)}
+    The wrapper keeps ``fn``'s signature and annotations (``functools.wraps``), so FastMCP derives
+    the input schema, the context parameter and any output schema from ``fn`` itself."""
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> Any:
+        try:
+            if spec.threaded:
+                result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            else:
+                result = fn(**kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except PilotError:
+            raise
+        except Exception as exc:
+            raise unexpected_failure(spec.name, exc, str(kwargs.get("workflow_id", ""))) from exc
+
+    return call
+
+
+def _returns_model(fn: Callable[..., Any]) -> bool:
+    result = typing.get_type_hints(fn).get("return")
+    return isinstance(result, type) and issubclass(result, BaseModel)
+
+
+def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
+    tool = Tool.from_function(
+        _guarded(spec, fn),
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        annotations=_ANNOTATIONS[spec.effect],
+        structured_output=None if _returns_model(fn) else False,
     )
+    return sdk.close_arguments(tool)
 
 
 def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor]) -> list[Tool]:
-    """The 13 tools bound to ``service()``, in the contract's tools/list order.
+    """The 13 tools bound to ``service()``, in the tool table's order.
 
-    ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling:
-    the service may be built by the first call, and ``actor()`` returns the caller of the request.
+    ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling
+    (and, for a threaded tool, in its worker thread): the service may be built by the first call,
+    and ``actor()`` returns the caller of the request. Each function is named after its tool.
     """
+    functions: dict[str, Callable[..., Any]] = {}
 
-    async def respond(tool: str, call: ServiceCall, workflow_id: str = "") -> CallToolResult:
-        return to_result(await call_guarded(tool, call, workflow_id=workflow_id))
+    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+        functions[fn.__name__] = fn
+        return fn
 
-    async def create_workflow(
+    @tool
+    def create_workflow(
         name: WorkflowName,
         description: WorkflowDescription,
         steps: Steps,
         save_as_template: SaveAsTemplate = False,
-    ) -> CallToolResult:
-        return await respond(
-            "create_workflow",
-            lambda: service().create_workflow(actor(), name, description, steps, save_as_template),
-        )
+    ) -> dict[str, Any]:
+        return service().create_workflow(actor(), name, description, steps, save_as_template)
 
-    async def design_workflow(goal: Goal, constraints: Constraints = "") -> CallToolResult:
-        return await respond("design_workflow", lambda: service().design_workflow(actor(), goal, constraints))
+    @tool
+    def design_workflow(goal: Goal, constraints: Constraints = "") -> dict[str, Any]:
+        return service().design_workflow(actor(), goal, constraints)
 
-    async def update_draft(
+    @tool
+    def update_draft(
         workflow_id: WorkflowId,
         name: DraftName = "",
         description: DraftDescription = "",
         steps: DraftSteps = None,
-    ) -> CallToolResult:
-        return await respond(
-            "update_draft",
-            lambda: service().update_draft(actor(), workflow_id, name, description, steps),
-            workflow_id,
-        )
+    ) -> dict[str, Any]:
+        return service().update_draft(actor(), workflow_id, name, description, steps)
 
-    async def confirm_draft(
-        workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False
-    ) -> CallToolResult:
-        return await respond(
-            "confirm_draft",
-            lambda: service().confirm_draft(actor(), workflow_id, save_as_template),
-            workflow_id,
-        )
+    @tool
+    def confirm_draft(workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False) -> dict[str, Any]:
+        return service().confirm_draft(actor(), workflow_id, save_as_template)
 
-    async def create_workflow_from_template(
-        workflow_type: WorkflowType, params: TemplateParams
-    ) -> CallToolResult:
-        return await respond(
-            "create_workflow_from_template",
-            lambda: service().create_workflow_from_template(actor(), workflow_type, params),
-        )
+    @tool
+    def create_workflow_from_template(workflow_type: WorkflowType, params: TemplateParams) -> dict[str, Any]:
+        return service().create_workflow_from_template(actor(), workflow_type, params)
 
-    async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> CallToolResult:
+    @tool
+    async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> dict[str, Any]:
         report = RunReport(ctx, current_connection(), workflow_id)
-        progress = report if report.wanted else None
         try:
-            return await respond(
-                "run_workflow",
-                lambda: service().run_workflow(actor(), workflow_id, force, progress=progress),
-                workflow_id,
-            )
+            progress = report if report.wanted else None
+            return await service().run_workflow(actor(), workflow_id, force, progress=progress)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
+    @tool
     async def approve(
         workflow_id: WorkflowId,
         ctx: ToolContext,
         approver: Approver = "",
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
-    ) -> CallToolResult:
+    ) -> dict[str, Any]:
         report = RunReport(ctx, current_connection(), workflow_id)
-        progress = report if report.wanted else None
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
-            return await respond(
-                "approve",
-                lambda: service().approve(
-                    actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
-                ),
-                workflow_id,
+            progress = report if report.wanted else None
+            return await service().approve(
+                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
             )
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
+    @tool
     async def rollback(
         workflow_id: WorkflowId,
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
-    ) -> CallToolResult:
-        return await respond(
-            "rollback",
-            lambda: service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects),
-            workflow_id,
-        )
+    ) -> dict[str, Any]:
+        return await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
 
+    @tool
     async def cancel_workflow(
         workflow_id: WorkflowId,
         reason: Reason = "",
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
-    ) -> CallToolResult:
-        return await respond(
-            "cancel_workflow",
-            lambda: service().cancel_workflow(
-                actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
-            ),
-            workflow_id,
+    ) -> dict[str, Any]:
+        return await service().cancel_workflow(
+            actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
         )
 
-    async def review_workflow(workflow_id: WorkflowId) -> CallToolResult:
-        return await respond("review_workflow", lambda: service().review_workflow(workflow_id), workflow_id)
+    @tool
+    def review_workflow(workflow_id: WorkflowId) -> dict[str, Any]:
+        return service().review_workflow(workflow_id)
 
-    async def get_workflow_status(workflow_id: WorkflowId) -> CallToolResult:
-        return await respond(
-            "get_workflow_status", lambda: service().get_workflow_status(workflow_id), workflow_id
-        )
+    @tool
+    def get_workflow_status(workflow_id: WorkflowId) -> dict[str, Any]:
+        return service().get_workflow_status(workflow_id)
 
-    async def list_workflows(limit: Limit = None, offset: Offset = 0) -> CallToolResult:
-        return await respond("list_workflows", lambda: service().list_workflows(limit, offset))
+    @tool
+    def list_workflows(limit: Limit = None, offset: Offset = 0) -> dict[str, Any]:
+        return service().list_workflows(limit, offset)
 
-    async def get_skill_catalog() -> CallToolResult:
-        return await respond("get_skill_catalog", lambda: service().get_skill_catalog())
+    @tool
+    def get_skill_catalog() -> dict[str, Any]:
+        return service().get_skill_catalog()
 
-    specs: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-        (create_workflow, _WRITE),
-        (design_workflow, _WRITE),
-        (update_draft, _WRITE),
-        (confirm_draft, _WRITE),
-        (create_workflow_from_template, _WRITE),
-        (run_workflow, _WRITE),
-        (approve, _WRITE),
-        (rollback, _DESTRUCTIVE),
-        (cancel_workflow, _DESTRUCTIVE),
-        (review_workflow, _READ),
-        (get_workflow_status, _READ),
-        (list_workflows, _READ),
-        (get_skill_catalog, _READ),
-    ]
-    return [
-        _closed(
-            Tool.from_function(
-                fn,
-                name=fn.__name__,
-                description=DESCRIPTIONS[fn.__name__],
-                annotations=annotations,
-                structured_output=False,
-            )
-        )
-        for fn, annotations in specs
-    ]
+    if set(functions) != set(TOOL_NAMES):
+        raise RuntimeError(f"tool functions {sorted(functions)} do not match the tool table")
+    return [_register(spec, functions[spec.name]) for spec in TOOLS]

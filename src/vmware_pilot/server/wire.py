@@ -19,7 +19,7 @@ import contextlib
 import contextvars
 import logging
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
+
+from vmware_pilot.server.sdk import RunFn, wrap_run
 
 __all__ = ["Connection", "current_connection", "guard"]
 
@@ -113,13 +115,12 @@ async def _outbound(
                 return
 
 
-RunFn = Callable[..., Awaitable[Any]]
-
-
 def guard(lowlevel: Server[Any, Any], on_end: Callable[[Connection], None]) -> None:
     """Wrap ``lowlevel.run`` with the edges above (see the module docstring)."""
-    original: RunFn = lowlevel.run
+    wrap_run(lowlevel, lambda original: _guarded_run(original, on_end))
 
+
+def _guarded_run(original: RunFn, on_end: Callable[[Connection], None]) -> RunFn:
     async def run(read_stream: Reader, write_stream: Writer, *args: Any, **kwargs: Any) -> Any:
         conn = Connection()
         token = _current.set(conn)
@@ -138,4 +139,4 @@ def guard(lowlevel: Server[Any, Any], on_end: Callable[[Connection], None]) -> N
             _current.reset(token)
             on_end(conn)
 
-    lowlevel.run = run  # type: ignore[method-assign]
+    return run
