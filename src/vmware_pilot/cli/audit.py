@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from vmware_pilot.cli.common import fail, settings
+from vmware_pilot.cli.refusals import starting
 from vmware_pilot.cli.terminal import json_text, say
-from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.errors import PilotError, WorkflowNotFound
-from vmware_pilot.store.sql import open_store
+from vmware_pilot.store.sql import SqlStore, open_store
 
 __all__ = ["ExportFormat", "app"]
 
@@ -25,34 +26,26 @@ class ExportFormat(StrEnum):
     JSONL = "jsonl"
 
 
-def _settings() -> Settings:
+_UNKNOWN_ID = "Check the id; `vmware-pilot audit export` shows the workflow id of every event."
+
+
+def _store() -> SqlStore:
+    """The store the settings name; a store that cannot be opened is a start-up refusal (exit 2)."""
+    chosen = settings()
     try:
-        return Settings()
-    except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
-        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
-        raise typer.Exit(2) from None
-
-
-def _fail(exc: PilotError) -> typer.Exit:
-    say(f"error: {exc.message}", err=True)
-    hint = exc.hint
-    if isinstance(exc, WorkflowNotFound):
-        hint = "Check the id; `vmware-pilot audit export` shows the workflow id of every event."
-    if hint:
-        say(f"hint: {hint}", err=True)
-    return typer.Exit(2)
+        return starting(lambda: open_store(chosen))
+    except PilotError as exc:
+        fail(exc)
 
 
 @app.command()
 def verify(workflow: WorkflowOption = None) -> None:
     """Check every audit event's hash chain. Exit 0 when intact, 1 naming the first bad event."""
-    settings = _settings()
     try:
-        with open_store(settings) as store:
+        with _store() as store:
             report = store.verify_audit(workflow)
     except PilotError as exc:
-        raise _fail(exc) from exc
+        fail(exc, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")
     scope = f"workflow {workflow}" if workflow else f"{report.workflows} workflow(s)"
     if report.ok:
         say(f"Audit trail intact: {report.checked} event(s) in {scope} verified.")
@@ -76,10 +69,9 @@ def export(
     ] = ExportFormat.JSONL,
 ) -> None:
     """Print the stored audit events, oldest first (seq, workflow_id, ts, actor, action, detail, hashes)."""
-    settings = _settings()
     try:
-        with open_store(settings) as store:
+        with _store() as store:
             for record in store.audit_events(workflow):
                 typer.echo(json_text(record.to_dict(), indent=None))
     except PilotError as exc:
-        raise _fail(exc) from exc
+        fail(exc, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")

@@ -12,9 +12,10 @@ from rich.text import Text
 
 from vmware_pilot.catalog.registry import Catalog, ToolInfo
 from vmware_pilot.catalog.renames import skill_key
+from vmware_pilot.cli import common
+from vmware_pilot.cli.common import EXIT_USAGE, refuse
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import json_text, say, visible
-from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.dispatch.discovery import DEFAULT_TIMEOUT, SKILLS, ProbeResult, refresh_catalog
 from vmware_pilot.dispatch.locate import package_name
 
@@ -25,15 +26,6 @@ app = typer.Typer(
 )
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValueError as exc:  # pydantic's ValidationError, or SettingsError for unparsable JSON
-        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
-        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
-        raise typer.Exit(2) from None
 
 
 def _progress(result: ProbeResult) -> None:
@@ -83,7 +75,7 @@ def refresh(
     Exit 0 when every installed skill answered (skills that are not installed are only reported),
     1 when a server failed; the cache is written either way.
     """
-    settings = _settings()
+    settings = common.settings()
     skills = list(skill) if skill else list(SKILLS)
     cache = settings.catalog_cache_path
     try:
@@ -96,13 +88,12 @@ def refresh(
             refresh_catalog(settings, skills=skills, server_timeout=timeout, on_result=_progress)
         )
     except OSError as exc:
-        say(f"error: cannot write the catalog cache {cache}: {exc}", err=True)
-        say(
-            "hint: point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
+        refuse(
+            f"cannot write the catalog cache {cache}: {exc}",
+            "point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
             "the previous cache (if any) is unchanged.",
-            err=True,
+            EXIT_USAGE,
         )
-        raise typer.Exit(2) from None
     if as_json:
         typer.echo(json_text(report.payload()))
     else:
@@ -162,7 +153,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
-    settings = _settings()
+    settings = common.settings()
     catalog = Catalog.load(settings.catalog_cache_path)
     console = terminal_console()
     if skill is None:
@@ -186,9 +177,7 @@ def show(
             )
         return
     if not catalog.has_skill(skill):
-        say(f"error: unknown skill '{skill}'", err=True)
-        say(f"hint: known skills: {', '.join(catalog.skills())}", err=True)
-        raise typer.Exit(2)
+        refuse(f"unknown skill '{skill}'", f"known skills: {', '.join(catalog.skills())}", EXIT_USAGE)
     view = _skill_view(catalog, skill_key(skill), full=as_json)
     if as_json:
         typer.echo(json_text(view))

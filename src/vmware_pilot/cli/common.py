@@ -1,7 +1,8 @@
 """What every operator command shares: the app, the caller, output, confirmation and exit codes.
 
 Exit codes: 0 done (or nothing to do), 1 refused (a rule, the workflow's state, or the person
-said no), 2 usage (bad arguments, unknown workflow id, invalid settings). Results are printed
+said no), 2 usage (bad arguments, unknown workflow id, invalid settings); ``cli.refusals`` maps a
+``PilotError`` to its code and loads the settings, for every command. Results are printed
 readably, or as JSON on stdout with ``--json`` (then everything meant for the person goes to
 stderr). Secrets are masked in everything printed, and control characters are shown as escapes
 (``cli.terminal``).
@@ -16,12 +17,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
 
-from vmware_pilot.cli.terminal import ask, console, json_text, say
-from vmware_pilot.config import Settings, settings_problem
+from vmware_pilot.cli.refusals import EXIT_REFUSED, EXIT_USAGE, exit_code, load_settings, report, starting
+from vmware_pilot.cli.terminal import ask, console, json_text
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.errors import InvalidInput, PilotError, WorkflowNotFound
+from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.safety.redaction import redact
 
 if TYPE_CHECKING:
@@ -39,12 +40,10 @@ __all__ = [
     "operator",
     "refuse",
     "run_async",
+    "settings",
 ]
 
 T = TypeVar("T")
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 YesOption = Annotated[
@@ -73,16 +72,12 @@ def operator() -> Actor:
     return Actor.os_user()
 
 
-def _settings(dispatch: bool = False) -> Settings:
+def settings(dispatch: bool = False) -> Settings:
+    """The settings from the environment, or exit 2 saying which variable is wrong."""
     try:
-        settings = Settings()
-    except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
-        say(f"error: invalid settings: {settings_problem(exc)}", err=True)
-        say("hint: fix the VMWARE_PILOT_* environment variables (README, Settings).", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
-    if dispatch:
-        settings = settings.model_copy(update={"dispatch": "stdio"})
-    return settings
+        return load_settings(dispatch)
+    except PilotError as exc:
+        fail(exc)
 
 
 @contextmanager
@@ -90,10 +85,11 @@ def open_app(dispatch: bool = False) -> Iterator[PilotApp]:
     """The same engine, rules and store a server on this home uses (safe alongside a running server)."""
     from vmware_pilot.app import build_app
 
+    chosen = settings(dispatch)
     try:
-        app = build_app(_settings(dispatch))
+        app = starting(lambda: build_app(chosen), "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.")
     except PilotError as exc:
-        refuse(exc.message, exc.hint or "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.", EXIT_USAGE)
+        fail(exc)
     try:
         yield app
     finally:
@@ -115,21 +111,19 @@ def run_async(app: PilotApp, work: Coroutine[Any, Any, T]) -> T:
 
 
 def refuse(message: str, hint: str = "", code: int = EXIT_REFUSED) -> NoReturn:
-    say(f"error: {message}", err=True)
-    if hint:
-        say(f"hint: {hint}", err=True)
+    """Print why (and what to do) on stderr and exit with ``code``."""
+    report(message, hint)
     raise typer.Exit(code)
 
 
-def fail(exc: PilotError, json_mode: bool = False) -> NoReturn:
-    """Print a refusal (its payload in --json mode) and exit 1, or 2 for bad input / unknown id."""
-    code = EXIT_USAGE if isinstance(exc, InvalidInput | WorkflowNotFound) else EXIT_REFUSED
-    hint = exc.hint
-    if isinstance(exc, WorkflowNotFound):
+def fail(exc: PilotError, json_mode: bool = False, hint: str = "") -> NoReturn:
+    """Print a refusal (its payload in --json mode) and exit with ``exit_code(exc)``; ``hint``
+    replaces the refusal's own hint (an unknown id gets the command that lists the ids)."""
+    if not hint and isinstance(exc, WorkflowNotFound):
         hint = "`vmware-pilot workflows` lists the workflows and their ids."
     if json_mode:
         sys.stdout.write(json_text(redact(exc.payload(), scrub_text=False)) + "\n")
-    refuse(exc.message, hint, code)
+    refuse(exc.message, hint or exc.hint, exit_code(exc))
 
 
 def confirm(question: str, yes: bool, json_mode: bool = False, hint: str = "") -> None:

@@ -1,8 +1,9 @@
 """`vmware-pilot mcp --transport https|http`: check the options and tokens, then serve over HTTP.
 
-Refusals before serving exit 2 (bad options, neither a token nor an OAuth issuer) or 1 (the store,
-the port, the OAuth issuer's keys or the start-up self-check failed), each with a message and
-what to do on stderr.
+Refusals before serving exit 2 (bad options, neither a token nor an OAuth issuer, a token file or
+store that cannot be used: start-up refusals, as from every command) or 1 (the port, the OAuth
+issuer's keys or the start-up self-check failed), each with a message and what to do on stderr
+(``cli.refusals``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import contextlib
 import logging
 from pathlib import Path
 
-import typer
-
-from vmware_pilot.cli.terminal import say
+from vmware_pilot.cli.refusals import starting
+from vmware_pilot.cli.serve import refused
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.errors import InvalidInput, PilotError
-from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.errors import InvalidInput, PilotError, StartupRefused
+from vmware_pilot.tooltable import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_names, serve_http
 from vmware_pilot.transports.jwks import IssuerKeys
 from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
@@ -38,13 +38,6 @@ def role_book(settings: Settings) -> RoleBook:
     return RoleBook(settings.home_path / ROLES_FILE, TOOL_NAMES)
 
 
-def _refuse(message: str, hint: str, code: int) -> typer.Exit:
-    say(f"vmware-pilot mcp: {message}", err=True)
-    if hint:
-        say(f"  {hint}", err=True)
-    return typer.Exit(code)
-
-
 def http_options(
     transport: str, host: str, port: int, cert: Path | None, key: Path | None, public_name: str
 ) -> HttpOptions | None:
@@ -62,10 +55,11 @@ def http_options(
             if value != default
         ]
         if given:
-            raise _refuse(
-                f"{', '.join(given)} only apply to --transport https or http",
-                "Drop them for stdio, or choose a network transport.",
-                2,
+            raise refused(
+                InvalidInput(
+                    f"{', '.join(given)} only apply to --transport https or http",
+                    hint="Drop them for stdio, or choose a network transport.",
+                )
             )
         return None
     kind: Transport = "https" if transport == "https" else "http"
@@ -77,18 +71,20 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     try:
         options = options.validated()
     except InvalidInput as exc:
-        raise _refuse(exc.message, exc.hint, 2) from None
+        raise refused(exc) from None
     tokens, roles = token_store(settings), role_book(settings)
     try:
-        entries = tokens.entries()
+        entries = starting(tokens.entries)
     except PilotError as exc:
-        raise _refuse(exc.message, exc.hint, 2) from None
+        raise refused(exc) from None
     if not entries and not settings.oauth_issuer:
-        raise _refuse(
-            "no token exists and no OAuth issuer is set, so nobody could call this server",
-            "Create a token first: `vmware-pilot token create NAME [--role admin|reader|…]` prints its "
-            "secret; or set VMWARE_PILOT_OAUTH_ISSUER to accept your identity provider's access tokens.",
-            2,
+        raise refused(
+            StartupRefused(
+                "no token exists and no OAuth issuer is set, so nobody could call this server",
+                hint="Create a token first: `vmware-pilot token create NAME [--role admin|reader|…]` prints "
+                "its secret; or set VMWARE_PILOT_OAUTH_ISSUER to accept your identity provider's access "
+                "tokens.",
+            )
         )
     usable = roles.listing()
     for entry in entries:
@@ -102,9 +98,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     from vmware_pilot.app import build_app
 
     try:
-        app = build_app(settings)
+        app = starting(lambda: build_app(settings), "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.")
     except PilotError as exc:
-        raise _refuse(exc.message, exc.hint, 1) from None
+        raise refused(exc) from None
 
     async def oauth(base: str) -> JwtVerifier | None:
         """The verifier for OAuth access tokens to ``base``/mcp, its issuer's keys loaded."""
@@ -132,4 +128,4 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run())
     except PilotError as exc:
-        raise _refuse(exc.message, exc.hint, 1) from None
+        raise refused(exc) from None

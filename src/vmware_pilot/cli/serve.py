@@ -11,16 +11,19 @@ from typing import Annotated
 
 import typer
 
-from vmware_pilot.cli.stdio import SettingsRefused, configure_logging, load_settings, refuse, serve
+from vmware_pilot.cli.refusals import exit_code, report
+from vmware_pilot.cli.stdio import configure_logging, load_settings, serve
+from vmware_pilot.errors import InvalidInput, PilotError
 
-__all__ = ["configure_logging", "mcp"]
+__all__ = ["configure_logging", "mcp", "refused"]
 
 _TRANSPORTS = ("stdio", "https", "http")
 
 
-def _fail(message: str, hint: str, code: int = 2) -> typer.Exit:
-    refuse(message, hint)
-    return typer.Exit(code)
+def refused(exc: PilotError) -> typer.Exit:
+    """Say why the server does not start (the server's form) and the exit code to leave with."""
+    report(exc.message, exc.hint, server=True)
+    return typer.Exit(exit_code(exc))
 
 
 def mcp(
@@ -49,17 +52,19 @@ def mcp(
     """Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS."""
     kind = transport.strip().lower()
     if kind not in _TRANSPORTS:
-        raise _fail(
-            f"transport {transport!r} is not available",
-            "Use --transport stdio (the default; the MCP client starts this command), https or http.",
+        raise refused(
+            InvalidInput(
+                f"transport {transport!r} is not available",
+                hint="Use --transport stdio (the default; the MCP client starts this command), https or http.",
+            )
         )
     from vmware_pilot.cli.network import http_options, serve_network
 
     network = http_options(kind, host, port, cert, key, public_name)
     try:
         settings = load_settings(dispatch)
-    except SettingsRefused as exc:
-        raise _fail(str(exc), "Fix the VMWARE_PILOT_* environment variables.") from None
+    except PilotError as exc:
+        raise refused(exc) from None
     if network is not None:
         serve_network(settings, network)
         return

@@ -3,7 +3,7 @@
 The stdio server is started by an MCP client for every session, so its start-up is on the
 client's clock: this module imports neither typer nor rich, and ``cli.main`` routes the plain
 forms of the command here (see ``stdio_args``). Refusals print a message and a hint on stderr
-and return the exit code; stdout carries only the protocol.
+and return the exit code (``cli.refusals``); stdout carries only the protocol.
 """
 
 from __future__ import annotations
@@ -15,24 +15,16 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vmware_pilot.cli.escapes import visible
+from vmware_pilot.cli.refusals import SETTINGS_HINT, exit_code, report
+from vmware_pilot.cli.refusals import load_settings as _load
+from vmware_pilot.errors import PilotError, StartupRefused
 
 if TYPE_CHECKING:
     from vmware_pilot.config import Settings
     from vmware_pilot.domain.actor import Actor
     from vmware_pilot.ondemand import AppOnDemand
 
-__all__ = ["SettingsRefused", "configure_logging", "load_settings", "refuse", "serve", "stdio_args"]
-
-
-class SettingsRefused(Exception):
-    """The environment's settings cannot be used (exit 2)."""
-
-
-def refuse(message: str, hint: str) -> None:
-    print(visible(f"vmware-pilot mcp: {message}"), file=sys.stderr)
-    if hint:
-        print(visible(f"  {hint}"), file=sys.stderr)
+__all__ = ["configure_logging", "load_settings", "serve", "stdio_args"]
 
 
 def stdio_args(args: Sequence[str]) -> bool | None:
@@ -72,18 +64,13 @@ def configure_logging(level: str) -> None:
 
 
 def load_settings(dispatch: bool) -> Settings:
-    """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured."""
-    from pydantic import ValidationError
-
-    from vmware_pilot.config import Settings, settings_problem
-
+    """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured;
+    raises ``StartupRefused`` when they cannot be used."""
+    settings = _load(dispatch)
     try:
-        settings = Settings()
-        if dispatch:
-            settings = settings.model_copy(update={"dispatch": "stdio"})
         configure_logging(settings.log_level)
-    except (ValidationError, ValueError) as exc:
-        raise SettingsRefused(f"invalid settings: {settings_problem(exc)}") from None
+    except ValueError as exc:
+        raise StartupRefused(f"invalid settings: {exc}", hint=SETTINGS_HINT) from None
     return settings
 
 
@@ -124,7 +111,7 @@ def main(args: Sequence[str]) -> int | None:
         return None
     try:
         settings = load_settings(dispatch)
-    except SettingsRefused as exc:
-        refuse(str(exc), "Fix the VMWARE_PILOT_* environment variables.")
-        return 2
+    except PilotError as exc:
+        report(exc.message, exc.hint, server=True)
+        return exit_code(exc)
     return serve(settings)
