@@ -152,7 +152,7 @@ class PilotFastMCP(FastMCP[Any]):
                 raise schema_refusal(name, cause) from None
             if isinstance(cause, PilotError):
                 raise cause from None
-            raise unexpected_failure(name, cause or exc, workflow_id or "") from exc
+            raise unexpected_failure(name, cause or exc, str(workflow_id or "")) from exc
 
     @contextlib.asynccontextmanager
     async def _turn(self, workflow_id: str) -> AsyncIterator[None]:
