@@ -251,3 +251,26 @@ async def test_an_oauth_caller_renamed_between_two_tokens_is_still_one_approver(
     assert info.value.payload()["refused"] == "same_approver"
     second = await app.service.approve(Actor("sub-2", kind="oidc", display="Alice"), wid)
     assert second["approved_by"] == "Alice (oidc:sub-1), Alice (oidc:sub-2)"
+
+
+async def test_token_callers_are_named_in_the_audit_trail_and_secrets_beside_them_still_masked(
+    app: PilotApp, actor: Actor
+) -> None:
+    """``token:dave`` reads like a ``token: <secret>`` pair, but it names a caller: the stored
+    audit text keeps it, while a secret in the same text is masked and the chain verifies."""
+    dave, erin = Actor(name="dave", kind="token"), Actor(name="erin", kind="token")
+    wid = await at_gate(app, actor, OFF_BY_REF, approvals_required=2)
+    await app.service.approve(dave, wid)
+    done = await app.service.approve(erin, wid)
+    assert done["approved_by"] == "token:dave, token:erin"
+    details = dict(audit(app, wid))
+    assert details["approval_recorded"].startswith("token:dave approved step 0 (1 of 2")
+    assert details["approved"].startswith("Approved by token:erin (plan ")
+    assert details["approved"].endswith("2 of 2 approvals: token:dave, token:erin)")
+
+    other = await at_gate(app, actor)
+    app.service.reject(dave, other, "password=hunter2 leaked in the plan", rejected_by=dave.label)
+    assert ("rejected", "token:dave rejected the gate at step 0: password=*** leaked in the plan") in audit(
+        app, other
+    )
+    assert app.store.verify_audit().ok

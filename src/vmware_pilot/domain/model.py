@@ -62,6 +62,9 @@ class AuditEntry:
     actor: str = ""
     seq: int | None = None
     hash: str = ""
+    # Callers named in ``detail`` (``token:dave``): identities, kept as written when the store
+    # masks secret shapes in the text. Not stored: the stored detail is what was kept.
+    names: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"ts": iso(self.ts), "action": self.action, "detail": self.detail, "actor": self.actor}
@@ -128,9 +131,11 @@ class Workflow:
     def _set_state(self, state: WorkflowState) -> None:
         self._state = state
 
-    def log(self, action: str, detail: str = "", actor: str = "") -> AuditEntry:
-        """Append an audit event (committed with the next save) and bump ``updated_at``."""
-        entry = AuditEntry(ts=utcnow(), action=action, detail=detail, actor=actor)
+    def log(self, action: str, detail: str = "", actor: str = "", names: tuple[str, ...] = ()) -> AuditEntry:
+        """Append an audit event (committed with the next save) and bump ``updated_at``.
+
+        ``names``: the callers ``detail`` names (approvers, a rejecter), kept unmasked at rest."""
+        entry = AuditEntry(ts=utcnow(), action=action, detail=detail, actor=actor, names=names)
         self.audit_log.append(entry)
         self.new_events.append(entry)
         self.updated_at = entry.ts

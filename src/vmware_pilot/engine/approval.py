@@ -116,12 +116,13 @@ async def approve_gate(
                 f"{who} approved step {gate_index} ({len(names)} of {required} distinct approvals; "
                 f"plan {digest})",
                 actor.label,
+                names=(who,),
             )
             return False
         everyone = ", ".join(names)
         quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
         w.approved_by = everyone
-        w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label)
+        w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names))
         acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
         for index in acknowledged:
             w.steps[index].status = S.REPORTED_DONE
@@ -133,6 +134,7 @@ async def approve_gate(
                 "approved_over_unexecuted_steps",
                 f"{who} acknowledged steps {acknowledged} as performed outside Pilot",
                 actor.label,
+                names=(who,),
             )
         gate_step = w.steps[gate_index]
         gate_step.status = S.SUCCESS

@@ -123,7 +123,7 @@ def cancel(runner: Runner, wf: Workflow, actor: Actor, reason: str, rejected_by:
         if rejected_by:
             gate = gates.pending_gate(w)
             where = f"the gate at step {gate.index}" if gate is not None else "the workflow"
-            w.log("rejected", f"{rejected_by} rejected {where}: {why}", actor.label)
+            w.log("rejected", f"{rejected_by} rejected {where}: {why}", actor.label, names=(rejected_by,))
         fire(w, Event.CANCEL)
         w.blocked_reason = why or "cancelled"
         w.log("cancelled", why or "no reason given", actor.label)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -48,9 +49,22 @@ _DOC_KEYS = frozenset(
 T = TypeVar("T")
 
 
-def redact_detail(detail: str) -> str:
-    """An audit detail as it is stored and hashed: secrets in it masked."""
-    return redact_text(detail)
+def redact_detail(detail: str, keep: Iterable[str] = ()) -> str:
+    """An audit detail as it is stored and hashed: secrets in it masked.
+
+    ``keep``: caller labels the detail names (``token:dave`` reads as a ``token:`` pair, but it is
+    a name, not a secret); each occurrence stays as written and only the text around it is masked.
+    """
+    labels = sorted({k for k in keep if k and k in detail}, key=len, reverse=True)
+    if not labels:
+        return redact_text(detail)
+    parts: list[str] = []
+    pos = 0
+    for found in re.finditer("|".join(map(re.escape, labels)), detail):
+        parts += (redact_text(detail[pos : found.start()]), found[0])
+        pos = found.end()
+    parts.append(redact_text(detail[pos:]))
+    return "".join(parts)
 
 
 def _encode_step(step: Step) -> dict[str, Any]:

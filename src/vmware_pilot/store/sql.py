@@ -199,7 +199,7 @@ class SqlStore:
         rows = []
         for entry in wf.new_events:
             ts = iso(entry.ts)
-            detail = codec.redact_detail(entry.detail)
+            detail = codec.redact_detail(entry.detail, keep=(entry.actor, *entry.names))
             digest = event_hash(head, wf.id, ts, entry.actor, entry.action, detail)
             rows.append(
                 {
