@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+import vmware_pilot
 from tests.catalog.expected import rename_pairs
 from vmware_pilot.catalog.renames import rename_tool, skill_key
+from vmware_pilot.dispatch.locate import package_name
 from vmware_pilot.templates.steps import make_step, step_from_dict
+from vmware_pilot.templates.toolfacts import ToolFacts
 
 
 def test_every_2_4_0_rename_maps_old_name_to_new_name() -> None:
@@ -74,3 +80,19 @@ def test_current_or_unknown_names_are_unchanged(skill: str, tool: str) -> None:
 )
 def test_skill_key_normalizes_spellings(raw: object, key: str) -> None:
     assert skill_key(raw) == key
+
+
+def test_the_nsx_package_alias_is_stated_once() -> None:
+    """vmware-nsx-mgmt serving the nsx skill is written in one table: every other module that
+    needs it (finding servers, tool facts) derives from it."""
+    src = Path(vmware_pilot.__file__).parent
+    stating = sorted(
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if re.search(r"""["']nsx-mgmt["']|["']vmware-nsx-mgmt["']""", path.read_text(encoding="utf-8"))
+    )
+    assert stating == ["catalog/renames.py"]
+    assert package_name("nsx") == package_name("vmware-nsx-mgmt") == "vmware-nsx-mgmt"
+    assert ToolFacts(lambda skill, tool: {"skill": skill}).schema("vmware-nsx-mgmt", "list_segments") == {
+        "skill": "nsx"
+    }

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
 
-__all__ = ["RENAMES", "rename_tool", "skill_key"]
+__all__ = ["RENAMES", "SKILL_PACKAGES", "rename_tool", "skill_key"]
 
 _log = logging.getLogger(__name__)
 
@@ -211,8 +214,12 @@ RENAMES: dict[str, dict[str, str]] = {
 
 _PREFIX = re.compile(r"^vmware-")
 
-# Package names that differ from the skill they serve (vmware-nsx-mgmt runs vmware-nsx-mcp).
-_ALIASES: dict[str, str] = {"nsx-mgmt": "nsx"}
+SKILL_PACKAGES: Final[Mapping[str, str]] = MappingProxyType({"nsx": "vmware-nsx-mgmt"})
+"""The one statement of skills published under another name (PyPI's ``vmware-nsx`` is an
+unrelated library): vmware-nsx-mgmt serves the ``nsx`` skill and runs ``vmware-nsx-mcp``. Both
+spellings name the same skill everywhere (``skill_key``); ``dispatch/locate`` installs from it."""
+
+_ALIASES: Final = {package.removeprefix("vmware-"): skill for skill, package in SKILL_PACKAGES.items()}
 
 
 def skill_key(skill: object) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from vmware_pilot.catalog.renames import skill_key
+from vmware_pilot.catalog.renames import SKILL_PACKAGES, skill_key
 from vmware_pilot.errors import DispatchRefused
 from vmware_pilot.safety.redaction import MASK, is_secret_key, redact_text
 
@@ -40,8 +40,8 @@ __all__ = [
 
 SETTING: Final = "VMWARE_PILOT_SKILL_COMMANDS"
 
-# PyPI packages whose name is not `vmware-<skill>` (`vmware-nsx` on PyPI is an unrelated library).
-PACKAGES: Final[dict[str, str]] = {"nsx": "vmware-nsx-mgmt"}
+# PyPI packages whose name is not `vmware-<skill>`.
+PACKAGES: Final = SKILL_PACKAGES
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 

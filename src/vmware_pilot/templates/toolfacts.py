@@ -88,13 +88,9 @@ GATED_TOOLS: dict[str, frozenset[str]] = {
 }
 """Companion tools that only preview unless called with ``confirm: true`` (used without a schema)."""
 
-# The nsx skill is published as vmware-nsx-mgmt; both spellings name the same tools.
-_ALIASES = {"nsx-mgmt": "nsx"}
-
 
 def _key(skill: str) -> str:
-    key = skill_key(skill)
-    return _ALIASES.get(key, key)
+    return skill_key(skill)  # ``nsx-mgmt`` and ``nsx`` are one skill (catalog.renames.SKILL_PACKAGES)
 
 
 class ToolFacts:
