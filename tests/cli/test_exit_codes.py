@@ -63,6 +63,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow  # two entry-point processes per command
 @pytest.mark.parametrize(("command", "server"), COMMANDS)
 def test_a_store_that_cannot_be_opened_exits_2_from_every_command(
     settings: Settings, command: tuple[str, ...], server: bool

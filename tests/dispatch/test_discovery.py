@@ -61,6 +61,7 @@ async def test_a_server_that_dies_at_start_is_reported_with_its_last_stderr_line
     assert result.tools == ()
 
 
+@pytest.mark.slow  # waits out the server timeout
 async def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
 

@@ -87,6 +87,7 @@ async def test_on_a_cold_pool_quick_calls_share_the_first_server_and_start_no_ot
     assert dispatcher.started == 1 and dispatcher.open_sessions() == {"aiops": 1}
 
 
+@pytest.mark.slow  # several server processes
 async def test_a_queue_longer_than_a_start_opens_another_server_behind_the_first(
     dispatcher: StdioDispatcher,
 ) -> None:
@@ -97,6 +98,7 @@ async def test_a_queue_longer_than_a_start_opens_another_server_behind_the_first
     assert len({o.payload["pid"] for o in outcomes}) >= 2
 
 
+@pytest.mark.slow  # several server processes
 async def test_prepare_never_opens_more_than_the_pool_size() -> None:
     d = StdioDispatcher(options(pool_size=2), env=dict(os.environ))
     try:
@@ -122,6 +124,7 @@ def _fake_skills_running() -> list[int]:
     return found
 
 
+@pytest.mark.slow  # several server processes
 async def test_closing_while_sessions_start_leaves_no_server_behind() -> None:
     d = StdioDispatcher(options(), env=dict(os.environ))
     await d.prepare({"aiops": 2})

@@ -99,6 +99,7 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     assert after is not None and after.expired and after.fence == lease.fence
 
 
+@pytest.mark.slow  # waits out a 4 s call on 1.5 s leases
 async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
     pilot_home: Path, database: Database, actor: Actor
 ) -> None:

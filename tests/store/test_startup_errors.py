@@ -34,6 +34,7 @@ def _assert_one_clear_error(done: subprocess.CompletedProcess[str], *expected: s
     assert len(done.stderr) < 2000
 
 
+@pytest.mark.slow  # an entry-point process waiting out a refused connection
 @pytest.mark.parametrize("command", [["audit", "verify"], ["workflows"]])
 def test_an_unreachable_postgresql_server_is_a_clear_retryable_error(command: list[str]) -> None:
     url = f"postgresql+psycopg://pilot@127.0.0.1:{_free_port()}/pilot"
