@@ -183,3 +183,58 @@ def test_state_machine_guards_the_runner(app: PilotApp, actor: Actor) -> None:
     wf = app.store.load(wid)
     with pytest.raises(InvalidTransition):
         fire(wf, Event.APPROVE)
+
+
+AGENT = Actor(name="agent-bot", kind="token", role="operator")
+PERSON = Actor(name="carol", kind="os")
+
+
+@pytest.mark.parametrize("channel", ["cli", "console"])
+async def test_person_approval_releases_steps_to_the_agent_not_the_approver(
+    app: PilotApp, channel: str
+) -> None:
+    """A person approving at the CLI or console does not take the released steps: they stay with
+    the agent that runs the workflow, whose next run_workflow gets them in pending_dispatch."""
+    wid = create(app, AGENT)
+    first = await app.service.run_workflow(AGENT, wid)
+    assert [p["index"] for p in first["pending_dispatch"]] == [0]
+
+    out = await app.service.approve(
+        PERSON,
+        wid,
+        "carol",
+        acknowledge_not_executed=True,
+        channel=channel,  # type: ignore[arg-type]
+    )
+    assert "pending_dispatch" not in out
+    assert out["outcome"] == "dispatch_required"
+    assert out["released_to"] == "token:agent-bot"
+    assert out["with_another_caller"] == [
+        {"index": 2, "skill": "aiops", "tool": "power_off_vm", "handed_to": "token:agent-bot"}
+    ]
+    assert "handed to the agent that runs workflow" in out["message"]
+    assert "token:agent-bot" in out["message"] and "run_workflow" in out["message"]
+
+    again = await app.service.run_workflow(AGENT, wid)
+    assert [p["index"] for p in again["pending_dispatch"]] == [2]
+    assert again["pending_dispatch"][0]["params"] == {"vm_name": "web-01", "confirm": True}
+    with pytest.raises(StateRefused) as info:
+        await app.service.run_workflow(PERSON, wid)
+    assert info.value.payload()["handed_to"] == "token:agent-bot"
+
+
+async def test_person_approval_before_any_handout_releases_to_the_creator(app: PilotApp) -> None:
+    wid = create(app, AGENT, [GATE, steps()[2]])
+    await app.service.run_workflow(AGENT, wid)
+    out = await app.service.approve(PERSON, wid, "carol", channel="cli")
+    assert "pending_dispatch" not in out and out["released_to"] == "token:agent-bot"
+    again = await app.service.run_workflow(AGENT, wid)
+    assert [p["index"] for p in again["pending_dispatch"]] == [1]
+
+
+async def test_agent_approving_through_mcp_still_receives_the_steps(app: PilotApp) -> None:
+    wid = create(app, AGENT, [GATE, steps()[2]])
+    await app.service.run_workflow(AGENT, wid)
+    out = await app.service.approve(AGENT, wid)
+    assert [p["index"] for p in out["pending_dispatch"]] == [1]
+    assert "released_to" not in out

@@ -9,23 +9,37 @@ approver and the digest) and the run continues.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gates, handout
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import StateRefused
 
 if TYPE_CHECKING:
     from vmware_pilot.engine.runner import Runner
 
-__all__ = ["approve_gate", "precheck"]
+__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient"]
 
 S = StepStatus
+
+# The doors a person approves through, outside the agent's MCP session.
+PERSON_DOORS: Final = frozenset({"cli", "console"})
+
+
+def recipient(wf: Workflow, actor: Actor, channel: str, dispatching: bool) -> Actor:
+    """Who the steps a gate releases go to without dispatch: the approving caller itself when it
+    approves through MCP (the agent), otherwise (a person at the CLI or console) the agent that
+    runs the workflow (``handout.agent_label``), so its next run_workflow gets them. With dispatch
+    Pilot runs them, and the approver is the one on record."""
+    if dispatching or channel not in PERSON_DOORS:
+        return actor
+    return Actor(name=handout.agent_label(wf), kind="os")
 
 
 def _waiting_gate(wf: Workflow) -> Step:
@@ -89,11 +103,12 @@ async def approve_gate(
     gate, digest, so_far, required = precheck(wf, approver, acknowledge_not_executed, expected_digest)
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
     gate_index = gate.index
+    to = recipient(wf, actor, channel, runner.dispatcher is not None)
     if so_far + 1 >= required:
         refusal = await runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
         if refusal is not None:
             raise refusal
-        runner.refuse_handback(wf, actor, start=gate_index + 1)
+        runner.refuse_handback(wf, to, start=gate_index + 1)
 
     def change(w: Workflow) -> bool:
         # Re-checked on the stored record: a concurrent approval may have landed since the load.
@@ -109,7 +124,7 @@ async def approve_gate(
         gates.admit(w, step, who, now, digest)
         names = gates.record_approval(w, gate_index, who, channel, digest, now)
         if len(names) >= required:
-            runner.refuse_handback(w, actor, start=gate_index + 1)
+            runner.refuse_handback(w, to, start=gate_index + 1)
         if len(names) < required:
             w.log(
                 "approval_recorded",
@@ -157,4 +172,8 @@ async def approve_gate(
             "approver(s) before the run goes on.",
         )
         return out
-    return await runner.run_until_checkpoint(wf, actor, progress)
+    if to is actor:
+        return await runner.run_until_checkpoint(wf, actor, progress)
+    ran = await runner.run_until_checkpoint(wf, to, progress)
+    stored = await asyncio.to_thread(runner.store.load, wf.id)
+    return runner.released_result(stored, to, str(ran.get("outcome", "")))

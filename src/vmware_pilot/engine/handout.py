@@ -27,6 +27,7 @@ from vmware_pilot.safety.redaction import redact
 
 __all__ = [
     "HANDED_TO_KEY",
+    "agent_label",
     "holder",
     "is_creator",
     "pending_dispatch",
@@ -55,6 +56,17 @@ def holder(wf: Workflow, step: Step) -> str:
     held = wf.extra.get(HANDED_TO_KEY)
     label = held.get(str(step.index)) if isinstance(held, dict) else None
     return label if isinstance(label, str) else ""
+
+
+def agent_label(wf: Workflow) -> str:
+    """The caller that runs ``wf`` without dispatch: the one its latest hand-out went to, else its
+    creator; ``""`` when neither is known."""
+    held = wf.extra.get(HANDED_TO_KEY)
+    if isinstance(held, dict):
+        latest = [(int(k), v) for k, v in held.items() if k.isdigit() and isinstance(v, str) and v]
+        if latest:
+            return max(latest)[1]
+    return wf.created_by or ""
 
 
 def _held_by_another(wf: Workflow, step: Step, actor: Actor) -> bool:

@@ -223,6 +223,38 @@ class Runner:
         out.update(extra)
         return out
 
+    def released_result(self, wf: Workflow, agent: Actor, outcome: str = "") -> dict[str, Any]:
+        """What a person who approved at the CLI or console is shown after a run without dispatch
+        handed the released steps to ``agent`` (``approval.recipient``): the steps are listed under
+        ``with_another_caller`` (never as the person's own ``pending_dispatch``), ``released_to``
+        names the agent, and ``message`` says what happens next."""
+        out = self.result(wf, agent)
+        mine = out.pop("pending_dispatch", [])
+        out.pop("message", None)
+        out.pop("with_another_caller", None)
+        held = [
+            {**s.ref(), "handed_to": handout.holder(wf, s)} for s in wf.steps if s.status is S.NOT_EXECUTED
+        ]
+        if held:
+            out["with_another_caller"] = held
+        if outcome:
+            out["outcome"] = outcome
+        if not mine:
+            return out
+        who = agent.label or "the agent that runs the workflow (not known to Pilot)"
+        nxt = (
+            "Its next run_workflow of this workflow returns them in pending_dispatch"
+            if wf.state is WorkflowState.PENDING
+            else "get_workflow_status shows them; the next gate waits for approval"
+        )
+        out["released_to"] = agent.label
+        out["message"] = (
+            f"Approved. Pilot runs nothing without dispatch: the {len(mine)} step(s) this gate "
+            f"released were handed to the agent that runs workflow '{wf.id}' ({who}), not to you. "
+            f"{nxt}; that agent performs them with the skills' own tools. Nothing ran yet."
+        )
+        return out
+
     def refuse_handback(self, wf: Workflow, actor: Actor, start: int = 0) -> None:
         """Without a dispatcher: refuse, before anything changes, a walk from ``start`` that would
         hand ``actor`` steps already with another caller, or a literal secret not theirs."""
