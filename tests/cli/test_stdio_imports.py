@@ -82,3 +82,59 @@ def test_the_hook_sees_a_pilot_module_importing_typer(tmp_path: Path) -> None:
     found = json.loads(report.read_text())
     assert ["vmware_pilot.cli.commands", "typer"] in found["imported_by_pilot"]
     assert "typer" in found["loaded"]
+
+
+# Runs in the server process: start it as the console script does and, when it exits, record
+# which of the modules that only tool calls need were loaded.
+REPORTING_SERVER = """
+import atexit, json, os, sys
+
+def report():
+    with open(os.environ["IMPORT_REPORT"], "w") as fh:
+        json.dump(sorted(sys.modules), fh)
+
+atexit.register(report)
+sys.argv = ["vmware-pilot", "mcp"]
+from vmware_pilot.cli.main import main
+main()
+"""
+# What the app (built by the first tool call) needs and serving the handshake does not.
+APP_ONLY = (
+    "sqlalchemy",
+    "vmware_pilot.app",
+    "vmware_pilot.engine",
+    "vmware_pilot.store",
+    "vmware_pilot.templates",
+    "vmware_pilot.catalog",
+    "vmware_pilot.dispatch",
+)
+
+
+def _app_modules(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in APP_ONLY)]
+
+
+async def _serve_and_report(tmp_path: Path, call_a_tool: bool) -> list[str]:
+    report = tmp_path / "modules.json"
+    env = {**os.environ, "IMPORT_REPORT": str(report)}
+    params = StdioServerParameters(command=sys.executable, args=["-c", REPORTING_SERVER], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert {"create_workflow", "get_workflow_status"} <= tools
+        if call_a_tool:
+            assert not (await session.call_tool("list_workflows", {})).isError
+    loaded: list[str] = json.loads(report.read_text())
+    return _app_modules(loaded)
+
+
+async def test_initialize_and_tools_list_load_no_store_engine_or_templates(tmp_path: Path) -> None:
+    """Until the first tool call the server holds no SQLAlchemy, engine, store, catalog or
+    templates: an MCP client's start-up waits for none of them."""
+    assert await _serve_and_report(tmp_path, call_a_tool=False) == []
+
+
+async def test_the_first_tool_call_loads_the_store_and_engine(tmp_path: Path) -> None:
+    """The report itself works: once a tool is called, the app's modules are there."""
+    loaded = await _serve_and_report(tmp_path, call_a_tool=True)
+    assert "sqlalchemy" in loaded and "vmware_pilot.engine" in loaded and "vmware_pilot.store" in loaded

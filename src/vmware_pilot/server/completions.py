@@ -15,7 +15,7 @@ matched).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.lowlevel import Server
@@ -28,8 +28,10 @@ from mcp.types import (
 )
 
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.service import PilotService
 from vmware_pilot.server.resources import Refusal
+
+if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
+    from vmware_pilot.engine.service import PilotService
 
 __all__ = ["register_completions"]
 

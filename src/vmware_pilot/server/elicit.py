@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.fastmcp import Context
 from mcp.shared.exceptions import McpError
 from mcp.types import ClientCapabilities, ElicitationCapability
 from pydantic import BaseModel, Field, ValidationError
 
-from vmware_pilot.engine.policy import AskHuman, HumanAnswer, describe_gate
 from vmware_pilot.errors import PilotError
+
+if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
+    from vmware_pilot.engine.policy import AskHuman, HumanAnswer
 
 __all__ = ["ApprovalForm", "human_asker"]
 
@@ -56,6 +58,8 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
         return None
 
     async def ask(view: Mapping[str, Any]) -> HumanAnswer:
+        from vmware_pilot.engine.policy import HumanAnswer, describe_gate
+
         message = describe_gate(view)
         if view.get("default_approver"):
             message += f"\n(Leave your name empty to be recorded as {view['default_approver']}.)"

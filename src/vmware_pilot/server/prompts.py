@@ -29,8 +29,6 @@ from mcp.types import (
 )
 
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.templates.builtin import BUILTINS
-from vmware_pilot.templates.discovery import builtin_parameters
 
 __all__ = ["prompts", "register_prompts"]
 
@@ -157,6 +155,9 @@ def _flows() -> list[_Prompt]:
 @functools.cache
 def prompts() -> dict[str, _Prompt]:
     """Every prompt by name (built on first use: the schemas are not needed at start-up)."""
+    from vmware_pilot.templates.builtin import BUILTINS
+    from vmware_pilot.templates.discovery import builtin_parameters
+
     out = {b.name: _template_prompt(b.name, b.description, builtin_parameters(b)) for b in BUILTINS}
     out.update({p.prompt.name: p for p in _flows()})
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from mcp.server.lowlevel import Server
@@ -27,9 +27,11 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.exceptions import McpError
 from mcp.types import INVALID_REQUEST, ErrorData, Resource, ResourceTemplate
 
-from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.server.results import dump_json
+
+if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
+    from vmware_pilot.engine.service import PilotService
 
 __all__ = ["RESOURCE_NOT_FOUND", "Refusal", "register_resources", "workflow_of"]
 
