@@ -73,3 +73,23 @@ async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marke
     ((event_id, status, attempts, _),) = rows(database)
     assert (status, attempts) == ("dropped", 2)
     assert receiver.keys == [event_id, event_id] and receiver.received == []
+
+
+async def test_two_pilots_on_one_database_deliver_each_event_once(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver()) as receiver:
+        apps = [pilot(settings, database, receiver) for _ in range(2)]
+        try:
+            for n in range(6):
+                app = apps[n % 2]
+                wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+                await app.service.run_workflow(actor, wid)
+            got = receiver.wait_for(6)
+        finally:
+            for app in apps:
+                assert app.notifier is not None and app.notifier.close(10) is True
+                app.close()
+    keys = [r.headers["Idempotency-Key"] for r in got]
+    assert len(set(keys)) == 6 == receiver.attempts
+    assert {(s, n) for _, s, n, _ in rows(database)} == {("delivered", 1)}
