@@ -100,6 +100,7 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         Notifier(
             settings.notify_url,
             settings.notify_secret.get_secret_value(),
+            outbox=store,
             timeout=settings.notify_timeout,
             attempts=settings.notify_attempts,
         )

@@ -32,6 +32,7 @@ class Receiver:
     hold: threading.Event | None = None
     received: list[Received] = field(default_factory=list)
     attempts: int = 0
+    keys: list[str] = field(default_factory=list)  # the Idempotency-Key of every attempt
     arrived: threading.Condition = field(default_factory=threading.Condition)
     url: str = ""
 
@@ -54,6 +55,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with receiver.arrived:
                 receiver.attempts += 1
+                receiver.keys.append(self.headers.get("Idempotency-Key", ""))
                 status = receiver.statuses.pop(0) if receiver.statuses else 204
                 receiver.arrived.notify_all()
             if receiver.hold is not None and not receiver.hold.is_set():

@@ -7,8 +7,15 @@ that failed or whose effect is unknown), ``rolled_back`` / ``rollback_incomplete
 params masked, risk tier and undo, the targets' state, the plan digest) and, with a public URL
 configured, ``gate_url``, the gate's page in the web console.
 with a secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body.
-Delivery happens on a background thread with bounded retries and backoff: a slow, failing or
-unreachable receiver never blocks, slows or fails a workflow. The secret is never logged.
+Every attempt carries ``Idempotency-Key: <event_id>`` (stable per event, across retries and
+processes).
+
+Delivery goes through a transactional outbox (store/outbox.py): the event row is written in the
+transaction of the workflow change that announces it, so a process that dies after its commit loses
+nothing; a background thread in every Pilot process claims due rows (one sender per row at a time
+across processes) and POSTs them with bounded retries and backoff. Delivery is at least once. A
+slow, failing or unreachable receiver never blocks, slows or fails a workflow. The secret is never
+logged and never stored: rows hold the unsigned body, signed at send time.
 """
 
 from __future__ import annotations
@@ -18,25 +25,33 @@ import hmac
 import json
 import logging
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 
-__all__ = ["SIGNATURE_HEADER", "Notifier", "event_for", "gate_link", "gate_summary", "sign"]
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "SIGNATURE_HEADER",
+    "Notifier",
+    "Outbox",
+    "event_for",
+    "gate_link",
+    "gate_summary",
+    "sign",
+]
 
 _log = logging.getLogger(__name__)
 W = WorkflowState
 
 SIGNATURE_HEADER: Final = "X-Pilot-Signature"
+IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -128,115 +143,170 @@ def _where(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
 
 
+class Claimed(Protocol):
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+class Outbox(Protocol):
+    """The store's notification outbox (store/outbox.py through SqlStore)."""
+
+    def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None: ...
+    def claim_notice(self, lease_seconds: float) -> Claimed | None: ...
+    def finish_notice(self, event_id: str, status: str, attempts: int) -> None: ...
+    def retry_notice(self, event_id: str, attempts: int, delay: float) -> None: ...
+    def notice_counts(self) -> Mapping[str, int]: ...
+
+
+def _encode(event: Mapping[str, Any]) -> bytes:
+    return json.dumps(dict(event), ensure_ascii=False, separators=(",", ":")).encode()
+
+
 class Notifier:
-    """Queues events and POSTs them to ``url`` from one daemon thread, oldest first."""
+    """Writes events to the outbox and POSTs due outbox rows to ``url`` from one daemon thread."""
 
     def __init__(
         self,
         url: str,
         secret: str = "",
         *,
+        outbox: Outbox,
         timeout: float = 5.0,
         attempts: int = 4,
         backoff: float = 0.5,
-        max_pending: int = 1000,
+        poll: float = 1.0,
     ) -> None:
         self.url = url
         self._secret = secret
+        self._outbox = outbox
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.backoff = backoff
-        self._pending: deque[bytes] = deque(maxlen=max_pending)
-        self._busy = 0
+        self.poll = poll
+        # A claim outlives one attempt; a sender that died mid-attempt lets it expire.
+        self.claim_seconds = timeout + 30.0
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._closed = False
+        self._wake = False
+        self._draining = False
+        self._stopped = False
         # Set by the app once the engine exists: the gate view for awaiting_approval events.
         self.describe: DescribeGate | None = None
         self.console_url = ""
+        self._thread = threading.Thread(target=self._work, name="pilot-notify", daemon=True)
+        self._thread.start()
 
     def __repr__(self) -> str:  # never shows the secret
         return f"Notifier({_where(self.url)!r}, signed={bool(self._secret)})"
 
     # --- producing --------------------------------------------------------------------------
-    def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None:
-        """``WorkflowEvents`` hook: queue the event this change announces. Never raises."""
+    def notices(self, before: WorkflowState, wf: Workflow) -> list[tuple[str, str, bytes]]:
+        """``WorkflowEvents`` hook: the outbox row this change announces, for the save's
+        transaction. Never raises (a notification problem must never reach the workflow)."""
         try:
             event = event_for(before, wf, self.describe, self.console_url)
-            if event is not None:
-                self.send(event)
-        except Exception:  # a notification problem must never reach the workflow
-            _log.exception("could not queue a notification for %s", wf.id)
+        except Exception:
+            _log.exception("could not build a notification for %s", wf.id)
+            return []
+        if event is None:
+            return []
+        return [(str(event["event_id"]), wf.id, _encode(event))]
+
+    def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None:
+        """``WorkflowEvents`` hook after the commit: wake the sender. Never raises."""
+        self._kick()
 
     def send(self, event: Mapping[str, Any]) -> None:
-        """Queue one event (the oldest is dropped when ``max_pending`` are already waiting)."""
-        body = json.dumps(dict(event), ensure_ascii=False, separators=(",", ":")).encode()
+        """Write one event to the outbox on its own (outside a workflow change)."""
+        event_id = str(event.get("event_id") or uuid.uuid4().hex)
+        body = _encode({**event, "event_id": event_id})
+        self._outbox.enqueue_notices([(event_id, str(event.get("workflow_id", "")), body)])
+        self._kick()
+
+    def _kick(self) -> None:
         with self._cond:
-            if self._closed:
-                return
-            if len(self._pending) == self._pending.maxlen:
-                _log.warning("notification queue full: dropping the oldest event for %s", _where(self.url))
-            self._pending.append(body)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="pilot-notify", daemon=True)
-                self._thread.start()
+            self._wake = True
             self._cond.notify_all()
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Stop taking events and wait up to ``timeout`` s for queued ones; True when all were handled."""
-        deadline = time.monotonic() + timeout
+        """Deliver (or give up on) pending rows for up to ``timeout`` s, then stop the sender;
+        True when none was left pending. Rows left pending stay in the outbox for any Pilot."""
         with self._cond:
-            self._closed = True
+            self._draining = True
             self._cond.notify_all()
-            while self._pending or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    _log.warning(
-                        "%d notification(s) to %s not delivered",
-                        len(self._pending) + self._busy,
-                        _where(self.url),
-                    )
-                    return False
-                self._cond.wait(left)
+        self._thread.join(timeout)
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            _log.warning("notifications to %s still pending; left in the outbox", _where(self.url))
+            return False
         return True
 
     # --- delivering -------------------------------------------------------------------------
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if not self._pending:
+                if self._stopped:
                     return
-                body = self._pending.popleft()
-                self._busy += 1
             try:
-                self._deliver(body)
-            finally:
+                claimed = self._outbox.claim_notice(self.claim_seconds)
+                if claimed is None and self._draining and not self._outbox.notice_counts().get("pending"):
+                    return
+            except Exception:
+                _log.exception("could not read the notification outbox")
+                claimed = None
+                if self._draining:
+                    return
+            if claimed is None:
                 with self._cond:
-                    self._busy -= 1
-                    self._cond.notify_all()
+                    if not self._wake and not self._stopped:
+                        self._cond.wait(min(self.poll, self.backoff) if self._draining else self.poll)
+                    self._wake = False
+                continue
+            try:
+                self._attempt(claimed)
+            except Exception:
+                _log.exception("could not record a notification attempt")
 
-    def _deliver(self, body: bytes) -> bool:
-        headers = {"Content-Type": "application/json", "User-Agent": "vmware-pilot"}
+    def _attempt(self, claimed: Claimed) -> None:
+        made = claimed.attempts + 1
+        if self._deliver(claimed.body, claimed.event_id, made):
+            self._outbox.finish_notice(claimed.event_id, "delivered", made)
+        elif made >= self.attempts:
+            _log.warning(
+                "notification %s to %s given up after %d attempts",
+                claimed.event_id,
+                _where(self.url),
+                made,
+            )
+            self._outbox.finish_notice(claimed.event_id, "dropped", made)
+        else:
+            self._outbox.retry_notice(claimed.event_id, made, self.backoff * 2 ** (made - 1))
+
+    def _deliver(self, body: bytes, event_id: str, attempt: int) -> bool:
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "vmware-pilot",
+            IDEMPOTENCY_HEADER: event_id,
+        }
         if self._secret:
             headers[SIGNATURE_HEADER] = sign(self._secret, body)
-        for attempt in range(1, self.attempts + 1):
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as reply:  # noqa: S310
-                    reply.read()
-                return True
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                reason = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else type(exc).__name__
-                _log.info(
-                    "notification to %s failed (attempt %d/%d): %s",
-                    _where(self.url),
-                    attempt,
-                    self.attempts,
-                    reason,
-                )
-            if attempt < self.attempts:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-        _log.warning("notification to %s given up after %d attempts", _where(self.url), self.attempts)
-        return False
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as reply:  # noqa: S310
+                reply.read()
+            return True
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else type(exc).__name__
+            _log.info(
+                "notification to %s failed (attempt %d/%d): %s",
+                _where(self.url),
+                attempt,
+                self.attempts,
+                reason,
+            )
+            return False

@@ -101,6 +101,10 @@ def _unusable(wf: Workflow) -> tuple[int, str] | None:
 class WorkflowEvents(Protocol):
     """Told after each committed change of a workflow's state (e.g. to send notifications)."""
 
+    def notices(self, before: WorkflowState, wf: Workflow) -> list[tuple[str, str, bytes]]:
+        """The outbox rows (event id, workflow id, body) to write with this change's save."""
+        ...
+
     def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None: ...
 
 
@@ -137,8 +141,14 @@ class Runner:
             before = wf.state
             result = change(wf)
             wf.diff_report = build_diff_report(wf, self.catalog)
+            # Written in the save's transaction: a crash after the commit loses no notification.
+            notices = (
+                self.events.notices(before, wf) if self.events is not None and wf.state is not before else []
+            )
             try:
-                if fence is None:
+                if notices:
+                    self.store.save(wf, fence, notices)
+                elif fence is None:
                     self.store.save(wf)
                 else:
                     self.store.save(wf, fence)

@@ -240,6 +240,26 @@ def _v8_console_sessions(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v9_notification_outbox(conn: Connection) -> None:
+    """``notifications``: the webhook outbox (store/outbox.py), one row per event, written in the
+    transaction of the workflow change it announces and delivered by one sender at a time."""
+    md = MetaData()
+    outbox = Table(
+        "notifications",
+        md,
+        Column("event_id", String(64), primary_key=True),
+        Column("workflow_id", String(64), nullable=False),
+        Column("body", Text, nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("next_at", Float, nullable=False),
+        Column("claimed_until", Float, nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("status", String(16), nullable=False),
+    )
+    Index("ix_notifications_due", outbox.c.status, outbox.c.next_at)
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -249,6 +269,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v6_leases,
     _v7_active_count,
     _v8_console_sessions,
+    _v9_notification_outbox,
 )
 LATEST = len(MIGRATIONS)
 

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases, sessions
+from vmware_pilot.store import codec, leases, outbox, sessions
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -304,9 +304,13 @@ class SqlStore:
             ) from exc
         self._committed(wf, rows, seqs)
 
-    def save(self, wf: Workflow, fence: int | None = None) -> None:
+    def save(
+        self, wf: Workflow, fence: int | None = None, notices: Sequence[tuple[str, str, bytes]] = ()
+    ) -> None:
         """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict.
-        With ``fence``, also only while that is still the workflow's lease fence; else LeaseLost."""
+        With ``fence``, also only while that is still the workflow's lease fence; else LeaseLost.
+        ``notices`` (event id, workflow id, JSON body) go into the notification outbox in the
+        same transaction (store/outbox.py)."""
         if wf.version < 1:
             raise StoreError(
                 f"Workflow '{wf.id}' was never stored", hint="Use create() first.", workflow_id=wf.id
@@ -316,6 +320,7 @@ class SqlStore:
                 leases.check_fence(conn, wf.id, fence)
             self._recount_active(conn, wf)
             rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
+            outbox.enqueue(conn, notices)
         self._committed(wf, rows, seqs)
 
     def _update_as_loaded(self, conn: Connection, wf: Workflow) -> _Written | None:
@@ -382,6 +387,27 @@ class SqlStore:
         """The workflow's lease as stored (None: never leased)."""
         with self._tx(write=False) as conn:
             return leases.holder(conn, workflow_id)
+
+    # --- notification outbox (store/outbox.py) ---------------------------------------------
+    def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None:
+        with self._tx(write=True) as conn:
+            outbox.enqueue(conn, notices)
+
+    def claim_notice(self, lease_seconds: float) -> outbox.Claimed | None:
+        with self._tx(write=True) as conn:
+            return outbox.claim(conn, lease_seconds)
+
+    def finish_notice(self, event_id: str, status: str, attempts: int) -> None:
+        with self._tx(write=True) as conn:
+            outbox.finish(conn, event_id, status, attempts)
+
+    def retry_notice(self, event_id: str, attempts: int, delay: float) -> None:
+        with self._tx(write=True) as conn:
+            outbox.retry_later(conn, event_id, attempts, delay)
+
+    def notice_counts(self) -> Mapping[str, int]:
+        with self._tx(write=False) as conn:
+            return outbox.status_counts(conn)
 
     # --- console sessions (store/sessions.py) -----------------------------------------------
     def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:

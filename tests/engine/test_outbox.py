@@ -1,0 +1,95 @@
+"""The notification outbox on each backend: events written with the workflow change, delivered at
+least once by any Pilot process on the database, with a stable Idempotency-Key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from tests.backends import Database
+from tests.engine.fakes import ScriptedDispatcher
+from tests.engine.receiver import Receiver, serve
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+
+SECRET = "webhook-key-2"
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+
+
+def pilot(settings: Settings, database: Database, receiver: Receiver, **extra: Any) -> PilotApp:
+    values = {"notify_url": receiver.url, "notify_secret": SECRET, "notify_timeout": 2.0, **extra}
+    configured = Settings(home=settings.home, database_url=database.settings_url, **values)
+    return build_app(configured, dispatcher=ScriptedDispatcher())
+
+
+def rows(database: Database) -> list[tuple[str, str, int, str]]:
+    with database.raw() as conn:
+        found = conn.execute(
+            text("SELECT event_id, status, attempts, body FROM notifications ORDER BY created_at")
+        )
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in found]
+
+
+async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver()) as receiver:
+        first = pilot(settings, database, receiver)
+        # This process's sender is gone (as after a crash right after its commit).
+        assert first.notifier is not None and first.notifier.close(5) is True
+        wid = first.service.create_workflow(actor, "outbox", "d", [READ, GATE])["workflow_id"]
+        await first.service.run_workflow(actor, wid)
+        ((event_id, status, attempts, body),) = rows(database)
+        assert (status, attempts, receiver.attempts) == ("pending", 0, 0)
+        assert SECRET not in body
+        first.close()
+
+        second = pilot(settings, database, receiver)
+        try:
+            (got,) = receiver.wait_for(1)
+        finally:
+            assert second.notifier is not None and second.notifier.close(10) is True
+            second.close()
+    assert got.event["event"] == "awaiting_approval" and got.event["workflow_id"] == wid
+    assert got.headers["Idempotency-Key"] == event_id == got.event["event_id"]
+    assert rows(database)[0][1:3] == ("delivered", 1)
+
+
+async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marked(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver(statuses=[500] * 4)) as receiver:
+        app = pilot(settings, database, receiver, notify_attempts=2)
+        try:
+            wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+            await app.service.run_workflow(actor, wid)
+            receiver.wait_attempts(2)
+        finally:
+            assert app.notifier is not None and app.notifier.close(10) is True
+            app.close()
+    ((event_id, status, attempts, _),) = rows(database)
+    assert (status, attempts) == ("dropped", 2)
+    assert receiver.keys == [event_id, event_id] and receiver.received == []
+
+
+async def test_two_pilots_on_one_database_deliver_each_event_once(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver()) as receiver:
+        apps = [pilot(settings, database, receiver) for _ in range(2)]
+        try:
+            for n in range(6):
+                app = apps[n % 2]
+                wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+                await app.service.run_workflow(actor, wid)
+            got = receiver.wait_for(6)
+        finally:
+            for app in apps:
+                assert app.notifier is not None and app.notifier.close(10) is True
+                app.close()
+    keys = [r.headers["Idempotency-Key"] for r in got]
+    assert len(set(keys)) == 6 == receiver.attempts
+    assert {(s, n) for _, s, n, _ in rows(database)} == {("delivered", 1)}
