@@ -389,8 +389,12 @@ class SqlStore:
             return tokens.rows(conn)
 
     def add_token(self, name: str, role: str, digest: str, created_at: str) -> bool:
-        with self._tx(write=True) as conn:
-            return tokens.insert(conn, name, role, digest, created_at)
+        """False when a token of that name exists (also one created at the same moment elsewhere)."""
+        try:
+            with self._tx(write=True) as conn:
+                return tokens.insert(conn, name, role, digest, created_at)
+        except IntegrityError:
+            return False
 
     def delete_token(self, name: str) -> bool:
         with self._tx(write=True) as conn:
