@@ -30,8 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.pg_server import PgServer
+from vmware_pilot.config import Settings
+from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.client import PilotClient, connect_http
-from vmware_pilot.transports.tokens import TokenStore
+from vmware_pilot.transports.tokens import TokenStore, hash_secret
 
 INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU"}
 PILOT = Path(sys.executable).with_name("vmware-pilot")
@@ -136,6 +138,12 @@ def main() -> None:
             rows.append(("SQLite", 1, _configuration(home, "", 1, secrets, opts.calls)))
             for n in (int(x) for x in opts.replicas.split(",")):
                 url = server.url(server.new_database())
+                # with a database URL the replicas read their tokens from the database
+                with open_store(Settings(home=home / ".vmware", database_url=url)) as store:
+                    for i, secret in enumerate(secrets):
+                        store.add_token(
+                            f"bench{i}", "admin", hash_secret(secret), "2026-01-01T00:00:00+00:00"
+                        )
                 rows.append(("PostgreSQL", n, _configuration(home, url, n, secrets, opts.calls)))
     finally:
         server.stop()

@@ -111,8 +111,9 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         store,
         catalog,
         dispatcher,
-        # Several Pilots share a server database: a literal secret would live in one of them only.
-        SecretVault(refuse_literals=store.engine.dialect.name != "sqlite"),
+        # Several Pilots may share any database named by a URL (a server, or a SQLite file on a
+        # shared disk): a literal secret would live in one of them only.
+        SecretVault(refuse_literals=bool(settings.database_url) or store.engine.dialect.name != "sqlite"),
         environ=os.environ,
         events=notifier,
         lease_seconds=settings.lease_seconds,

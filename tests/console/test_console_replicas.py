@@ -16,7 +16,10 @@ import pytest
 from tests.backends import Database
 from tests.console.conftest import make_pilot_home
 from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.config import Settings
+from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.console.sessions import COOKIE
+from vmware_pilot.transports.tokens import DbTokenStore
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +28,13 @@ pytestmark = pytest.mark.slow
 def replicas(database: Database, pilot_home: Path) -> Iterator[list[PilotProcess]]:
     folder = pilot_home.parent  # the SQLite file is where ``database`` looks for it
     home, tokens = make_pilot_home(folder, {"alice": "admin"})
-    (folder / "alice.token").write_text(tokens["alice"])
     env = {"VMWARE_PILOT_HOME": str(home)}
     if database.settings_url:
         env["VMWARE_PILOT_DATABASE_URL"] = database.settings_url
+        # with a database URL the replicas read their tokens from the database
+        with open_store(Settings(home=home, database_url=database.settings_url)) as store:
+            tokens = {"alice": DbTokenStore(store).create("alice", "admin")}
+    (folder / "alice.token").write_text(tokens["alice"])
     with ExitStack() as stack:
         yield [stack.enter_context(start_server(folder, ["--transport", "http"], env=env)) for _ in range(2)]
 

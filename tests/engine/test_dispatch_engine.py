@@ -537,3 +537,20 @@ async def test_literal_secrets_are_refused_when_pilots_share_the_database(
     assert dapp.store.load(create(dapp, actor, [GATE, ref])).steps[1].params["password"] == {
         "$env": "GUEST_PASSWORD"
     }
+
+
+@pytest.mark.backends("sqlite")
+async def test_literal_secrets_are_refused_whenever_a_database_url_is_set(
+    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor, database: Database
+) -> None:
+    """A SQLite file named by VMWARE_PILOT_DATABASE_URL may be shared too (another host, a
+    shared disk): any database URL means several Pilots may read these workflows."""
+    shared = settings.model_copy(update={"database_url": database.raw_url})
+    app = build_app(shared, dispatcher=dispatcher)
+    try:
+        with pytest.raises(PilotError) as info:
+            create(app, actor, [GATE, guest_command_with_password()])
+        assert "literal secret" in info.value.message and '{"$env": "VC_PASSWORD"}' in info.value.hint
+        assert app.store.list_all() == [], "nothing was stored"
+    finally:
+        app.close()

@@ -23,15 +23,21 @@ from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_na
 from vmware_pilot.transports.jwks import IssuerKeys
 from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
 from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
-from vmware_pilot.transports.tokens import TOKENS_FILE, TokenStore
+from vmware_pilot.transports.tokens import TOKENS_FILE, DbTokenStore, Tokens, TokenStore
 
 __all__ = ["http_options", "role_book", "serve_network", "token_store"]
 
 _log = logging.getLogger("vmware_pilot")
 
 
-def token_store(settings: Settings) -> TokenStore:
-    return TokenStore(settings.home_path / TOKENS_FILE)
+def token_store(settings: Settings) -> Tokens:
+    """The tokens file in the pilot home, or, when a database URL is set (several replicas may share
+    it), the database's token table; raises ``PilotError`` when that database cannot be opened."""
+    if not settings.database_url:
+        return TokenStore(settings.home_path / TOKENS_FILE)
+    from vmware_pilot.store.sql import open_store
+
+    return DbTokenStore(open_store(settings))
 
 
 def role_book(settings: Settings) -> RoleBook:
@@ -72,8 +78,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         options = options.validated()
     except InvalidInput as exc:
         raise refused(exc) from None
-    tokens, roles = token_store(settings), role_book(settings)
+    roles = role_book(settings)
     try:
+        tokens = starting(lambda: token_store(settings))
         entries = starting(tokens.entries)
     except PilotError as exc:
         raise refused(exc) from None

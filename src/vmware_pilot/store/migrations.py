@@ -260,6 +260,21 @@ def _v9_notification_outbox(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v10_shared_state(conn: Connection) -> None:
+    """``api_tokens``: the network transport's bearer tokens (name, role, SHA-256 of the secret,
+    creation time), so a token created against the database works on every replica."""
+    md = MetaData()
+    Table(
+        "api_tokens",
+        md,
+        Column("name", String(64), primary_key=True),
+        Column("role", String(255), nullable=False),
+        Column("hash", String(71), nullable=False, unique=True),
+        Column("created_at", String(40), nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -270,6 +285,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v7_active_count,
     _v8_console_sessions,
     _v9_notification_outbox,
+    _v10_shared_state,
 )
 LATEST = len(MIGRATIONS)
 

@@ -32,7 +32,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases, outbox, sessions
+from vmware_pilot.store import codec, leases, outbox, sessions, tokens
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -408,6 +408,27 @@ class SqlStore:
     def notice_counts(self) -> Mapping[str, int]:
         with self._tx(write=False) as conn:
             return outbox.status_counts(conn)
+
+    # --- bearer tokens (store/tokens.py) ----------------------------------------------------
+    def token_rows(self) -> list[tokens.TokenRow]:
+        with self._tx(write=False) as conn:
+            return tokens.rows(conn)
+
+    def add_token(self, name: str, role: str, digest: str, created_at: str) -> bool:
+        """False when a token of that name exists (also one created at the same moment elsewhere)."""
+        try:
+            with self._tx(write=True) as conn:
+                return tokens.insert(conn, name, role, digest, created_at)
+        except IntegrityError:
+            return False
+
+    def delete_token(self, name: str) -> bool:
+        with self._tx(write=True) as conn:
+            return tokens.delete(conn, name)
+
+    def set_token_role(self, name: str, role: str) -> bool:
+        with self._tx(write=True) as conn:
+            return tokens.set_role(conn, name, role)
 
     # --- console sessions (store/sessions.py) -----------------------------------------------
     def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
 __all__ = [
+    "api_tokens",
     "audit_events",
     "console_sessions",
     "leases",
@@ -92,4 +93,14 @@ console_sessions = Table(
     Column("identity", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False, index=True),
+)
+
+# Bearer tokens of the network transport (store/tokens.py): the secret's SHA-256, never the secret.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("role", String(255), nullable=False),
+    Column("hash", String(71), nullable=False, unique=True),
+    Column("created_at", String(40), nullable=False),
 )

@@ -31,7 +31,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.duties import Role
 from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
-from vmware_pilot.transports.tokens import TokenStore
+from vmware_pilot.transports.tokens import Tokens
 
 __all__ = [
     "PRM_PATH",
@@ -52,7 +52,7 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 class CallerVerifier:
     """Static tokens first, then (with ``jwt``) OAuth access tokens."""
 
-    def __init__(self, tokens: TokenStore, jwt: JwtVerifier | None = None) -> None:
+    def __init__(self, tokens: Tokens, jwt: JwtVerifier | None = None) -> None:
         self._tokens = tokens
         self._jwt = jwt
 

@@ -48,7 +48,7 @@ from vmware_pilot.transports.connections import ConnectionLimits, guarded_protoc
 from vmware_pilot.transports.http_body import check_bodies
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
-from vmware_pilot.transports.tokens import TokenStore
+from vmware_pilot.transports.tokens import Tokens
 
 __all__ = ["HttpOptions", "build_http_app", "parse_public_names", "public_base", "self_check", "serve_http"]
 
@@ -229,7 +229,7 @@ def build_http_app(
     app: PilotApp,
     options: HttpOptions,
     port: int,
-    tokens: TokenStore,
+    tokens: Tokens,
     roles: RoleBook,
     jwt: JwtVerifier | None = None,
 ) -> ASGIApp:
@@ -381,7 +381,7 @@ def _tls_context(
 async def serve_http(
     app: PilotApp,
     options: HttpOptions,
-    tokens: TokenStore,
+    tokens: Tokens,
     roles: RoleBook,
     *,
     service_account: str,

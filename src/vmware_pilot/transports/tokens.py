@@ -6,6 +6,10 @@ others cannot write), replaced atomically (temporary file + rename, under an exc
 re-read whenever it changes, so create/revoke/set-role apply to the next request without a
 restart. Verification hashes the presented secret and compares it with every entry in constant
 time. An unsafe or unreadable file yields no tokens: every request is then refused.
+
+When ``VMWARE_PILOT_DATABASE_URL`` is set, ``DbTokenStore`` keeps the same entries as rows of the
+database instead (store/tokens.py), so a token created on one host works on every replica; it is
+read on every request, and a database that cannot be reached refuses every token.
 """
 
 from __future__ import annotations
@@ -24,17 +28,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.safety.duties import is_valid_name
 
+if TYPE_CHECKING:
+    from vmware_pilot.store.sql import SqlStore
+
 __all__ = [
     "SECRET_PREFIX",
     "TOKENS_FILE",
+    "DbTokenStore",
     "TokenEntry",
     "TokenStore",
     "TokenStoreError",
+    "Tokens",
     "hash_secret",
 ]
 
@@ -63,6 +72,54 @@ class TokenEntry:
 
 def hash_secret(secret: str) -> str:
     return "sha256:" + hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class Tokens(Protocol):
+    """Where tokens are kept: the token file (``TokenStore``) or the database (``DbTokenStore``)."""
+
+    def entries(self) -> list[TokenEntry]: ...
+    def verify(self, secret: str) -> TokenEntry | None: ...
+    def create(self, name: str, role: str) -> str: ...
+    def revoke(self, name: str) -> None: ...
+    def set_role(self, name: str, role: str) -> None: ...
+
+
+def _match(entries: list[TokenEntry], secret: str) -> TokenEntry | None:
+    """The entry whose hash is the secret's; every entry is compared, so timing does not tell which."""
+    digest = hash_secret(secret)
+    found: TokenEntry | None = None
+    for entry in entries:
+        if hmac.compare_digest(entry.hash, digest):
+            found = entry
+    return found
+
+
+def _check_name(name: str) -> None:
+    if not is_valid_name(name):
+        raise InvalidInput(
+            f"token name {name!r} is not valid",
+            field="name",
+            hint="Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+        )
+
+
+def _exists(name: str) -> InvalidInput:
+    return InvalidInput(
+        f"a token named {name!r} already exists",
+        field="name",
+        hint=f"Pick another name, or `vmware-pilot token revoke {name}` first.",
+    )
+
+
+def _missing(name: str) -> InvalidInput:
+    return InvalidInput(
+        f"no token named {name!r}", field="name", hint="`vmware-pilot token list` shows the tokens."
+    )
+
+
+def _new_secret() -> tuple[str, str]:
+    """A new secret and its creation time."""
+    return SECRET_PREFIX + secrets.token_urlsafe(32), datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _check_private(path: Path, st: os.stat_result) -> None:
@@ -181,12 +238,7 @@ class TokenStore:
             entries = self._current()
         except TokenStoreError:
             return None
-        digest = hash_secret(secret)
-        found: TokenEntry | None = None
-        for entry in entries:  # every entry is compared, so timing does not tell which matched
-            if hmac.compare_digest(entry.hash, digest):
-                found = entry
-        return found
+        return _match(entries, secret)
 
     # --- writing ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -219,46 +271,72 @@ class TokenStore:
         finally:
             os.close(dir_fd)
 
-    @staticmethod
-    def _check_name(name: str) -> None:
-        if not is_valid_name(name):
-            raise InvalidInput(
-                f"token name {name!r} is not valid",
-                field="name",
-                hint="Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.",
-            )
-
     def create(self, name: str, role: str) -> str:
         """Add token ``name`` with ``role``; returns the secret (shown once, never stored)."""
-        self._check_name(name)
+        _check_name(name)
         with self._locked() as entries:
             if any(e.name == name for e in entries):
-                raise InvalidInput(
-                    f"a token named {name!r} already exists",
-                    field="name",
-                    hint=f"Pick another name, or `vmware-pilot token revoke {name}` first.",
-                )
-            secret = SECRET_PREFIX + secrets.token_urlsafe(32)
-            created = datetime.now(UTC).isoformat(timespec="seconds")
+                raise _exists(name)
+            secret, created = _new_secret()
             self._write([*entries, TokenEntry(name, role, hash_secret(secret), created)])
         return secret
-
-    def _missing(self, name: str) -> InvalidInput:
-        return InvalidInput(
-            f"no token named {name!r}", field="name", hint="`vmware-pilot token list` shows the tokens."
-        )
 
     def revoke(self, name: str) -> None:
         with self._locked() as entries:
             kept = [e for e in entries if e.name != name]
             if len(kept) == len(entries):
-                raise self._missing(name)
+                raise _missing(name)
             self._write(kept)
 
     def set_role(self, name: str, role: str) -> None:
         with self._locked() as entries:
             if not any(e.name == name for e in entries):
-                raise self._missing(name)
+                raise _missing(name)
             self._write(
                 [TokenEntry(e.name, role, e.hash, e.created_at) if e.name == name else e for e in entries]
             )
+
+
+class DbTokenStore:
+    """The tokens as rows of ``store``'s database (``api_tokens``), read on every call."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._problem: str | None = None
+
+    def entries(self) -> list[TokenEntry]:
+        """Every token; raises ``StoreError`` when the database cannot be read."""
+        try:
+            rows = self.store.token_rows()
+        except PilotError as exc:
+            if exc.message != self._problem:
+                _log.error("token table unreadable, every token is refused: %s", exc.message)
+                self._problem = exc.message
+            raise
+        self._problem = None
+        return [TokenEntry(*row) for row in rows]
+
+    def verify(self, secret: str) -> TokenEntry | None:
+        """The token whose secret this is, or None (also when the database cannot be read)."""
+        if not secret or len(secret) > _MAX_SECRET:
+            return None
+        try:
+            entries = self.entries()
+        except PilotError:
+            return None
+        return _match(entries, secret)
+
+    def create(self, name: str, role: str) -> str:
+        _check_name(name)
+        secret, created = _new_secret()
+        if not self.store.add_token(name, role, hash_secret(secret), created):
+            raise _exists(name)
+        return secret
+
+    def revoke(self, name: str) -> None:
+        if not self.store.delete_token(name):
+            raise _missing(name)
+
+    def set_role(self, name: str, role: str) -> None:
+        if not self.store.set_token_role(name, role):
+            raise _missing(name)
