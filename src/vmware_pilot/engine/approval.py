@@ -24,7 +24,7 @@ from vmware_pilot.errors import StateRefused
 if TYPE_CHECKING:
     from vmware_pilot.engine.runner import Runner
 
-__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient"]
+__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient", "release_notice"]
 
 S = StepStatus
 
@@ -40,6 +40,19 @@ def recipient(wf: Workflow, actor: Actor, channel: str, dispatching: bool) -> Ac
     if dispatching or channel not in PERSON_DOORS:
         return actor
     return Actor(name=handout.agent_label(wf), kind="os")
+
+
+def release_notice(wf: Workflow, dispatching: bool) -> str:
+    """What a person approving ``wf`` at the CLI or console is told about the released steps
+    (nothing with dispatch, where Pilot runs them)."""
+    if dispatching:
+        return ""
+    who = handout.agent_label(wf) or "not known to Pilot"
+    return (
+        "Pilot runs nothing without dispatch: the steps this gate releases are handed to the agent that "
+        f"runs this workflow ({who}), not to you. Its next run_workflow returns them in "
+        "pending_dispatch, and it performs them with the skills' own tools."
+    )
 
 
 def _waiting_gate(wf: Workflow) -> Step:

@@ -30,7 +30,7 @@ from starlette.templating import Jinja2Templates
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.approval import precheck
+from vmware_pilot.engine.approval import precheck, release_notice
 from vmware_pilot.engine.gateview import summarize_result
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
@@ -263,7 +263,8 @@ class Console:
             return redirect  # type: ignore[return-value]
         try:
             # The version before the read: a change in between makes the page reload, never stick.
-            version = self.app.store.load(self._id(request)).version
+            wf = self.app.store.load(self._id(request))
+            version = wf.version
             status = redact(self.app.service.get_workflow_status(self._id(request)))
         except WorkflowNotFound as exc:
             return self.page(
@@ -279,6 +280,7 @@ class Console:
             version=version,
             audit=list(status.get("audit_log") or [])[-_AUDIT_TAIL:],
             notice=request.query_params.get("notice", "")[:200],
+            released=release_notice(wf, self.app.dispatcher is not None),
         )
 
     async def step_result(self, request: Request) -> Response:
