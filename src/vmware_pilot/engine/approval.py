@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
-from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
@@ -39,7 +39,10 @@ def recipient(wf: Workflow, actor: Actor, channel: str, dispatching: bool) -> Ac
     Pilot runs them, and the approver is the one on record."""
     if dispatching or channel not in PERSON_DOORS:
         return actor
-    return Actor(name=handout.agent_label(wf), kind="os")
+    agent = handout.agent_label(wf)
+    if agent and identity_key(agent) == identity_key(actor.label):
+        return actor  # the person is the one running it (e.g. `vmware-pilot run`)
+    return Actor(name=agent, kind="os")
 
 
 def release_notice(wf: Workflow, dispatching: bool) -> str:
