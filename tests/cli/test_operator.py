@@ -208,6 +208,21 @@ def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:
     assert "aiops.power_off_vm" in done.stdout, "the steps to perform now are printed"
 
 
+def test_approve_without_dispatch_releases_the_steps_to_the_agent_not_the_person(pilot: PilotApp) -> None:
+    bot = Actor(name="ops-agent", kind="token", role="operator")
+    wid = str(pilot.service.create_workflow(bot, "off-web", "d", [GATE, OFF_BY_REF])["workflow_id"])
+    asyncio.run(pilot.service.run_workflow(bot, wid))
+    done = invoke("approve", wid, "--yes")
+    assert done.exit_code == 0, done.output
+    flat = " ".join(done.stdout.split())
+    assert "handed to the agent that runs this workflow (token:ops-agent), not to you" in flat
+    assert "handed to the agent that runs workflow" in flat and "token:ops-agent" in flat
+    assert "not to you" in flat and "next run_workflow" in flat
+    assert "perform them yourself" not in flat
+    out = asyncio.run(pilot.service.run_workflow(bot, wid))
+    assert [p["index"] for p in out["pending_dispatch"]] == [1]
+
+
 def test_the_cli_approves_when_the_policy_reserves_approval_for_people(settings: Settings) -> None:
     human = build_app(Settings(home=settings.home, approvals="human"))
     try:

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, install
 from tests.lab.conftest import lab
 from tests.lab.harness import Lab
 from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 
 __all__ = ["Team", "browser", "lab", "make_pilot_home", "run", "team"]
@@ -65,21 +67,49 @@ def make_pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str
     return home, {name: store.create(name, role) for name, role in names.items()}
 
 
-@pytest.fixture(scope="module")
-def team(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    """A `vmware-pilot mcp --transport http --dispatch` on the lab; alice and bob are admins,
-    olga an operator (approves only others' workflows)."""
-    folder = tmp_path_factory.mktemp("console")
-    home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin", "olga": "operator"})
-    env = {
+def lab_pilot_env(lab: Lab, home: Path) -> dict[str, str]:
+    """The environment of a Pilot dispatching to ``lab``'s skills with its home at ``home``."""
+    return {
         "HOME": str(lab.home),
         "PATH": lab.env["PATH"],
         **{k: v for k, v in lab.env.items() if k.endswith("_PASSWORD")},
         "VMWARE_PILOT_HOME": str(home),
         "VMWARE_PILOT_DISPATCH": "stdio",
     }
-    with start_server(folder, ["--transport", "http"], env=env) as server:
+
+
+@contextmanager
+def lab_pilot(lab: Lab, folder: Path, home: Path, tokens: dict[str, str]) -> Iterator[Team]:
+    """A `vmware-pilot mcp --transport http --dispatch` on ``lab`` (``lab_pilot_env``)."""
+    with start_server(folder, ["--transport", "http"], env=lab_pilot_env(lab, home)) as server:
         yield Team(server, tokens, home)
+
+
+def at_gate(team: Team, creator: str, steps: list[dict[str, Any]]) -> str:
+    """A workflow created and run by ``creator`` over MCP, waiting at its gate."""
+
+    async def go() -> str:
+        async with connect_http(team.server.url, team.tokens[creator]) as client:
+            made = await client.call(
+                "create_workflow", {"name": "console-test", "description": "t", "steps": steps}
+            )
+            assert not made.is_error, made.payload
+            wid = str(made.payload["workflow_id"])
+            ran = await client.call("run_workflow", {"workflow_id": wid})
+            assert ran.payload["state"] == "awaiting_approval", ran.payload
+            return wid
+
+    return run(go())
+
+
+@pytest.fixture(scope="module")
+def team(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    """A `vmware-pilot mcp --transport http --dispatch` on the lab; alice and bob are admins,
+    olga an operator (approves only others' workflows)."""
+    folder = tmp_path_factory.mktemp("console")
+    home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin", "olga": "operator"})
+    with lab_pilot(lab, folder, home, tokens) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.console.browser import axe_violations, shoot, sign_in
-from tests.console.conftest import Team, run
+from tests.console.conftest import Team, at_gate, run
 from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from vmware_pilot.transports.client import connect_http
 
@@ -42,23 +42,6 @@ def power_off(vm: str) -> dict[str, Any]:
         "rollback_tool": "power_on_vm",
         "rollback_params": {"vm_name": vm, "target": TARGET},
     }
-
-
-def at_gate(team: Team, creator: str, steps: list[dict[str, Any]]) -> str:
-    """A workflow created and run by ``creator`` over MCP, waiting at its gate."""
-
-    async def go() -> str:
-        async with connect_http(team.server.url, team.tokens[creator]) as client:
-            made = await client.call(
-                "create_workflow", {"name": "console-test", "description": "t", "steps": steps}
-            )
-            assert not made.is_error, made.payload
-            wid = str(made.payload["workflow_id"])
-            ran = await client.call("run_workflow", {"workflow_id": wid})
-            assert ran.payload["state"] == "awaiting_approval", ran.payload
-            return wid
-
-    return run(go())
 
 
 def status(team: Team, workflow_id: str) -> dict[str, Any]:

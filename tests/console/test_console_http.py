@@ -151,3 +151,31 @@ def test_live_events_need_a_session_and_report_the_state(handback: Team) -> None
             if line.startswith("data: "):
                 assert '"state": "awaiting_approval"' in line
                 break
+
+
+def test_an_approval_without_dispatch_leaves_the_released_steps_to_the_agent(handback: Team) -> None:
+    wid = at_gate(handback)  # bob's agent created and ran it
+    with signed_in(handback, "alice") as client:
+        page = client.get(f"/console/workflows/{wid}/gate")
+        digest = re.search(r'name="digest" value="([^"]+)"', page.text)
+        assert digest
+        answer = client.post(
+            f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": digest.group(1)}
+        )
+        assert answer.status_code == 303
+        shown = " ".join(client.get(answer.headers["location"]).text.split())
+        assert "Your approval was recorded" in shown
+        assert "handed to the agent that runs this workflow (token:bob), not to you" in shown
+        assert "next run_workflow returns them in pending_dispatch" in shown
+        with client.stream("GET", f"/console/workflows/{wid}/events") as events:
+            for line in events.iter_lines():
+                if line.startswith("data: ") and '"state": "pending"' in line:
+                    break
+
+    async def agent_runs_again() -> dict[str, Any]:
+        async with connect_http(handback.server.url, handback.tokens["bob"]) as agent:
+            return dict((await agent.call("run_workflow", {"workflow_id": wid})).payload)
+
+    out = run(agent_runs_again())
+    assert [p["index"] for p in out["pending_dispatch"]] == [1]
+    assert out["pending_dispatch"][0]["params"] == {"vm_name": "web-01", "confirm": True}

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Team, make_pilot_home, run
+from tests.console.conftest import Team, at_gate, lab_pilot, make_pilot_home, run
 from tests.lab.harness import (
     COMPANIONS_BIN,
     SETUP_COMMAND,
@@ -25,8 +25,6 @@ from tests.lab.harness import (
     missing_parts,
     running_lab,
 )
-from tests.transports.server_proc import start_server
-from vmware_pilot.transports.client import connect_http
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -64,15 +62,8 @@ def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Tea
     folder = tmp_path_factory.mktemp("console-targets")
     with running_lab(folder / "lab") as lab:
         home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin"})
-        env = {
-            "HOME": str(lab.home),
-            "PATH": lab.env["PATH"],
-            **{k: v for k, v in lab.env.items() if k.endswith("_PASSWORD")},
-            "VMWARE_PILOT_HOME": str(home),
-            "VMWARE_PILOT_DISPATCH": "stdio",
-        }
-        with start_server(folder, ["--transport", "http"], env=env) as server:
-            yield lab, Team(server, tokens, home)
+        with lab_pilot(lab, folder, home, tokens) as team:
+            yield lab, team
 
 
 def vsphere(lab: Lab, action: str, name: str, arg: str = "-") -> None:
@@ -95,21 +86,6 @@ def aiops(tool: str, **params: Any) -> dict[str, Any]:
         "tool": tool,
         "params": {"target": TARGET, "confirm": True, **params},
     }
-
-
-def at_gate(team: Team, steps: list[dict[str, Any]]) -> str:
-    async def go() -> str:
-        async with connect_http(team.server.url, team.tokens["bob"]) as client:
-            made = await client.call(
-                "create_workflow", {"name": "targets", "description": "t", "steps": steps}
-            )
-            assert not made.is_error, made.payload
-            wid = str(made.payload["workflow_id"])
-            ran = await client.call("run_workflow", {"workflow_id": wid})
-            assert ran.payload["state"] == "awaiting_approval", ran.payload
-            return wid
-
-    return run(go())
 
 
 @contextmanager
@@ -135,7 +111,7 @@ def test_the_gate_shows_hosts_datastores_and_networks_beside_their_steps(private
     vmk = aiops(
         "add_host_vmk", host_name="ghost-host", portgroup="DC0_DVPG0", ip="10.0.0.9", netmask="255.0.0.0"
     )
-    wid = at_gate(team, [GATE, migrate, vmk])
+    wid = at_gate(team, "bob", [GATE, migrate, vmk])
     with console(team) as client:
         text = gate_text(client, wid)
     assert "Now: DC0_C0_RP0_VM1: poweredOn, 1 vCPU, 32 MB" in text
@@ -153,7 +129,7 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
 ) -> None:
     lab, team = private
     off = "DC0_H0_VM0", "DC0_H0_VM1", "DC0_C0_RP0_VM0"
-    wid = at_gate(team, [GATE, *(aiops("power_off_vm", vm_name=vm, force=True) for vm in off)])
+    wid = at_gate(team, "bob", [GATE, *(aiops("power_off_vm", vm_name=vm, force=True) for vm in off)])
     with console(team) as client:
         first = gate_text(client, wid)
         assert first.count(": poweredOn,") == 3 and "CHANGED" not in first and "GONE" not in first, first

@@ -185,3 +185,42 @@ async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
     assert released["params"]["password"] == "***" and b"s3cr3t" not in got.body
     assert released["tier"] and "would NOT undo" in released["undo"]
     assert gate["targets"][0].startswith("web-01: poweredOn") and gate["digest"].startswith("sha256:")
+
+
+async def test_the_webhook_body_carries_the_gate_pages_alert_sentences(
+    settings: Settings, actor: Actor
+) -> None:
+    dispatcher = ScriptedDispatcher(answers={"get_vm_info": vm_info("poweredOff")})
+    with serve(Receiver()) as receiver:
+        app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
+        try:
+            wid = create(app, actor, [GATE, off()])
+            await app.service.run_workflow(actor, wid)
+            (got,) = receiver.wait_for(1)
+            page = app.service.pending_gate(wid)
+        finally:
+            app.close()
+    alerts = got.event["gate"]["alerts"]
+    assert any(a.startswith("ALREADY POWERED OFF: VM web-01 on lab is poweredOff already") for a in alerts)
+    assert alerts == page["alerts"], "the same sentences as the gate page"
+    changes = page["targets"][0]["changes"]
+    assert alerts[: len(changes)] == changes
+
+
+async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Settings, actor: Actor) -> None:
+    dispatcher = ScriptedDispatcher(
+        answers={"get_vm_info": failed("vCenter unreachable: password=hunter2 rejected")}
+    )
+    dispatcher.schemas["power_off_vm"] = NO_CONFIRM_SCHEMA
+    with serve(Receiver()) as receiver:
+        app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
+        try:
+            wid = create(app, actor, [GATE, off()])
+            await app.service.run_workflow(actor, wid)
+            (got,) = receiver.wait_for(1)
+        finally:
+            app.close()
+    alerts = got.event["gate"]["alerts"]
+    assert any(a.startswith("web-01: read FAILED (vCenter unreachable") for a in alerts), alerts
+    assert any("skill's preview (no preview)" in a for a in alerts), alerts
+    assert b"hunter2" not in got.body

@@ -31,6 +31,7 @@ from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
+from vmware_pilot.engine.approval import release_notice
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
 
@@ -200,15 +201,14 @@ def approve(
         if view.get("releases") and app.dispatcher is None and ran_by_pilot:
             refuse(
                 "Pilot ran this workflow's earlier steps itself; approving here without dispatch would "
-                "hand the steps this gate releases to you instead of running them",
+                "hand the steps this gate releases to the agent instead of running them",
                 _DISPATCH_HINT,
             )
         if view.get("releases"):
             out.show(
                 "Once approved, Pilot runs the released steps here."
                 if app.dispatcher is not None
-                else "Once approved, the released steps are handed to you to perform (Pilot runs nothing "
-                "without --dispatch)."
+                else release_notice(app.store.load(workflow_id), dispatching=False)
             )
         confirm(
             f"Approve this gate as {person.label}?",

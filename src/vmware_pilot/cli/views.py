@@ -310,6 +310,9 @@ def outcome_panel(result: Mapping[str, Any]) -> RenderableType:
             Text("\nPilot ran none of these: perform them yourself, in order, with the skill's own tool:"),
             handout_table(pending),
         ]
+    released = result.get("with_another_caller") or []
+    if "released_to" in result and released:
+        parts += [Text(""), _t(result.get("message", "")), handout_table(released)]
     gate = result.get("pending_gate") or {}
     if gate and outcome == "awaiting_approval":
         missing = int(gate.get("approvals_missing") or 0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
-from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
@@ -24,7 +24,7 @@ from vmware_pilot.errors import StateRefused
 if TYPE_CHECKING:
     from vmware_pilot.engine.runner import Runner
 
-__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient"]
+__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient", "release_notice"]
 
 S = StepStatus
 
@@ -39,7 +39,23 @@ def recipient(wf: Workflow, actor: Actor, channel: str, dispatching: bool) -> Ac
     Pilot runs them, and the approver is the one on record."""
     if dispatching or channel not in PERSON_DOORS:
         return actor
-    return Actor(name=handout.agent_label(wf), kind="os")
+    agent = handout.agent_label(wf)
+    if agent and identity_key(agent) == identity_key(actor.label):
+        return actor  # the person is the one running it (e.g. `vmware-pilot run`)
+    return Actor(name=agent, kind="os")
+
+
+def release_notice(wf: Workflow, dispatching: bool) -> str:
+    """What a person approving ``wf`` at the CLI or console is told about the released steps
+    (nothing with dispatch, where Pilot runs them)."""
+    if dispatching:
+        return ""
+    who = handout.agent_label(wf) or "not known to Pilot"
+    return (
+        "Pilot runs nothing without dispatch: the steps this gate releases are handed to the agent that "
+        f"runs this workflow ({who}), not to you. Its next run_workflow returns them in "
+        "pending_dispatch, and it performs them with the skills' own tools."
+    )
 
 
 def _waiting_gate(wf: Workflow) -> Step:

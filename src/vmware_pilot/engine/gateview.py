@@ -20,7 +20,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.classify import classify_step
-from vmware_pilot.safety.redaction import redact
+from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = [
     "Evidence",
@@ -110,8 +110,31 @@ class GateView(BaseModel):
     inspected_at: str = ""
     state_note: str = ""
 
+    def alerts(self) -> list[str]:
+        """The sentences the gate page flags about its targets, in page order: what changed about
+        each target (engine.drift: already as the step would leave it, gone, changed), a failed
+        read, and a preview the skill refused, failed or could not give (secrets masked)."""
+        found: list[str] = []
+        by_name = {t.name: t for t in self.targets}
+        seen: set[str] = set()
+        for r in self.releases:
+            for name in r.targets:
+                t = by_name.get(name)
+                if t is None or name in seen:
+                    continue
+                seen.add(name)
+                if t.read == "failed":
+                    found.append(t.line)
+                found.extend(t.changes)
+            if r.preview is not None and r.preview.status in ("refused", "failed", "no_preview"):
+                status = r.preview.status.replace("_", " ")
+                found.append(
+                    f"Step {r.index} ({r.skill}.{r.tool}): skill's preview ({status}): {r.preview.summary}"
+                )
+        return [redact_text(line) for line in found if line]
+
     def payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return {**self.model_dump(mode="json"), "alerts": self.alerts()}
 
 
 def undo_note(step: Step) -> str:

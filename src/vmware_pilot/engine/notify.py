@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -89,8 +90,10 @@ def gate_summary(view: Mapping[str, Any]) -> dict[str, Any]:
             | {"preview": (r.get("preview") or {}).get("summary", "")}
             for r in view.get("releases") or []
         ],
-        "targets": [t.get("line", "") for t in view.get("targets") or []],
+        "targets": [redact_text(str(t.get("line", ""))) for t in view.get("targets") or []],
         "state_note": view.get("state_note", ""),
+        # The gate page's alert sentences (engine.gateview.GateView.alerts).
+        "alerts": list(view.get("alerts") or []),
     }
 
 

@@ -30,7 +30,7 @@ from starlette.templating import Jinja2Templates
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.approval import precheck
+from vmware_pilot.engine.approval import precheck, release_notice
 from vmware_pilot.engine.gateview import summarize_result
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
@@ -263,7 +263,8 @@ class Console:
             return redirect  # type: ignore[return-value]
         try:
             # The version before the read: a change in between makes the page reload, never stick.
-            version = self.app.store.load(self._id(request)).version
+            wf = self.app.store.load(self._id(request))
+            version = wf.version
             status = redact(self.app.service.get_workflow_status(self._id(request)))
         except WorkflowNotFound as exc:
             return self.page(
@@ -279,6 +280,7 @@ class Console:
             version=version,
             audit=list(status.get("audit_log") or [])[-_AUDIT_TAIL:],
             notice=request.query_params.get("notice", "")[:200],
+            released=release_notice(wf, self.app.dispatcher is not None),
         )
 
     async def step_result(self, request: Request) -> Response:
@@ -320,14 +322,22 @@ class Console:
             return exc.message
 
     # --- decisions --------------------------------------------------------------------------
-    async def approve(self, request: Request) -> Response:
+    async def _decision(self, request: Request, what: str) -> tuple[Actor, str, dict[str, str]] | Response:
+        """A posted approve or reject form: the signed-in person, the workflow and the form's
+        fields; or the sign-in redirect, or the refusal of a form without a valid CSRF token."""
         session, redirect = self.session_of(request)
         if session is None:
             return redirect  # type: ignore[return-value]
         fields = await self.posted(request, session)
         if fields is None:
-            return self.forbidden(request, "Approval refused: the form carried no valid CSRF token.")
-        workflow_id, actor = self._id(request), session.actor
+            return self.forbidden(request, f"{what} refused: the form carried no valid CSRF token.")
+        return session.actor, self._id(request), fields
+
+    async def approve(self, request: Request) -> Response:
+        decided = await self._decision(request, "Approval")
+        if isinstance(decided, Response):
+            return decided
+        actor, workflow_id, fields = decided
         refusal = self._refusal(actor, workflow_id)
         if refusal:
             return await self.gate(request, f"Refused: {refusal}.", 403)
@@ -352,13 +362,10 @@ class Console:
             _log.warning("console approval ended with: %s", getattr(exc, "message", exc))
 
     async def reject(self, request: Request) -> Response:
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
-        fields = await self.posted(request, session)
-        if fields is None:
-            return self.forbidden(request, "Rejection refused: the form carried no valid CSRF token.")
-        workflow_id, actor = self._id(request), session.actor
+        decided = await self._decision(request, "Rejection")
+        if isinstance(decided, Response):
+            return decided
+        actor, workflow_id, fields = decided
         try:
             role = self.role_of(actor)
         except PilotError as exc:
