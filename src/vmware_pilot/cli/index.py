@@ -8,9 +8,9 @@ the help that app draws, and that each summary is its command's own help, so nei
 
 from __future__ import annotations
 
-import shutil
+import os
+import sys
 import textwrap
-from typing import NamedTuple
 
 __all__ = ["COMMANDS", "EPILOG", "PROG", "SUMMARY", "Lazy", "top_level_help"]
 
@@ -19,13 +19,18 @@ SUMMARY = "Plan, review, approve, run and roll back multi-step VMware operations
 EPILOG = f"Run `{PROG} COMMAND --help` for a command's own options and help."
 
 
-class Lazy(NamedTuple):
-    """Where a command lives (``cli.<module>.<attr>``: a function, or a typer app for a group)."""
+class Lazy:
+    """Where a command lives (``cli.<module>.<attr>``: a function, or a typer app for a group).
 
-    module: str
-    attr: str
-    summary: str
-    group: bool = False
+    A plain class: ``typing.NamedTuple`` would import typing, a third of what `--help` costs."""
+
+    __slots__ = ("attr", "group", "module", "summary")
+
+    def __init__(self, module: str, attr: str, summary: str, group: bool = False) -> None:
+        self.module = module
+        self.attr = attr
+        self.summary = summary
+        self.group = group
 
 
 _OPERATOR = {
@@ -85,9 +90,24 @@ def _rows(rows: list[tuple[str, str]], width: int) -> list[str]:
     return lines
 
 
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` gives it (click's measure), without
+    importing shutil and the compression modules it loads."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def top_level_help() -> str:
     """`vmware-pilot --help`, as the typer app draws it (same layout, wrapped to the terminal)."""
-    width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)
+    width = max(min(_columns(), 80) - 2, 50)
     lines = [
         f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]...",
         "",

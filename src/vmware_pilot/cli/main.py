@@ -10,9 +10,12 @@ app is also reachable as ``vmware_pilot.cli.main.app``.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from vmware_pilot import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, which `version` and help skip
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["main", "mcp_main"]  # and `app`, imported on first use (__getattr__)
 
