@@ -1,71 +1,22 @@
 """The `vmware-pilot` typer app, whose commands are imported only when they are needed.
 
-The commands live in their own modules and are listed in ``COMMANDS`` with their one-line help,
-so `vmware-pilot --help` imports none of them; a command's module is imported when the command
+The commands live in their own modules and are listed in ``cli.index.COMMANDS`` with their one-line
+help, so the group's help imports none of them; a command's module is imported when the command
 runs or shows its own help. (``cli.main`` routes the forms that need no typer at all.)
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, NamedTuple
+from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from vmware_pilot import __version__
+from vmware_pilot.cli.index import COMMANDS, EPILOG, SUMMARY, Lazy
 
 __all__ = ["COMMANDS", "Lazy", "LazyGroup", "app", "load_command", "server_only", "version"]
-
-
-class Lazy(NamedTuple):
-    """Where a command lives (``cli.<module>.<attr>``: a function, or a typer app for a group)."""
-
-    module: str
-    attr: str
-    summary: str
-    group: bool = False
-
-
-_OPERATOR = {
-    "workflows": "List workflows, newest first, one page at a time (--offset pages on).",
-    "status": "Show a workflow: its steps with status and gate messages, gates, changes and audit tail.",
-    "review": "Review a workflow's plan: findings, summary and verdict.",
-    "templates": "List the built-in and custom templates `vmware-pilot run` can start.",
-    "approve": "Approve the gate a workflow waits at, as yourself, after seeing what it releases.",
-    "reject": "Reject the gate a workflow waits at: the workflow is cancelled, the rejection audited.",
-    "cancel": "Cancel a workflow: shows what stays applied and what is skipped, asks, then cancels.",
-    "rollback": "Roll back what Pilot ran, last first: shows the blast radius, asks, then acts.",
-}
-
-# In the order `--help` lists them; a test checks each summary against its command's own help.
-COMMANDS: dict[str, Lazy] = {
-    "mcp": Lazy(
-        "serve",
-        "mcp",
-        "Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS.",
-    ),
-    "demo": Lazy(
-        "demo",
-        "demo",
-        "Walk a built-in template through the MCP server: review, run, gate, approve, status, "
-        "rollback preview.",
-    ),
-    **{name: Lazy("operator", name, summary) for name, summary in _OPERATOR.items()},
-    "run": Lazy(
-        "run",
-        "run",
-        "Create a workflow and run it here: progress, and each approval gate asked at this terminal.",
-    ),
-    "version": Lazy("commands", "version", "Print the version."),
-    "audit": Lazy("audit", "app", "Verify or export the audit trail.", group=True),
-    "catalog": Lazy(
-        "catalog", "app", "Discover the tools of installed skills and show the skill catalog.", group=True
-    ),
-    "token": Lazy(
-        "tokens", "app", "Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", group=True
-    ),
-}
 
 
 def load_command(name: str) -> Any:
@@ -118,7 +69,8 @@ class LazyGroup(TyperGroup):
 # command's own help is drawn as before.
 app = typer.Typer(
     name="vmware-pilot",
-    help="Plan, review, approve, run and roll back multi-step VMware operations.",
+    help=SUMMARY,
+    epilog=EPILOG,
     no_args_is_help=True,
     add_completion=False,
     cls=LazyGroup,
