@@ -66,7 +66,7 @@ def database(
         yield sqlite_database(pilot_home)
         return
     server: PgServer = request.getfixturevalue("pg_server")
-    name = server.new_database()
+    name = server.new_database(migrated=request.node.get_closest_marker("empty_database") is None)
     url = server.url(name)
     monkeypatch.setenv("VMWARE_PILOT_DATABASE_URL", url)
     try:

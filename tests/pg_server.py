@@ -1,5 +1,8 @@
 """A private PostgreSQL 15 server for the test session, and a fresh database per test.
 
+A test's database is a copy of a template the real migrations built once per server (per xdist
+worker), unless the test is marked ``empty_database`` (tests of the migrations themselves).
+
 The server is the Debian build (``/usr/lib/postgresql/15/bin``, installed by scripts/pg-setup.sh).
 Its data folder and socket live in a temporary folder owned by an unprivileged user (PostgreSQL
 refuses to run as root: when the tests run as root, the folder is handed to the user named by
@@ -22,6 +25,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.pool import NullPool
+
+from vmware_pilot.config import Settings
+from vmware_pilot.store.sql import open_store
 
 BIN = Path(os.environ.get("VMWARE_PILOT_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "pilot_test"
@@ -48,6 +54,7 @@ class PgServer:
         self._runas: list[str] = []
         self._admin: Engine | None = None
         self._options = ""
+        self._template: str | None = None
         if os.geteuid() == 0:
             user = os.environ.get("VMWARE_PILOT_TEST_PG_USER", "postgres")
             entry = pwd.getpwnam(user)
@@ -103,12 +110,28 @@ class PgServer:
         with self._admin.connect() as conn:
             yield conn
 
-    def new_database(self) -> str:
-        """Create an empty database (from template0: nothing a test left behind) and name it."""
+    def new_database(self, *, migrated: bool = False) -> str:
+        """Create a database and name it: empty (from template0: nothing a test left behind), or
+        ``migrated`` (a copy of the session's template, which the real migrations built once)."""
         name = f"t_{uuid.uuid4().hex[:16]}"
+        template = self._migrated_template() if migrated else "template0"
         with self.admin() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE template0 STRATEGY FILE_COPY'))
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY'))
         return name
+
+    def _migrated_template(self) -> str:
+        """The database at the latest schema, made on first use by opening a store on an empty
+        database as vmware-pilot does (``open_store`` runs every migration); copying it spares each
+        test the migrations. Nothing else ever connects to it, so it stays as the migrations left it."""
+        if self._template is None:
+            name = self.new_database()
+            home = Path(tempfile.mkdtemp(prefix="pilot-template-home-"))
+            try:
+                open_store(Settings(home=home, database_url=self.url(name))).close()
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+            self._template = name
+        return self._template
 
     def drop_database(self, name: str) -> None:
         with self.admin() as conn:

@@ -19,6 +19,7 @@ def test_every_setting_is_in_the_readme_settings_table(field: str, env: str) -> 
     assert rows, f"setting {field} ({env}) is not documented in the README settings table"
 
 
+@pytest.mark.slow  # a fresh interpreter importing the whole package; the full suite runs it
 def test_settings_are_not_read_at_import(tmp_path: Path) -> None:
     code = (
         "import os; os.environ['VMWARE_PILOT_DISPATCH'] = 'bogus'\n"

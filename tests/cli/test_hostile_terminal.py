@@ -22,6 +22,9 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 
+# A CLI process on a pty per command (~15 s); test_operator.py shows text literally in-process.
+pytestmark = pytest.mark.slow
+
 # Clear the screen, move up and erase a line, set the window title, a C1 CSI, a bidi override.
 EVIL = "\x1b[2J\x1b[1A\x1b[2K\x1b]0;owned\x07\rok\x9b31m\u202eevil\x08"
 SHOWN = "\\x1b[2J\\x1b[1A\\x1b[2K\\x1b]0;owned\\x07\\rok\\x9b31m\\u202eevil\\x08"

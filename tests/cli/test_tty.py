@@ -16,6 +16,9 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 
+# A CLI process on a pty per test; test_operator.py covers approve and run in-process.
+pytestmark = pytest.mark.slow
+
 CLI = Path(sys.executable).with_name("vmware-pilot")
 GATE = {
     "action": "require_approval",

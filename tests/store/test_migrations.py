@@ -12,6 +12,9 @@ from vmware_pilot.store.migrations import LATEST, MIGRATIONS, current_version, m
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.store.tables import metadata
 
+# These tests migrate from empty or from an old version: the PostgreSQL database starts empty.
+pytestmark = pytest.mark.empty_database
+
 
 def _triggers(database: Database) -> set[str]:
     query = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 
 from vmware_pilot.domain.model import Workflow
@@ -48,6 +49,7 @@ def test_verify_and_load_raise_no_false_alarm_while_another_thread_writes(store:
     assert store.verify_audit().ok
 
 
+@pytest.mark.slow  # two writers racing on each backend (~6 s); the full suite runs it
 def test_event_numbers_follow_commit_order(store: SqlStore) -> None:
     """A change that took its event numbers first but commits later keeps the later change waiting,
     so an export resuming after the highest number it has seen never skips an event."""
