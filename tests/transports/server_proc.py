@@ -18,9 +18,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PILOT", "PilotProcess", "clean_env", "make_cert", "start_server"]
+__all__ = ["INIT", "PILOT", "PilotProcess", "clean_env", "make_cert", "start_server"]
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
+# A raw MCP initialize request, for tests that speak HTTP without a client session.
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 _BANNER = re.compile(r"listening on \S+:(\d+);")
 
 

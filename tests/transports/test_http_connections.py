@@ -19,24 +19,13 @@ import anyio
 import httpx
 import pytest
 
-from tests.transports.server_proc import PilotProcess, make_cert, start_server
+from tests.transports.server_proc import INIT, PilotProcess, make_cert, start_server
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 
 # Only a guard against a hang: a connection still open after this is reported as never closed.
 _NEVER = 60.0
-_INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-).encode()
+_INITIALIZE = json.dumps(INIT).encode()
 
 
 @dataclass

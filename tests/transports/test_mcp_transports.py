@@ -19,20 +19,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ResourceUpdatedNotification, ServerNotification, TextResourceContents
 
 from tests.server.conftest import INCIDENT
-from tests.transports.server_proc import PILOT, clean_env, start_server
+from tests.transports.server_proc import INIT, PILOT, clean_env, start_server
 from vmware_pilot.transports.tokens import TokenStore
 
 FAST = {"VMWARE_PILOT_WATCH_INTERVAL": "0.1"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
 class Updates:

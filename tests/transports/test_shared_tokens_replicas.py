@@ -12,20 +12,9 @@ import httpx
 import pytest
 
 from tests.backends import Database
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.transports.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
 
 pytestmark = pytest.mark.slow
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
 def _cli(folder: Path, url: str, *args: str) -> str:
