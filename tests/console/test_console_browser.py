@@ -198,3 +198,27 @@ def test_an_expired_session_is_sent_back_to_sign_in(browser: Browser, short_sess
         assert axe_violations(page) == []
     finally:
         context.close()
+
+
+def test_a_submitted_decision_stops_following_so_no_reload_can_cancel_its_answer(
+    browser: Browser, team: Team, lab: Lab
+) -> None:
+    """The approval's own change reaches the gate page's event stream while the form's answer is
+    on its way; a reload then would cancel the navigation to the answer. Submitting closes it."""
+    wid = at_gate(team, "bob", [gate(), info("DC0_H0_VM0")])
+    context, page = new_page(browser)
+    try:
+        page.add_init_script(
+            "(() => { const Real = window.EventSource; window.__sources = [];"
+            " window.EventSource = function (url) { const s = new Real(url);"
+            " window.__sources.push(s); return s; }; })();"
+        )
+        sign_in(page, team.base, team.tokens["alice"], f"/console/workflows/{wid}/gate")
+        page.wait_for_function("window.__sources.length > 0 && window.__sources[0].readyState === 1")
+        # Hold the form's navigation back so the page stays to be asked.
+        page.evaluate("document.addEventListener('submit', (e) => e.preventDefault())")
+        page.get_by_role("button", name="Approve as token:alice").click()
+        assert page.evaluate("window.__sources.map((s) => s.readyState)") == [2]
+    finally:
+        context.close()
+    assert status(team, wid)["state"] == "awaiting_approval"

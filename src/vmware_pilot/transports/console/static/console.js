@@ -15,6 +15,9 @@
     return false;
   }
   var source = new EventSource(url);
+  // A submitted form is navigating away: a reload now would cancel its answer (an approval's
+  // redirect would be lost to a reload of the gate the approval itself just changed).
+  document.addEventListener("submit", function () { source.close(); }, true);
   source.addEventListener("changed", function (event) {
     var now = JSON.parse(event.data);
     if (first === null) {
