@@ -131,11 +131,21 @@ class Workflow:
     def _set_state(self, state: WorkflowState) -> None:
         self._state = state
 
-    def log(self, action: str, detail: str = "", actor: str = "", names: tuple[str, ...] = ()) -> AuditEntry:
+    def log(
+        self,
+        action: str,
+        detail: str = "",
+        actor: str = "",
+        names: tuple[str, ...] = (),
+        at: datetime | None = None,
+    ) -> AuditEntry:
         """Append an audit event (committed with the next save) and bump ``updated_at``.
 
-        ``names``: the callers ``detail`` names (approvers, a rejecter), kept unmasked at rest."""
-        entry = AuditEntry(ts=utcnow(), action=action, detail=detail, actor=actor, names=names)
+        ``names``: the callers ``detail`` names (approvers, a rejecter), kept unmasked at rest.
+        ``at``: the event's time when the caller already read the clock (the conductor reads none)."""
+        entry = AuditEntry(
+            ts=at if at is not None else utcnow(), action=action, detail=detail, actor=actor, names=names
+        )
         self.audit_log.append(entry)
         self.new_events.append(entry)
         self.updated_at = entry.ts

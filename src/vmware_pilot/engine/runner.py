@@ -20,13 +20,12 @@ from vmware_pilot.dispatch.judge import one_line
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
-from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
-from vmware_pilot.domain.gate_options import gate_option_problem
+from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.domain.refs import reference_problems, resolve_refs
-from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates, handout, undo
+from vmware_pilot.domain.refs import resolve_refs
+from vmware_pilot.engine import conductor, gates, handout, undo
 from vmware_pilot.engine.approval import approve_gate
+from vmware_pilot.engine.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.inspection import inspect_gate
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, new_run_owner, refuse_held, this_process
@@ -56,10 +55,6 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 S = StepStatus
 
-NOT_EXECUTED_REASON = (
-    "Pilot runs without --dispatch: it did not run this step. The calling agent must perform it "
-    "(see pending_dispatch)."
-)
 _HANDBACK_MESSAGE = (
     "Workflow NOT completed: Pilot executed nothing. Perform each step in pending_dispatch yourself, "
     "in order, with the skill's own tool. A Pilot started with --dispatch will not run steps "
@@ -72,30 +67,9 @@ _COMMIT_ATTEMPTS = 8
 DEFAULT_LEASE_SECONDS = 30.0
 
 
-def _reach_gate(w: Workflow, index: int, actor: Actor) -> None:
-    fire(w, Event.REACH_GATE)
-    record = gates.reach(w, index, utcnow())
-    w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor.label)
-
-
-def _unusable(wf: Workflow) -> tuple[int, str] | None:
-    """The first step still to run that a checked plan could not hold (a reference that can never
-    resolve, a gate option that is no usable value), and why; records stored earlier may."""
-    todo = [s for s in wf.steps if s.status in (S.PENDING, S.NOT_EXECUTED)]
-    indices = {s.index for s in todo}
-    found = [
-        (p.step_index, f"{p.message}; it can never resolve")
-        for p in reference_problems(wf.steps)
-        if p.field.startswith("params") and p.step_index in indices
-    ]
-    for step in todo:
-        problem = gate_option_problem(step.params) if step.is_gate else None
-        if problem is not None:
-            found.append((step.index, f"Approval gate at step {step.index}: {problem[1]}"))
-    if not found:
-        return None
-    index, why = min(found)
-    return index, f"{why}, so nothing was run or handed out. Create a corrected workflow."
+def _timed(record: Callable[..., T], *args: Any) -> Callable[[Workflow], T]:
+    """A conductor recording as a change for ``commit``: the time is read each time it is applied."""
+    return lambda w: record(w, *args, utcnow())
 
 
 class WorkflowEvents(Protocol):
@@ -288,19 +262,11 @@ class Runner:
         fence = await self._take_lease(wf, stuck, owner)
 
         def change(w: Workflow) -> bool:
-            step = w.steps[index]
-            if step.status is not S.RUNNING:  # its run recorded the outcome just before
-                return False
-            w.extra.pop(RUN_OWNER_KEY, None)
-            step.status = S.INTERRUPTED
-            step.completed_at = utcnow()
-            fire(w, Event.DETECT_CRASH)
-            w.log(
-                "interrupted_step_detected",
-                f"Step {index}: {step.tool} was 'running' when a previous run died",
-                actor.label,
-            )
-            return True
+            # False when its run recorded the outcome just before.
+            marked = conductor.mark_interrupted(w, index, actor.label, utcnow())
+            if marked:
+                w.extra.pop(RUN_OWNER_KEY, None)
+            return marked
 
         try:
             wf, marked = await self.save(wf, change, fence)
@@ -343,131 +309,70 @@ class Runner:
     async def run_until_checkpoint(
         self, wf: Workflow, actor: Actor, progress: ProgressFn | None = None
     ) -> dict[str, Any]:
-        """Walk from the first pending step to the next gate, the end, or a failure."""
+        """Walk from the first pending step to the next gate, the end, or a failure: carry out
+        the conductor's actions (``engine.conductor.next_action``) one after the other."""
 
         def start(w: Workflow) -> None:
             self.refuse_handback(w, actor)  # again on the stored record: another process may race
-            fire(w, Event.START_RUN)
-            w.log("run_started", "", actor.label)
+            conductor.start_run(w, actor.label, utcnow())
 
         wf, _ = await self.save(wf, start)
-        broken = _unusable(wf)
-        if broken is not None:  # a record from before plans were checked: run and hand out nothing
-            refused = StepOutcome(OutcomeKind.FAILED, None, broken[1])
-            wf, _ = await self.save(
-                wf, functools.partial(self._record, index=broken[0], outcome=refused, actor=actor)
-            )
-            return await self._finish_failed(wf, actor)
-        # Optional for dispatchers: one without it opens sessions when the calls come.
-        prepare = getattr(self.dispatcher, "prepare", None)
-        if prepare is not None:
-            await prepare(self._group_demand(wf))
+        dispatching = self.dispatcher is not None
+        walk = conductor.Walk()
+        action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
+        if not isinstance(action, conductor.Fail):
+            # Optional for dispatchers: one without it opens sessions when the calls come.
+            prepare = getattr(self.dispatcher, "prepare", None)
+            if prepare is not None:
+                await prepare(conductor.group_demand(wf, self._is_read))
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
-        handback: list[int] = []
-        i = 0
-        while i < len(wf.steps):
-            step = wf.steps[i]
-            if step.status not in (S.PENDING, S.NOT_EXECUTED):
-                i += 1
-                continue
-            if step.is_gate:
-                if handback:
-                    wf = await self._record_handback(wf, handback, actor)
-                    handback = []
-                gate_index = i
+        while True:
+            ok = True
+            if isinstance(action, conductor.Fail):
+                if action.index is not None:  # a record from before plans were checked
+                    refused = StepOutcome(OutcomeKind.FAILED, None, action.reason)
+                    wf, _ = await self.save(
+                        wf,
+                        functools.partial(
+                            self._record, indices=(action.index,), outcomes=(refused,), actor=actor
+                        ),
+                    )
+                return await self._finish_failed(wf, actor)
+            if isinstance(action, conductor.StopAtGate):
                 # Read the targets first, so the gate (and its notification) shows their state.
                 wf = await self.inspect(wf, actor)
-                wf, _ = await self.save(wf, functools.partial(_reach_gate, index=i, actor=actor))
-                await report(progress, done, total, f"step {gate_index}: waiting for approval")
+                wf, _ = await self.save(wf, _timed(conductor.reach_gate, action.index, actor.label))
+                await report(progress, done, total, f"step {action.index}: waiting for approval")
                 return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
-            if self.dispatcher is None:
-                handback.append(i)
-                i += 1
-                continue
-            batch = self._batch(wf, i)
-            await report(progress, done, total, self._describe(wf, batch))
-            wf, failed = await self._run_batch(wf, batch, actor)
-            done += len(batch)
-            await report(progress, done, total, self._describe(wf, batch, finished=True))
-            if failed:
-                return await self._finish_failed(wf, actor)
-            i = batch[-1] + 1
-        if handback:
-            wf = await self._record_handback(wf, handback, actor)
-        if any(s.status is S.NOT_EXECUTED for s in wf.steps):
-            count = sum(1 for s in wf.steps if s.status is S.NOT_EXECUTED)
-
-            def hand_back(w: Workflow) -> None:
-                fire(w, Event.HAND_BACK)
-                w.log(
-                    "dispatch_required",
-                    f"{count} step(s) recorded but not executed (no dispatch configured)",
-                    actor.label,
-                )
-
-            wf, _ = await self.save(wf, hand_back)
-            return self.result(wf, actor, Outcome.DISPATCH_REQUIRED)
-
-        def complete(w: Workflow) -> None:
-            fire(w, Event.COMPLETE)
-            w.log("workflow_completed", "", actor.label)
-
-        wf, _ = await self.save(wf, complete)
-        await report(progress, total, total, "workflow completed")
-        return self.result(wf, actor, Outcome.COMPLETED)
+            if isinstance(action, conductor.Finish):
+                wf, _ = await self.save(wf, _timed(conductor.finish, action, actor.label))
+                if action.outcome is Outcome.COMPLETED:
+                    await report(progress, total, total, "workflow completed")
+                return self.result(wf, actor, action.outcome)
+            if isinstance(action, conductor.HandBack):
+                wf = await self._record_handback(wf, list(action.indices), actor)
+            else:
+                members = list(action.indices)
+                await report(progress, done, total, self._describe(wf, members))
+                wf, failed = await self._run_batch(wf, members, actor)
+                ok = not failed
+                done += len(members)
+                await report(progress, done, total, self._describe(wf, members, finished=True))
+            walk = conductor.after(walk, action, ok)
+            action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
 
     async def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
-        def change(w: Workflow) -> None:
-            handout.record(w, indices, actor)
-            for index in indices:
-                step = w.steps[index]
-                step.status = S.NOT_EXECUTED
-                step.result = {"reason": NOT_EXECUTED_REASON}
-                w.log("step_not_executed", f"Step {index}: {step.tool} — no dispatch configured", actor.label)
-
-        wf, _ = await self.save(wf, change)
+        wf, _ = await self.save(wf, _timed(conductor.record_handback, indices, actor))
         return wf
 
     def _batch(self, wf: Workflow, start: int) -> list[int]:
-        """``start`` plus the following pending members of its parallel group, when all are reads.
-
-        Only reads run at the same time: a write that shares a group (a forced run, or a catalog
-        that changed since review) runs on its own, in order."""
-        first = wf.steps[start]
-        batch = [start]
-        if not first.group_id or not self._is_read(first):
-            return batch
-        for step in wf.steps[start + 1 :]:
-            if step.group_id != first.group_id or step.is_gate or step.status is not S.PENDING:
-                break
-            if not self._is_read(step):
-                break
-            batch.append(step.index)
-        return batch
+        """``start`` plus the following pending members of its parallel group, when all are reads
+        (``engine.conductor.batch``)."""
+        return list(conductor.batch(wf, start, self._is_read))
 
     def _group_demand(self, wf: Workflow) -> dict[str, int]:
-        """For each skill, the most calls one parallel group before the next gate makes to it at once:
-        the sessions to open while the earlier steps run."""
-        demand: dict[str, int] = {}
-        i = 0
-        while i < len(wf.steps):
-            step = wf.steps[i]
-            if step.is_gate and step.status is S.PENDING:
-                break
-            if step.status is not S.PENDING or not step.group_id:
-                i += 1
-                continue
-            batch = self._batch(wf, i)
-            if len(batch) > 1:
-                per_skill: dict[str, int] = {}
-                for index in batch:
-                    skill = wf.steps[index].skill
-                    per_skill[skill] = per_skill.get(skill, 0) + 1
-                for skill, count in per_skill.items():
-                    demand[skill] = max(demand.get(skill, 0), count)
-            i = batch[-1] + 1
-        return demand
+        return conductor.group_demand(wf, self._is_read)
 
     def _is_read(self, step: Step) -> bool:
         return classify_step(step, self.catalog)[0] == "read"
@@ -485,26 +390,7 @@ class Runner:
         """Run a step (or a parallel group of read steps) and record every member's outcome."""
 
         def mark_running(w: Workflow) -> None:
-            # Re-checked on the stored record: another Pilot process may have run, cancelled or
-            # failed this workflow since it was loaded. Exactly one run may start a step.
-            taken = [i for i in batch if w.steps[i].status not in (S.PENDING, S.NOT_EXECUTED)]
-            if w.state is not WorkflowState.RUNNING or taken:
-                what = (
-                    f"step {taken[0]} is already {w.steps[taken[0]].status.value}"
-                    if taken
-                    else f"it is now '{w.state.value}'"
-                )
-                raise StateRefused(
-                    f"Workflow '{w.id}' was changed by another caller while this run went on ({what}); "
-                    "this run stopped without starting another step",
-                    hint=f"get_workflow_status('{w.id}') shows where it stands.",
-                    workflow_id=w.id,
-                    state=w.state.value,
-                )
-            now = utcnow()
-            for index in batch:
-                w.steps[index].status = S.RUNNING
-                w.steps[index].started_at = now
+            conductor.mark_running(w, batch, utcnow())
             w.extra[RUN_OWNER_KEY] = {**this_process(), "owner": owner}
 
         owner = new_run_owner()
@@ -518,16 +404,10 @@ class Runner:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
-
-            def record_all(w: Workflow) -> bool:
-                # One save for the whole group: each member's outcome and audit event, in step order.
-                oks = [
-                    self._record(w, index=index, outcome=outcome, actor=actor)
-                    for index, outcome in zip(batch, outcomes, strict=True)
-                ]
-                return all(oks)
-
-            wf, ok = await self.save(wf, record_all, fence)
+            # One save for the whole group: each member's outcome and audit event, in step order.
+            wf, ok = await self.save(
+                wf, functools.partial(self._record, indices=batch, outcomes=outcomes, actor=actor), fence
+            )
             failed = not ok
         except LeaseLost as exc:
             raise StateRefused(
@@ -591,39 +471,16 @@ class Runner:
             return StepOutcome(OutcomeKind.FAILED, None, f"{type(exc).__name__}: {exc}")
 
     @staticmethod
-    def _payload_with_error(outcome: StepOutcome) -> Any:
-        payload = outcome.payload
-        if isinstance(payload, dict):
-            return {**payload, "error": payload.get("error") or outcome.message}
-        return {"error": outcome.message}
-
-    def _record(self, w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> bool:
-        step = w.steps[index]
-        step.completed_at = utcnow()
-        if not any(s.status is S.RUNNING for s in w.steps if s.index != index):
+    def _record(w: Workflow, indices: Sequence[int], outcomes: Sequence[StepOutcome], actor: Actor) -> bool:
+        """Record the outcomes (``engine.conductor.record_outcomes``); the run gives up its claim
+        on the workflow once no step of it is in flight."""
+        ok = conductor.record_outcomes(w, indices, outcomes, actor.label, utcnow())
+        if not any(s.status is S.RUNNING for s in w.steps):
             w.extra.pop(RUN_OWNER_KEY, None)
-        if outcome.ok:
-            step.status = S.SUCCESS
-            step.result = outcome.payload
-            w.log("step_completed", f"Step {index}: {step.tool} → success", actor.label)
-            return True
-        step.result = self._payload_with_error(outcome)
-        if outcome.kind is OutcomeKind.EFFECT_UNKNOWN:
-            step.status = S.INTERRUPTED
-            w.log("step_effect_unknown", f"Step {index}: {step.tool} → {outcome.message}", actor.label)
-        else:
-            step.status = S.FAILED
-            w.log("step_failed", f"Step {index}: {step.tool} → {outcome.message}", actor.label)
-        return False
+        return ok
 
     async def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
-        def change(w: Workflow) -> None:
-            for step in w.steps:
-                if step.status is S.PENDING:
-                    step.status = S.SKIPPED
-            fire(w, Event.FAIL)
-
-        wf, _ = await self.save(wf, change)
+        wf, _ = await self.save(wf, conductor.fail)
         bad = [s for s in wf.steps if s.status in (S.FAILED, S.INTERRUPTED)]
         error = "; ".join(
             f"step {s.index} ({s.skill}.{s.tool}) {s.status.value}: "
