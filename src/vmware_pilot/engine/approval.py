@@ -5,26 +5,32 @@ reached or since it was shown, not the same person twice) and recorded in the ga
 the plan digest, and audited. Until the gate has the approvals it requires the workflow keeps
 waiting (audit ``approval_recorded``); the last one releases it (audit ``approved``, naming the
 approver and the digest) and the run continues.
+
+This module decides and records; ``Runner.approve`` carries it out (the dispatch refusal, the
+save, the run that follows), so nothing here calls back into the runner.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import utcnow
-from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
+from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import gates, handout
-from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import StateRefused
 
-if TYPE_CHECKING:
-    from vmware_pilot.engine.runner import Runner
-
-__all__ = ["PERSON_DOORS", "approve_gate", "precheck", "recipient", "release_notice"]
+__all__ = [
+    "PERSON_DOORS",
+    "approvals_missing",
+    "precheck",
+    "recipient",
+    "record",
+    "release_notice",
+    "waiting_message",
+]
 
 S = StepStatus
 
@@ -104,92 +110,82 @@ def precheck(
     return gate, digest, so_far, required
 
 
-async def approve_gate(
-    runner: Runner,
-    wf: Workflow,
+def record(
+    w: Workflow,
+    *,
+    gate_index: int,
+    who: str,
+    digest: str,
+    required: int,
+    channel: str,
     actor: Actor,
-    approver: str,
-    acknowledge_not_executed: bool,
-    progress: ProgressFn | None,
-    expected_digest: str = "",
-    channel: str = "mcp",
-) -> dict[str, Any]:
-    """The engine side of approve (docs/contract.md#approve), plus digest, expiry and quorum."""
-    who = approver.strip()
-    gate, digest, so_far, required = precheck(wf, approver, acknowledge_not_executed, expected_digest)
-    unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
-    gate_index = gate.index
-    to = recipient(wf, actor, channel, runner.dispatcher is not None)
-    if so_far + 1 >= required:
-        refusal = await runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
-        if refusal is not None:
-            raise refusal
-        runner.refuse_handback(wf, to, start=gate_index + 1)
+    to: Actor,
+    dispatching: bool,
+) -> bool:
+    """Record ``who``'s approval of gate ``gate_index`` in ``w`` (a change for the runner's save);
+    True when it is the last approval the gate requires and the gate is released (``approve``).
 
-    def change(w: Workflow) -> bool:
-        # Re-checked on the stored record: a concurrent approval may have landed since the load.
-        step = _waiting_gate(w)
-        if step.index != gate_index:
-            raise StateRefused(
-                f"Workflow {w.id} moved on to another gate while this approval was given",
-                hint="get_workflow_status shows the gate it waits at now; approve that one.",
-                workflow_id=w.id,
-                state=w.state.value,
-            )
-        now = utcnow()
-        gates.admit(w, step, who, now, digest)
-        names = gates.record_approval(w, gate_index, who, channel, digest, now)
-        if len(names) >= required:
-            runner.refuse_handback(w, to, start=gate_index + 1)
-        if len(names) < required:
-            w.log(
-                "approval_recorded",
-                f"{who} approved step {gate_index} ({len(names)} of {required} distinct approvals; "
-                f"plan {digest})",
-                actor.label,
-                names=(who,),
-            )
-            return False
-        everyone = ", ".join(names)
-        quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
-        w.approved_by = everyone
-        w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names))
-        acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
-        for index in acknowledged:
-            w.steps[index].status = S.REPORTED_DONE
-            w.steps[index].result = {
-                "reason": f"{who} stated this step was performed outside Pilot; Pilot has no result"
-            }
-        if acknowledged:
-            w.log(
-                "approved_over_unexecuted_steps",
-                f"{who} acknowledged steps {acknowledged} as performed outside Pilot",
-                actor.label,
-                names=(who,),
-            )
-        gate_step = w.steps[gate_index]
-        gate_step.status = S.SUCCESS
-        gate_step.result = {"approved_by": everyone}
-        if required > 1:
-            gate_step.result["approvals"] = names
-        if acknowledged:
-            gate_step.result["acknowledged_not_executed"] = acknowledged
-        gate_step.completed_at = now
-        fire(w, Event.APPROVE)
-        return True
-
-    wf, released = await runner.save(wf, change)
-    if not released:
-        missing = required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
-        out = runner.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
-        out.setdefault(
-            "message",
-            f"Approval by {who} recorded; the gate at step {gate_index} needs {missing} more distinct "
-            "approver(s) before the run goes on.",
+    Re-checked on the stored record: a concurrent approval may have landed since the load. The
+    steps the gate releases go to ``to`` without dispatch (refused here when they cannot)."""
+    step = _waiting_gate(w)
+    if step.index != gate_index:
+        raise StateRefused(
+            f"Workflow {w.id} moved on to another gate while this approval was given",
+            hint="get_workflow_status shows the gate it waits at now; approve that one.",
+            workflow_id=w.id,
+            state=w.state.value,
         )
-        return out
-    if to is actor:
-        return await runner.run_until_checkpoint(wf, actor, progress)
-    ran = await runner.run_until_checkpoint(wf, to, progress)
-    stored = await asyncio.to_thread(runner.store.load, wf.id)
-    return runner.released_result(stored, to, str(ran.get("outcome", "")))
+    now = utcnow()
+    gates.admit(w, step, who, now, digest)
+    names = gates.record_approval(w, gate_index, who, channel, digest, now)
+    if len(names) >= required and not dispatching:
+        handout.refuse_walk(w, to, start=gate_index + 1)
+    if len(names) < required:
+        w.log(
+            "approval_recorded",
+            f"{who} approved step {gate_index} ({len(names)} of {required} distinct approvals; "
+            f"plan {digest})",
+            actor.label,
+            names=(who,),
+        )
+        return False
+    everyone = ", ".join(names)
+    quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
+    w.approved_by = everyone
+    w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names))
+    acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
+    for index in acknowledged:
+        w.steps[index].status = S.REPORTED_DONE
+        w.steps[index].result = {
+            "reason": f"{who} stated this step was performed outside Pilot; Pilot has no result"
+        }
+    if acknowledged:
+        w.log(
+            "approved_over_unexecuted_steps",
+            f"{who} acknowledged steps {acknowledged} as performed outside Pilot",
+            actor.label,
+            names=(who,),
+        )
+    gate_step = w.steps[gate_index]
+    gate_step.status = S.SUCCESS
+    gate_step.result = {"approved_by": everyone}
+    if required > 1:
+        gate_step.result["approvals"] = names
+    if acknowledged:
+        gate_step.result["acknowledged_not_executed"] = acknowledged
+    gate_step.completed_at = now
+    fire(w, Event.APPROVE)
+    return True
+
+
+def approvals_missing(wf: Workflow, gate_index: int, required: int) -> int:
+    """How many more distinct approvers gate ``gate_index`` needs."""
+    return required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
+
+
+def waiting_message(who: str, gate_index: int, missing: int) -> str:
+    """What an approver is told when the gate still needs ``missing`` more approvals."""
+    return (
+        f"Approval by {who} recorded; the gate at step {gate_index} needs {missing} more distinct "
+        "approver(s) before the run goes on."
+    )

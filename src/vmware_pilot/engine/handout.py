@@ -34,6 +34,7 @@ __all__ = [
     "record",
     "refuse_if_held_elsewhere",
     "refuse_literal_secrets",
+    "refuse_walk",
     "walk_segment",
 ]
 
@@ -94,6 +95,14 @@ def walk_segment(wf: Workflow, start: int = 0) -> list[Step]:
             break
         reached.append(step)
     return reached
+
+
+def refuse_walk(wf: Workflow, actor: Actor, start: int = 0) -> None:
+    """Refuse, before anything changes, a walk from ``start`` without dispatch that would hand
+    ``actor`` steps already with another caller, or a literal secret not theirs."""
+    reached = walk_segment(wf, start)
+    refuse_if_held_elsewhere(wf, reached, actor)
+    refuse_literal_secrets(wf, reached, actor)
 
 
 def _labels(steps: list[Step]) -> str:

@@ -23,8 +23,7 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import conductor, gates, handout, undo
-from vmware_pilot.engine.approval import approve_gate
+from vmware_pilot.engine import approval, conductor, gates, handout, undo
 from vmware_pilot.engine.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.inspection import inspect_gate
@@ -242,11 +241,8 @@ class Runner:
     def refuse_handback(self, wf: Workflow, actor: Actor, start: int = 0) -> None:
         """Without a dispatcher: refuse, before anything changes, a walk from ``start`` that would
         hand ``actor`` steps already with another caller, or a literal secret not theirs."""
-        if self.dispatcher is not None:
-            return
-        reached = handout.walk_segment(wf, start)
-        handout.refuse_if_held_elsewhere(wf, reached, actor)
-        handout.refuse_literal_secrets(wf, reached, actor)
+        if self.dispatcher is None:
+            handout.refuse_walk(wf, actor, start)
 
     # --- runs -------------------------------------------------------------------------------
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
@@ -502,16 +498,74 @@ class Runner:
         channel: str = "mcp",
     ) -> dict[str, Any]:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
-        approvals the gate requires, release it and continue the run (``engine.approval``)."""
-        return await approve_gate(
-            self, wf, actor, approver, acknowledge_not_executed, progress, expected_digest, channel
+        approvals the gate requires, release it and continue the run. ``engine.approval`` decides
+        and records (docs/contract.md#approve, plus digest, expiry and quorum); this carries it out."""
+        who = approver.strip()
+        gate, digest, so_far, required = approval.precheck(
+            wf, approver, acknowledge_not_executed, expected_digest
         )
+        unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+        gate_index = gate.index
+        dispatching = self.dispatcher is not None
+        to = approval.recipient(wf, actor, channel, dispatching)
+        if so_far + 1 >= required:
+            refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+            if refusal is not None:
+                raise refusal
+            self.refuse_handback(wf, to, start=gate_index + 1)
+        change = functools.partial(
+            approval.record,
+            gate_index=gate_index,
+            who=who,
+            digest=digest,
+            required=required,
+            channel=channel,
+            actor=actor,
+            to=to,
+            dispatching=dispatching,
+        )
+        wf, released = await self.save(wf, change)
+        if not released:
+            missing = approval.approvals_missing(wf, gate_index, required)
+            out = self.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
+            out.setdefault("message", approval.waiting_message(who, gate_index, missing))
+            return out
+        if to is actor:
+            return await self.run_until_checkpoint(wf, actor, progress)
+        ran = await self.run_until_checkpoint(wf, to, progress)
+        stored = await asyncio.to_thread(self.store.load, wf.id)
+        return self.released_result(stored, to, str(ran.get("outcome", "")))
 
     # --- rollback and cancel ----------------------------------------------------------------
     async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> dict[str, Any]:
-        """Undo what Pilot did, last step first (``engine.undo.rollback``)."""
-        return await undo.rollback(self, wf, actor, include_unknown)
+        """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest
+        (``engine.undo`` decides and records). ``include_unknown`` (the caller acknowledged unknown
+        effects) also attempts the undo of steps whose effect is unknown."""
+        wf, _ = await self.save(wf, functools.partial(undo.start_rollback, actor=actor))
+        for index in undo.to_undo(wf, include_unknown):
+            what = undo.undo_of(wf.steps[index], self.catalog)
+            if what == undo.SKIP:
+                continue
+            if isinstance(what, dict):
+                wf, _ = await self.save(wf, functools.partial(undo.append_result, entry=what))
+                continue
+            outcome = await self.call_step(wf, index, bound=index + 1, reverse=True)
+            wf, _ = await self.save(
+                wf, functools.partial(undo.record_undo, index=index, outcome=outcome, actor=actor)
+            )
+        wf, _ = await self.save(wf, functools.partial(undo.finish_rollback, actor=actor))
+        out = self.result(wf, actor)
+        bad = undo.incomplete(wf)
+        if bad:
+            out["outcome"] = Outcome.FAILED.value
+            out["error"] = undo.rollback_error(bad)
+        return out
 
     def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
-        """Move to the terminal 'cancelled' state (``engine.undo.cancel``)."""
-        return undo.cancel(self, wf, actor, reason, rejected_by)
+        """Move to the terminal 'cancelled' state (``engine.undo.cancel``); pending steps become
+        skipped and the literal secrets held for the workflow are forgotten."""
+        wf, _ = self.commit(
+            wf, functools.partial(undo.cancel, actor=actor, reason=reason, rejected_by=rejected_by)
+        )
+        self.vault.forget(wf.id)
+        return self.result(wf, actor, Outcome.CANCELLED)
