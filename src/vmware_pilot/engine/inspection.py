@@ -15,11 +15,11 @@ event ``gate_inspected`` records what was read, as evidence of what the approver
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
-from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.model import Step, Workflow
@@ -39,10 +39,9 @@ from vmware_pilot.engine.targets import (
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.classify import classify_step
 
-if TYPE_CHECKING:
-    from vmware_pilot.engine.runner import Runner
+__all__ = ["Inspector", "inspect_gate", "state_line"]
 
-__all__ = ["inspect_gate", "state_line"]
+T = TypeVar("T")
 
 MONITOR: Final = "monitor"
 _PAYLOAD_MAX: Final = 8000
@@ -50,6 +49,25 @@ _AUDIT_MAX: Final = 1500
 _NOT_FOUND: Final = ("not found", "does not exist", "no such")
 # The reference fields kept per object (engine.drift compares them).
 _KEPT: Final = ("read", "summary", "snapshots", "stable_id")
+
+
+class Inspector(Protocol):
+    """What an inspection uses (``engine.runner.Runner`` is one): the dispatcher and catalog, a
+    step's call, and a save of a change."""
+
+    @property
+    def dispatcher(self) -> Dispatcher | None: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    async def call_step(
+        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+    ) -> StepOutcome: ...
+
+    async def save(
+        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
+    ) -> tuple[Workflow, T]: ...
 
 
 def _first_line(text: str) -> str:
@@ -86,7 +104,7 @@ def _error_of(outcome: StepOutcome) -> str:
 class _Reader:
     """The reads of one inspection; a list read serves every object of its kind and target."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Inspector) -> None:
         assert runner.dispatcher is not None
         self.dispatcher = runner.dispatcher
         self._lists: dict[tuple[str, str, str], StepOutcome | str] = {}
@@ -192,7 +210,7 @@ def _preview_summary(outcome: StepOutcome) -> tuple[str, str, list[str]]:
     return "previewed", _first_line(text), blockers
 
 
-async def _schema(runner: Runner, catalog: Catalog, skill: str, tool: str) -> dict[str, Any] | None:
+async def _schema(runner: Inspector, catalog: Catalog, skill: str, tool: str) -> dict[str, Any] | None:
     """The tool's input schema: asked of the skill's running server, else the catalog's copy."""
     ask = getattr(runner.dispatcher, "tool_schema", None)
     if ask is not None:
@@ -206,7 +224,7 @@ async def _schema(runner: Runner, catalog: Catalog, skill: str, tool: str) -> di
     return info.input_schema if info is not None else None
 
 
-async def _preview(runner: Runner, wf: Workflow, step: Step, catalog: Catalog) -> dict[str, Any]:
+async def _preview(runner: Inspector, wf: Workflow, step: Step, catalog: Catalog) -> dict[str, Any]:
     if classify_step(step, catalog)[0] == "read":
         return {
             "status": "no_preview",
@@ -241,7 +259,7 @@ def _reference(earlier: Mapping[str, Any], digest: str) -> dict[str, Any]:
     return {"digest": digest, "targets": {}}
 
 
-async def inspect_gate(runner: Runner, wf: Workflow, actor: Actor) -> Workflow:
+async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflow:
     """Read the targets of the pending gate's released steps and preview its write steps; store
     the result on the workflow and audit it. Does nothing without a dispatcher or a pending gate."""
     gate = gates.pending_gate(wf)
