@@ -173,6 +173,12 @@ def test_a_plan_step_that_can_never_run_fails_the_run_before_anything_runs(
     assert why in action.reason and action.reason.endswith("Create a corrected workflow.")
 
 
+def test_the_plan_is_checked_when_the_walk_starts_only() -> None:
+    wf = plan("w w", p1={"vm": "__from_step_3__"})
+    assert isinstance(decide(wf), Fail)
+    assert decide(wf, 1) == RunStep(1)  # the runner stops at the first Fail; it never gets here
+
+
 def test_a_step_already_done_is_not_judged_unusable() -> None:
     wf = plan("w=success w", p0={"vm": "__from_step_1__"})
     assert conductor.unusable(wf) is None

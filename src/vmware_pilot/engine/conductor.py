@@ -219,10 +219,11 @@ def next_action(wf: Workflow, walk: Walk, *, dispatching: bool, is_read: IsRead)
 
     Steps already done (or skipped, failed, rolled back) are passed over. A pending gate stops the
     walk. With a dispatcher the next step runs, with the pending reads of its parallel group;
-    without one every step up to the gate (or the end) is handed back in one action."""
+    without one every step up to the gate (or the end) is handed back in one action. A walk that
+    starts on a plan with a step that can never run (``unusable``) fails at once."""
     if walk.failed:
         return Fail()
-    broken = unusable(wf)
+    broken = unusable(wf) if walk == Walk() else None  # checked once, when the walk starts
     if broken is not None:
         return Fail(*broken)
     handed: list[int] = []

@@ -362,14 +362,6 @@ class Runner:
         wf, _ = await self.save(wf, _timed(conductor.record_handback, indices, actor))
         return wf
 
-    def _batch(self, wf: Workflow, start: int) -> list[int]:
-        """``start`` plus the following pending members of its parallel group, when all are reads
-        (``engine.conductor.batch``)."""
-        return list(conductor.batch(wf, start, self._is_read))
-
-    def _group_demand(self, wf: Workflow) -> dict[str, int]:
-        return conductor.group_demand(wf, self._is_read)
-
     def _is_read(self, step: Step) -> bool:
         return classify_step(step, self.catalog)[0] == "read"
 
