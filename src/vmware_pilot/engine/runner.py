@@ -1,4 +1,9 @@
-"""The async runner: walks a workflow's steps between store, dispatcher and the state machine.
+"""The async runner: carries out what the conductor decides, against the store and the dispatcher.
+
+``engine/conductor.py`` decides each next action of a run and how its outcome changes the
+workflow, with no I/O; the runner takes the leases, calls the dispatcher, saves and builds the
+results. Approve, rollback and cancel are composed here from what ``engine/approval.py`` and
+``engine/undo.py`` decide and record, so neither of them calls back into the runner.
 
 Every change goes through ``commit``: apply a change function, recompute ``diff_report`` and save
 with the expected version; on a conflict reload and apply it again, so a concurrent writer is
