@@ -104,7 +104,7 @@ class TemplateRegistry:
     def _shown(self, path: Path) -> str:
         """``~/<path relative to home>``, or the absolute path outside the home."""
         if self.rows is not None:
-            return f"the stored template {path.name} (`vmware-pilot templates export` / `import`)"
+            return f"the stored template {path.name}"
         try:
             return "~/" + path.resolve().relative_to(self.home.resolve()).as_posix()
         except ValueError:
