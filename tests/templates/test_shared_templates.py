@@ -244,6 +244,12 @@ def test_without_a_database_url_import_and_export_use_the_templates_folder(
     assert runner.invoke(cli, ["templates", "export", str(out)]).exit_code == 0
     assert (out / "restart_web.yaml").read_text() == RESTART
 
+    # A file named otherwise that defines the template is the one removed.
+    folder = settings.resolved_templates_dir
+    (folder / "restart_web.yaml").rename(folder / "web.yml")
+    assert runner.invoke(cli, ["templates", "remove", "restart_web"]).exit_code == 0
+    assert list(folder.iterdir()) == []
+
 
 def test_import_of_something_that_is_not_a_folder_is_a_usage_error(shared: Settings, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["templates", "import", str(tmp_path / "missing")])

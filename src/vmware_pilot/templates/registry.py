@@ -446,11 +446,11 @@ class TemplateRegistry:
         """Remove custom template ``name`` (False when there is none)."""
         if self.rows is not None:
             return self.rows.delete_template(name)
-        target = self.templates_dir / f"{name}.yaml"
-        if not target.exists() and not target.is_symlink():
-            return False
-        target.unlink()
-        return True
+        good, broken = self._load()
+        paths = [t.path for t in good if t.name == name] + [b.path for b in broken if b.name == name]
+        for path in paths:  # the file defining it, and any broken one that claims the name
+            path.unlink(missing_ok=True)
+        return bool(paths)
 
     def save_as_template(
         self, name: str, description: str, steps: Sequence[Step], authors: list[str], *, caller: str
