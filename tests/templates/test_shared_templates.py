@@ -254,3 +254,22 @@ def test_without_a_database_url_import_and_export_use_the_templates_folder(
 def test_import_of_something_that_is_not_a_folder_is_a_usage_error(shared: Settings, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["templates", "import", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "is not a folder" in result.stderr and "hint:" in result.stderr
+
+
+def test_export_never_writes_a_secret_in_clear_even_from_a_row_written_behind_pilots_back(
+    shared: Settings, database: Database, tmp_path: Path
+) -> None:
+    body = (
+        "name: leaky\nsteps:\n  - {action: a, skill: aiops, tool: list_virtual_machines, "
+        "params: {password: hunter2, vm_name: web-01}}\n"
+    )
+    assert runner.invoke(cli, ["templates"]).exit_code == 0  # the schema exists
+    with database.raw() as conn:
+        conn.execute(
+            text("INSERT INTO custom_templates VALUES ('leaky', :b, '2026-01-01', 'someone')"), {"b": body}
+        )
+
+    result = runner.invoke(cli, ["templates", "export", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    written = (tmp_path / "out" / "leaky.yaml").read_text()
+    assert "hunter2" not in written and "password: '***'" in written and "vm_name: web-01" in written
