@@ -144,6 +144,26 @@ def stdio_dispatcher(settings: Settings, catalog: CatalogSource) -> StdioDispatc
     return StdioDispatcher(options, known_skills=lambda: catalog().skills())
 
 
+def _note_unread_files(settings: Settings) -> None:
+    """Warn about a templates folder or catalog.json this host still has but no longer reads."""
+    from vmware_pilot.templates.custom import template_files
+
+    folder = settings.resolved_templates_dir
+    if template_files(folder):
+        _log.warning(
+            "the templates folder %s is not read while VMWARE_PILOT_DATABASE_URL is set (templates are "
+            "rows of the database); bring its files in with `vmware-pilot templates import %s`",
+            folder,
+            folder,
+        )
+    if settings.catalog_cache_path.exists():
+        _log.warning(
+            "%s is not read while VMWARE_PILOT_DATABASE_URL is set (the catalog cache is in the "
+            "database); run `vmware-pilot catalog refresh` once with the URL set",
+            settings.catalog_cache_path,
+        )
+
+
 def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> PilotApp:
     """Wire store, catalog, templates, dispatcher and the service for these settings.
 
@@ -156,6 +176,8 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
     # With a database URL (several replicas may share it) custom templates are its rows too.
+    if settings.database_url:
+        _note_unread_files(settings)
     templates = TemplateRegistry(
         settings.resolved_templates_dir,
         catalog,

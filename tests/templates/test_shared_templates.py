@@ -273,3 +273,16 @@ def test_export_never_writes_a_secret_in_clear_even_from_a_row_written_behind_pi
     assert result.exit_code == 0, result.output
     written = (tmp_path / "out" / "leaky.yaml").read_text()
     assert "hunter2" not in written and "password: '***'" in written and "vm_name: web-01" in written
+
+
+def test_a_pilot_on_a_database_warns_about_a_templates_folder_and_cache_it_no_longer_reads(
+    shared: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    shared.resolved_templates_dir.mkdir(parents=True)
+    (shared.resolved_templates_dir / "restart.yaml").write_text(RESTART)
+    shared.catalog_cache_path.write_text("{}")
+
+    with caplog.at_level("WARNING", logger="vmware_pilot.app"):
+        build_app(shared).close()
+    assert f"vmware-pilot templates import {shared.resolved_templates_dir}" in caplog.text
+    assert "catalog refresh` once" in caplog.text
