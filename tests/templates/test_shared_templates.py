@@ -122,7 +122,8 @@ async def test_only_a_listed_author_may_replace_a_shared_template(
         refused = await bob2.refused(
             "create_workflow", name="ops", description="bob's", steps=[GATE, STOP], save_as_template=True
         )
-        assert "belongs to its authors (alice)" in refused["error"] and refused["hint"]
+        assert "belongs to its authors (alice)" in refused["error"]
+        assert "ops_2" in refused["hint"] and "`vmware-pilot templates remove ops`" in refused["hint"]
         assert "description: v1" in _rows(database)["ops"]
 
         await alice2.ok(

@@ -249,13 +249,14 @@ class TemplateRegistry:
         target = self._path(name)
         if stored is None and (self.rows is not None or not (target.is_symlink() or target.exists())):
             return []
-        remove = (
-            f"`vmware-pilot templates remove {name}`" if self.rows is not None else f"{self._shown(target)}"
+        free = (
+            f"An operator can free the name with `vmware-pilot templates remove {name}`."
+            if self.rows is not None
+            else f"An operator can remove {self._shown(target)} to free the name."
         )
         hint = (
             f"Choose another name, for example '{self._free_name(name)}' (create_workflow's name, "
-            f"or update_draft(name=...) before confirm_draft). An operator can remove {remove} to free "
-            "the name."
+            f"or update_draft(name=...) before confirm_draft). {free}"
         )
         why = ""
         authors: tuple[str, ...] = ()
