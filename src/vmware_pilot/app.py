@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
@@ -18,10 +21,11 @@ from vmware_pilot.engine.notify import Notifier
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
+from vmware_pilot.errors import PilotError
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 
-__all__ = ["CatalogSource", "PilotApp", "build_app", "stdio_dispatcher"]
+__all__ = ["CatalogSource", "DbCatalogCache", "PilotApp", "build_app", "catalog_cache", "stdio_dispatcher"]
 
 _log = logging.getLogger(__name__)
 
@@ -29,15 +33,56 @@ _log = logging.getLogger(__name__)
 NOTIFY_DRAIN_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class DbCatalogCache:
+    """The discovery cache as the database's ``catalog_cache`` row (store/shared.py), used when a
+    database URL is set, so `catalog refresh` on one host reaches every replica."""
+
+    store: SqlStore
+
+    @property
+    def where(self) -> str:
+        return "database"
+
+    def read(self) -> dict[str, Any]:
+        row = self.store.catalog_cache()
+        if row is None:
+            return {}
+        try:
+            data = json.loads(row[0])
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        self.store.put_catalog_cache(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+    def catalog(self) -> Catalog:
+        row = self.store.catalog_cache()
+        return Catalog() if row is None else Catalog.from_text(row[0], "in the database")
+
+
+def catalog_cache(settings: Settings, store: SqlStore | None = None) -> DbCatalogCache | None:
+    """The database's catalog cache when a database URL is set (opening ``store`` if not given);
+    None: the cache file of the pilot home."""
+    if not settings.database_url:
+        return None
+    return DbCatalogCache(store if store is not None else open_store(settings))
+
+
 @dataclass
 class CatalogSource:
-    """Curated + discovered catalog, reloaded when `catalog refresh` rewrites the cache file."""
+    """Curated + discovered catalog, reloaded when `catalog refresh` rewrites the cache file (or,
+    with ``shared``, the database's cache row: its time stamp is read on every use)."""
 
     cache_path: Path
-    _stamp: tuple[int, int] | None = None
+    shared: DbCatalogCache | None = None
+    _stamp: object = None
     _catalog: Catalog = field(default_factory=Catalog.curated)
 
     def __call__(self) -> Catalog:
+        if self.shared is not None:
+            return self._from_database(self.shared)
         try:
             stat = self.cache_path.stat()
             stamp: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
@@ -46,6 +91,21 @@ class CatalogSource:
         if stamp != self._stamp:
             self._catalog = Catalog.load(self.cache_path) if stamp else Catalog.curated()
             self._stamp = stamp
+        return self._catalog
+
+    def _from_database(self, shared: DbCatalogCache) -> Catalog:
+        """The cached catalog while the row's stamp is unchanged; the last one read (logged) when
+        the database cannot be asked, so a lost database does not change the safety rules."""
+        try:
+            stamp = shared.store.catalog_stamp()
+            if stamp != self._stamp:
+                self._catalog = shared.catalog()
+                self._stamp = stamp
+        except PilotError as exc:
+            _log.warning(
+                "the skill catalog cache cannot be read from the database (%s); using the last one read",
+                exc.message,
+            )
         return self._catalog
 
 
@@ -84,6 +144,26 @@ def stdio_dispatcher(settings: Settings, catalog: CatalogSource) -> StdioDispatc
     return StdioDispatcher(options, known_skills=lambda: catalog().skills())
 
 
+def _note_unread_files(settings: Settings) -> None:
+    """Warn about a templates folder or catalog.json this host still has but no longer reads."""
+    from vmware_pilot.templates.custom import template_files
+
+    folder = settings.resolved_templates_dir
+    if template_files(folder):
+        _log.warning(
+            "the templates folder %s is not read while VMWARE_PILOT_DATABASE_URL is set (templates are "
+            "rows of the database); bring its files in with `vmware-pilot templates import %s`",
+            folder,
+            folder,
+        )
+    if settings.catalog_cache_path.exists():
+        _log.warning(
+            "%s is not read while VMWARE_PILOT_DATABASE_URL is set (the catalog cache is in the "
+            "database); run `vmware-pilot catalog refresh` once with the URL set",
+            settings.catalog_cache_path,
+        )
+
+
 def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> PilotApp:
     """Wire store, catalog, templates, dispatcher and the service for these settings.
 
@@ -92,10 +172,18 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
     references ``{"$env": NAME}`` are looked up at dispatch time.
     """
     store = open_store(settings)
-    catalog = CatalogSource(settings.catalog_cache_path)
+    catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, store))
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
-    templates = TemplateRegistry(settings.resolved_templates_dir, catalog, home=Path.home())
+    # With a database URL (several replicas may share it) custom templates are its rows too.
+    if settings.database_url:
+        _note_unread_files(settings)
+    templates = TemplateRegistry(
+        settings.resolved_templates_dir,
+        catalog,
+        home=Path.home(),
+        rows=store if settings.database_url else None,
+    )
     notifier = (
         Notifier(
             settings.notify_url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,11 +223,11 @@ steps:
 
 
 async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
-    app: PilotApp, actor: Actor
+    app: PilotApp, actor: Actor, tmp_path: Path
 ) -> None:
-    folder = app.service.templates.templates_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "restart_web.yaml").write_text(YAML)
+    # Imported: into the templates folder, or the database's rows when a database URL is set.
+    (tmp_path / "restart_web.yaml").write_text(YAML)
+    assert app.service.templates.import_folder(tmp_path, "operator")[0]["outcome"] == "added"
     listed = {t["name"]: t for t in app.service.list_workflows()["templates"]}
     assert "error" not in listed["restart_web"]
     wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"})[

@@ -177,13 +177,19 @@ class Catalog:
                 "skill catalog cache %s cannot be read (%s); using the curated catalog", cache_path, exc
             )
             return cls()
+        return cls.from_text(text, str(cache_path))
+
+    @classmethod
+    def from_text(cls, text: str, where: str) -> Catalog:
+        """Curated + the discovery cache's JSON ``text`` (read from ``where``); a broken one means
+        curated only (logged)."""
         try:
             return cls.from_snapshot(json.loads(text))
         except (ValueError, InvalidInput) as exc:
             _log.warning(
                 "skill catalog cache %s is broken (%s); using the curated catalog. "
                 "Run `vmware-pilot catalog refresh` to rebuild it.",
-                cache_path,
+                where,
                 exc,
             )
             return cls()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -18,6 +18,11 @@ from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import json_text, say, visible
 from vmware_pilot.dispatch.discovery import DEFAULT_TIMEOUT, SKILLS, ProbeResult, refresh_catalog
 from vmware_pilot.dispatch.locate import package_name
+from vmware_pilot.errors import PilotError
+
+if TYPE_CHECKING:
+    from vmware_pilot.app import DbCatalogCache
+    from vmware_pilot.config import Settings
 
 __all__ = ["app"]
 
@@ -78,15 +83,21 @@ def refresh(
     settings = common.settings()
     skills = list(skill) if skill else list(SKILLS)
     cache = settings.catalog_cache_path
+    shared = _shared_cache(settings)
     try:
-        # Find out now, not after probing every server, that the cache cannot be written.
-        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not os.access(cache.parent, os.W_OK):
-            raise PermissionError(f"{cache.parent} is not writable")
+        if shared is None:
+            # Find out now, not after probing every server, that the cache cannot be written.
+            cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not os.access(cache.parent, os.W_OK):
+                raise PermissionError(f"{cache.parent} is not writable")
         say(f"Probing {len(skills)} skill(s)…", err=True)
         report = asyncio.run(
-            refresh_catalog(settings, skills=skills, server_timeout=timeout, on_result=_progress)
+            refresh_catalog(
+                settings, skills=skills, server_timeout=timeout, on_result=_progress, cache_store=shared
+            )
         )
+    except PilotError as exc:
+        refuse(f"cannot write the catalog cache in the database: {exc.message}", exc.hint, EXIT_USAGE)
     except OSError as exc:
         refuse(
             f"cannot write the catalog cache {cache}: {exc}",
@@ -111,6 +122,19 @@ def refresh(
             )
     if report.failed:
         raise typer.Exit(1)
+
+
+def _shared_cache(settings: Settings) -> DbCatalogCache | None:
+    """The database's catalog cache when VMWARE_PILOT_DATABASE_URL is set (refused when it
+    cannot be opened); None: the file in the pilot home."""
+    if not settings.database_url:
+        return None
+    from vmware_pilot.app import catalog_cache
+
+    try:
+        return catalog_cache(settings)
+    except PilotError as exc:
+        refuse(exc.message, exc.hint, EXIT_USAGE)
 
 
 def _tool_view(catalog: Catalog, info: ToolInfo, *, full: bool) -> dict[str, Any]:
@@ -154,13 +178,21 @@ def show(
 ) -> None:
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
     settings = common.settings()
-    catalog = Catalog.load(settings.catalog_cache_path)
+    shared = _shared_cache(settings)
+    where = "the database" if shared is not None else str(settings.catalog_cache_path)
+    if shared is None:
+        catalog = Catalog.load(settings.catalog_cache_path)
+    else:
+        try:
+            catalog = shared.catalog()
+        except PilotError as exc:
+            refuse(exc.message, exc.hint, EXIT_USAGE)
     console = terminal_console()
     if skill is None:
         views = [_skill_view(catalog, s, full=as_json) for s in catalog.skills()]
         if as_json:
             payload = {
-                "cache": str(settings.catalog_cache_path),
+                "cache": "database" if shared is not None else str(settings.catalog_cache_path),
                 "refreshed_at": catalog.refreshed_at or None,
             }
             typer.echo(json_text({**payload, "skills": views}))
@@ -170,7 +202,7 @@ def show(
             table.add_row(*_cells(v["skill"], str(len(v["tools"])), v["version"] or "-", v["description"]))
         console.print(table)
         if catalog.discovered:
-            console.print(f"Discovered tools from {settings.catalog_cache_path} ({catalog.refreshed_at}).")
+            console.print(f"Discovered tools from {where} ({catalog.refreshed_at}).")
         else:
             console.print(
                 "Only curated entries: run `vmware-pilot catalog refresh` to add installed skills' tools."

@@ -57,7 +57,13 @@ COMMANDS: dict[str, Lazy] = {
         "Walk a built-in template through the MCP server: review, run, gate, approve, status, "
         "rollback preview.",
     ),
-    **{name: Lazy("operator", name, summary) for name, summary in _OPERATOR.items()},
+    # `templates` is a group (import, export, remove) that lists when given no subcommand.
+    **{
+        name: Lazy("templates", "app", summary, group=True)
+        if name == "templates"
+        else Lazy("operator", name, summary)
+        for name, summary in _OPERATOR.items()
+    },
     "run": Lazy(
         "run",
         "run",

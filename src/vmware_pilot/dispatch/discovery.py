@@ -8,6 +8,10 @@ has the companion-tools format that ``catalog.registry.Catalog.load`` reads::
     {"refreshed_at": "<iso>", "<skill>": {"server", "version", "refreshed_at", "tools": [
         {"name", "description", "inputSchema", "annotations"}, ...]}, ...}
 
+When a database URL is set the same JSON is kept in the database instead (``app.DbCatalogCache``),
+so a refresh on one host reaches every replica: ``refresh_catalog`` reads and writes through a
+``CatalogCache``.
+
 A skill that is not installed is left out; a server that fails keeps the entry of the previous
 refresh (with its older ``refreshed_at``), if any. One failure never stops the others.
 """
@@ -23,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -41,6 +45,8 @@ from vmware_pilot.safety.redaction import redact_text
 __all__ = [
     "DEFAULT_TIMEOUT",
     "SKILLS",
+    "CatalogCache",
+    "FileCache",
     "ProbeResult",
     "RefreshReport",
     "discover",
@@ -83,10 +89,36 @@ class ProbeResult:
         return out
 
 
+class CatalogCache(Protocol):
+    """Where the discovery cache is kept: ``FileCache`` (the pilot home) or the database."""
+
+    @property
+    def where(self) -> str: ...
+    def read(self) -> dict[str, Any]: ...
+    def write(self, data: Mapping[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class FileCache:
+    """The cache file ``Settings.catalog_cache_path``."""
+
+    path: Path
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def read(self) -> dict[str, Any]:
+        return _read_previous(self.path)
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        write_cache(self.path, data)
+
+
 @dataclass(frozen=True)
 class RefreshReport:
     refreshed_at: str
-    cache_path: Path
+    cache_path: Path | str
     results: tuple[ProbeResult, ...] = field(default_factory=tuple)
 
     @property
@@ -271,9 +303,13 @@ async def refresh_catalog(
     skills: Sequence[str] = SKILLS,
     server_timeout: float = DEFAULT_TIMEOUT,
     on_result: Callable[[ProbeResult], None] | None = None,
+    cache_store: CatalogCache | None = None,
 ) -> RefreshReport:
-    """Probe ``skills``, then rewrite the catalog cache with what was found (others are kept)."""
-    previous = _read_previous(settings.catalog_cache_path)
+    """Probe ``skills``, then rewrite the catalog cache with what was found (others are kept).
+
+    ``cache_store``: where the cache is read and written (default: the file in the pilot home)."""
+    store = cache_store if cache_store is not None else FileCache(settings.catalog_cache_path)
+    previous = store.read()
     results = await discover(
         skills, overrides=settings.skill_commands, server_timeout=server_timeout, on_result=on_result
     )
@@ -299,6 +335,7 @@ async def refresh_catalog(
             cache[result.skill] = {**old, "refreshed_at": old_refreshed}
             result = replace(result, kept_from=old_refreshed or "an earlier refresh")
         final.append(result)
-    write_cache(settings.catalog_cache_path, cache)
-    _log.info("catalog cache %s: %d skill(s) discovered", settings.catalog_cache_path, len(cache) - 1)
-    return RefreshReport(now, settings.catalog_cache_path, tuple(final))
+    store.write(cache)
+    _log.info("catalog cache %s: %d skill(s) discovered", store.where, len(cache) - 1)
+    cache_path = store.path if isinstance(store, FileCache) else store.where
+    return RefreshReport(now, cache_path, tuple(final))

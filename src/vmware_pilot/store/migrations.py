@@ -275,6 +275,28 @@ def _v10_shared_state(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v11_shared_templates_catalog(conn: Connection) -> None:
+    """``custom_templates`` (name, YAML text, who wrote it when) and ``catalog_cache`` (the
+    discovery cache's JSON in one row), so templates and `catalog refresh` reach every replica."""
+    md = MetaData()
+    Table(
+        "custom_templates",
+        md,
+        Column("name", String(100), primary_key=True),
+        Column("body", Text, nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        Column("updated_by", String(255), nullable=False),
+    )
+    Table(
+        "catalog_cache",
+        md,
+        Column("key", String(32), primary_key=True),
+        Column("body", Text, nullable=False),
+        Column("updated_at", String(40), nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -286,6 +308,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v8_console_sessions,
     _v9_notification_outbox,
     _v10_shared_state,
+    _v11_shared_templates_catalog,
 )
 LATEST = len(MIGRATIONS)
 

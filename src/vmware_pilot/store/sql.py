@@ -32,7 +32,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases, outbox, sessions, tokens
+from vmware_pilot.store import codec, leases, outbox, sessions, shared, tokens
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -429,6 +429,44 @@ class SqlStore:
     def set_token_role(self, name: str, role: str) -> bool:
         with self._tx(write=True) as conn:
             return tokens.set_role(conn, name, role)
+
+    # --- custom templates and the catalog cache (store/shared.py) -----------------------------
+    def template_rows(self, name: str | None = None) -> list[tuple[str, str]]:
+        """(name, YAML text) of every stored template (only ``name``'s when given)."""
+        with self._tx(write=False) as conn:
+            return shared.template_rows(conn, name)
+
+    def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool:
+        """Write template ``name`` if it still holds ``previous`` (None: if there is none); False
+        when another writer got there first."""
+        try:
+            with self._tx(write=True) as conn:
+                return shared.put_template(conn, name, body, previous, iso(datetime.now(UTC)), by)
+        except IntegrityError:  # inserted by another writer at the same moment
+            return False
+
+    def delete_template(self, name: str, previous: str | None = None) -> bool:
+        with self._tx(write=True) as conn:
+            return shared.delete_template(conn, name, previous)
+
+    def catalog_cache(self) -> tuple[str, str] | None:
+        """(JSON text, updated_at) of the catalog cache; None before the first refresh."""
+        with self._tx(write=False) as conn:
+            return shared.catalog_row(conn)
+
+    def catalog_stamp(self) -> str | None:
+        with self._tx(write=False) as conn:
+            return shared.catalog_stamp(conn)
+
+    def put_catalog_cache(self, body: str) -> None:
+        for attempt in (1, 2):
+            try:
+                with self._tx(write=True) as conn:
+                    shared.put_catalog(conn, body, iso(datetime.now(UTC)))
+                return
+            except IntegrityError:  # first written by another refresh at the same moment
+                if attempt == 2:
+                    raise
 
     # --- console sessions (store/sessions.py) -----------------------------------------------
     def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:

@@ -7,7 +7,9 @@ from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, 
 __all__ = [
     "api_tokens",
     "audit_events",
+    "catalog_cache",
     "console_sessions",
+    "custom_templates",
     "leases",
     "metadata",
     "schema_meta",
@@ -103,4 +105,23 @@ api_tokens = Table(
     Column("role", String(255), nullable=False),
     Column("hash", String(71), nullable=False, unique=True),
     Column("created_at", String(40), nullable=False),
+)
+
+# Custom templates (store/shared.py): each one's YAML text, read through the folder loader's checks.
+custom_templates = Table(
+    "custom_templates",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("updated_by", String(255), nullable=False),
+)
+
+# The skill catalog's discovery cache (store/shared.py): one row, the JSON of `catalog refresh`.
+catalog_cache = Table(
+    "catalog_cache",
+    metadata,
+    Column("key", String(32), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("updated_at", String(40), nullable=False),
 )

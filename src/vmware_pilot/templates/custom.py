@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,14 @@ __all__ = [
     "BrokenFile",
     "CustomTemplate",
     "ParamSpec",
+    "literal_secrets",
     "load_file",
     "load_folder",
+    "load_rows",
+    "load_text",
     "name_problem",
     "placeholders_of",
+    "read_text",
     "template_files",
 ]
 
@@ -354,8 +358,98 @@ def load_file(path: Path, builtin_names: Collection[str]) -> CustomTemplate:
 
     The message never quotes YAML it could not read (a link may lead to someone else's file) and
     is at most a few hundred characters."""
+    return _checked(lambda: _read(path), path, builtin_names)
+
+
+def _parse_text(text: str) -> Any:
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        raise ValueError(f"the template is larger than {MAX_FILE_BYTES} bytes")
+    from vmware_pilot.templates.yamlsafe import load_yaml
+
+    return load_yaml(text)
+
+
+def load_text(text: str, path: Path, builtin_names: Collection[str]) -> CustomTemplate:
+    """Check the YAML ``text`` of a stored template exactly as ``load_file`` checks a file's;
+    ``path`` (``<name>.yaml``) names it in messages and in the result."""
+    return _checked(lambda: _parse_text(text), path, builtin_names)
+
+
+def read_text(path: Path) -> str:
+    """The text of one file of a templates folder, with ``load_file``'s refusals (link out of the
+    folder, not a regular file, too large) as TemplateError."""
     try:
-        return _template(_read(path), path, builtin_names)
+        target = _inside(path)
+        if target.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"the file is larger than {MAX_FILE_BYTES} bytes")
+        return target.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TemplateError(f"{path.name}: the file is not UTF-8 text") from None
+    except OSError as exc:
+        raise TemplateError(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except ValueError as exc:
+        raise TemplateError(_bounded(f"{path.name}: {exc}")) from None
+
+
+def load_rows(
+    rows: Sequence[tuple[str, str]], builtin_names: Collection[str]
+) -> tuple[list[CustomTemplate], list[BrokenFile]]:
+    """``load_folder`` for stored templates: (name, YAML text) rows, each checked as a file
+    ``<name>.yaml`` is; a row whose text names another template is broken."""
+    good: list[CustomTemplate] = []
+    broken: list[BrokenFile] = []
+    for key, text in sorted(rows):
+        path = Path(f"{key}.yaml")
+        try:
+            tpl = load_text(text, path, builtin_names)
+            if tpl.name != key:
+                raise TemplateError(f"{path.name}: its text names the template '{excerpt_name(tpl.name)}'")
+        except TemplateError as exc:
+            broken.append(BrokenFile(path, key, exc.message))
+            continue
+        except Exception as exc:  # one row never breaks the listing for everyone
+            _log.exception("stored template %s could not be checked", key)
+            broken.append(BrokenFile(path, key, f"{path.name}: cannot be used ({type(exc).__name__})"))
+            continue
+        good.append(tpl)
+    return good, broken
+
+
+def excerpt_name(name: str) -> str:
+    return name if len(name) <= 100 else name[:99] + "…"
+
+
+def literal_secrets(tpl: CustomTemplate) -> list[str]:
+    """Where a step's params hold a secret in clear: a value under a secret key that is neither
+    empty, masked, a ``{"$env": …}`` reference nor only ``{{placeholders}}`` (``step N params.key``)."""
+    found: list[str] = []
+    for i, raw in enumerate(tpl.raw_steps):
+        for key in ("params", "rollback_params"):
+            _clear_secrets(raw.get(key), f"step {i} {key}", under_secret=False, found=found)
+    return found
+
+
+def _clear_secrets(value: Any, where: str, *, under_secret: bool, found: list[str]) -> None:
+    if is_secret_ref(value):
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _clear_secrets(v, f"{where}.{k}", under_secret=under_secret or is_secret_key(str(k)), found=found)
+        return
+    if isinstance(value, list):
+        for n, v in enumerate(value):
+            _clear_secrets(v, f"{where}[{n}]", under_secret=under_secret, found=found)
+        return
+    if not under_secret or value is None or value == "" or isinstance(value, bool) or value == MASK:
+        return
+    if isinstance(value, str) and not _PLACEHOLDER.sub("", value).strip():
+        return
+    found.append(where)
+
+
+def _checked(read: Callable[[], Any], path: Path, builtin_names: Collection[str]) -> CustomTemplate:
+    try:
+        return _template(read(), path, builtin_names)
     except UnicodeDecodeError:
         raise TemplateError(f"{path.name}: the file is not UTF-8 text") from None
     except OSError as exc:

@@ -2,6 +2,10 @@
 
 Built-ins come first and cannot be shadowed: a YAML file reusing a built-in name is listed as
 broken with a message to rename it. Custom files are re-read on every call (hot reload).
+
+With ``rows`` (a database URL is set: several replicas may share it) the custom templates are rows
+of the database instead of files of the folder, read on every call too, with the same checks, the
+same authorship rule and the same names (``<name>.yaml``) in listings and messages.
 """
 
 from __future__ import annotations
@@ -10,22 +14,40 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.errors import InvalidInput, TemplateError, excerpt
+from vmware_pilot.errors import InvalidInput, PilotError, TemplateError, excerpt
 from vmware_pilot.safety.gate import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
-from vmware_pilot.templates.custom import CustomTemplate, load_file, load_folder, name_problem
+from vmware_pilot.templates.custom import (
+    BrokenFile,
+    CustomTemplate,
+    literal_secrets,
+    load_file,
+    load_folder,
+    load_rows,
+    load_text,
+    name_problem,
+    read_text,
+)
 from vmware_pilot.templates.discovery import builtin_parameters, custom_parameters, example_call
 from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
 
-__all__ = ["TemplateRegistry"]
+__all__ = ["TemplateRegistry", "TemplateRows"]
 
 _log = logging.getLogger(__name__)
+
+
+class TemplateRows(Protocol):
+    """Stored custom templates (``SqlStore``): (name, YAML text) rows, written compare-and-set."""
+
+    def template_rows(self, name: str | None = None) -> list[tuple[str, str]]: ...
+    def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool: ...
+    def delete_template(self, name: str, previous: str | None = None) -> bool: ...
 
 
 class TemplateRegistry:
@@ -33,6 +55,7 @@ class TemplateRegistry:
 
     ``catalog`` may be a Catalog or a function returning the current one (read on each call).
     ``home`` renders file paths as ``~/…`` in gate refusals (default: the user's home).
+    ``rows``: keep custom templates there instead of in ``templates_dir``.
     """
 
     def __init__(
@@ -40,11 +63,32 @@ class TemplateRegistry:
         templates_dir: Path,
         catalog: Catalog | Callable[[], Catalog],
         home: Path | None = None,
+        rows: TemplateRows | None = None,
     ) -> None:
         self.templates_dir = templates_dir
         self._catalog = catalog
         self.home = home if home is not None else Path.home()
+        self.rows = rows
         self._builtins: dict[str, BuiltinTemplate[Any]] = {b.name: b for b in BUILTINS}
+
+    @property
+    def where(self) -> str:
+        """Where custom templates are kept, for people: the folder, or the database."""
+        return "the database" if self.rows is not None else str(self.templates_dir)
+
+    def _load(self) -> tuple[list[CustomTemplate], list[BrokenFile]]:
+        if self.rows is not None:
+            return load_rows(self.rows.template_rows(), self._builtins)
+        return load_folder(self.templates_dir, self._builtins)
+
+    def _path(self, name: str) -> Path:
+        """The file of template ``name`` (stored ones are named ``<name>.yaml`` too)."""
+        return Path(f"{name}.yaml") if self.rows is not None else self.templates_dir / f"{name}.yaml"
+
+    def _stored(self, name: str) -> str | None:
+        assert self.rows is not None
+        found = self.rows.template_rows(name)
+        return found[0][1] if found else None
 
     # --- helpers ----------------------------------------------------------------------------
     def _current_catalog(self) -> Catalog:
@@ -59,6 +103,8 @@ class TemplateRegistry:
 
     def _shown(self, path: Path) -> str:
         """``~/<path relative to home>``, or the absolute path outside the home."""
+        if self.rows is not None:
+            return f"the stored template {path.name}"
         try:
             return "~/" + path.resolve().relative_to(self.home.resolve()).as_posix()
         except ValueError:
@@ -79,7 +125,7 @@ class TemplateRegistry:
         """
         facts = self._facts(self._current_catalog())
         out: list[dict[str, Any]] = [self._builtin_entry(b, facts) for b in BUILTINS]
-        good, broken = load_folder(self.templates_dir, self._builtins)
+        good, broken = self._load()
         entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._custom_entry(t)) for t in good]
         entries += [
             (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
@@ -132,7 +178,7 @@ class TemplateRegistry:
             plan = builtin.plan(params, self._facts(catalog))
             check_plan(plan.steps)  # built-ins pass the same plan rules as every other door
             return Workflow.new(workflow_type, WorkflowState.PENDING, plan.steps, plan.params, created_by)
-        good, broken = load_folder(self.templates_dir, self._builtins)
+        good, broken = self._load()
         custom = next((t for t in good if t.name == workflow_type), None)
         if custom is not None:
             return self._create_custom(custom, params, created_by, catalog)
@@ -184,8 +230,8 @@ class TemplateRegistry:
                 field="name",
                 hint=f"Choose another name, for example '{name}_custom'.",
             )
-        own = {self.templates_dir / f"{name}.yaml"}
-        good, _ = load_folder(self.templates_dir, self._builtins)
+        own = {self._path(name)}
+        good, _ = self._load()
         other = next((t for t in good if t.name == name and t.path not in own), None)
         if other is not None:
             raise InvalidInput(
@@ -194,26 +240,35 @@ class TemplateRegistry:
                 hint=f"Choose another name, or remove or rename {self._shown(other.path)} first.",
             )
 
-    def _owners(self, name: str, caller: str) -> list[str]:
-        """The authors of the template ``<name>.yaml`` already holds ([] when there is none).
+    def _owners(self, name: str, caller: str, stored: str | None = None) -> list[str]:
+        """The authors of the template ``<name>.yaml`` already holds ([] when there is none);
+        ``stored``: its text, when it is a row.
 
         Replacing a template is its authors' right: anyone else, or any file that cannot be read
         (so its authors are unknown), is refused with a free name to use instead."""
-        target = self.templates_dir / f"{name}.yaml"
-        if not (target.is_symlink() or target.exists()):
+        target = self._path(name)
+        if stored is None and (self.rows is not None or not (target.is_symlink() or target.exists())):
             return []
+        free = (
+            f"An operator can free the name with `vmware-pilot templates remove {name}`."
+            if self.rows is not None
+            else f"An operator can remove {self._shown(target)} to free the name."
+        )
         hint = (
             f"Choose another name, for example '{self._free_name(name)}' (create_workflow's name, "
-            "or update_draft(name=...) before confirm_draft). An operator can remove "
-            f"{self._shown(target)} to free the name."
+            f"or update_draft(name=...) before confirm_draft). {free}"
         )
         why = ""
         authors: tuple[str, ...] = ()
-        if target.is_symlink():
+        if stored is None and target.is_symlink():
             why = "it is a symbolic link"
         else:
             try:
-                authors = load_file(target, self._builtins).authors
+                authors = (
+                    load_text(stored, target, self._builtins)
+                    if stored is not None
+                    else load_file(target, self._builtins)
+                ).authors
             except TemplateError:
                 why = "that file cannot be read, so its authors are unknown"
         if not why and (not caller or caller not in authors):
@@ -229,9 +284,12 @@ class TemplateRegistry:
         return list(authors)
 
     def _free_name(self, name: str) -> str:
+        taken = {n for n, _ in self.rows.template_rows()} if self.rows is not None else set()
         for n in range(2, 1000):
             candidate = f"{name[:90]}_{n}"
-            if not (self.templates_dir / f"{candidate}.yaml").exists() and candidate not in self._builtins:
+            if candidate in taken or candidate in self._builtins:
+                continue
+            if self.rows is not None or not (self.templates_dir / f"{candidate}.yaml").exists():
                 return candidate
         return f"{name[:90]}_new"
 
@@ -247,6 +305,10 @@ class TemplateRegistry:
         from vmware_pilot.templates.saving import restore_template, template_document, write_template
 
         self.validate_template_name(name)
+        if self.rows is not None:
+            with self._saving_row(name, description, steps, authors, caller) as path:
+                yield path
+            return
         kept = self._owners(name, caller)
         target = self.templates_dir / f"{name}.yaml"
         previous = target.read_bytes() if kept else None
@@ -272,6 +334,124 @@ class TemplateRegistry:
             except OSError:  # the caller hears why the workflow failed; the log, why this did
                 _log.exception("could not take back the template %s after a failed save", path.name)
             raise
+
+    @contextlib.contextmanager
+    def _saving_row(
+        self, name: str, description: str, steps: Sequence[Step], authors: Sequence[str], caller: str
+    ) -> Iterator[Path]:
+        """``saving`` for stored templates: the row is written only if nobody changed it meanwhile."""
+        from vmware_pilot.templates.saving import template_document, template_text
+
+        assert self.rows is not None
+        previous = self._stored(name)
+        kept = self._owners(name, caller, previous)
+        body = template_text(template_document(name, description, steps, [*kept, *authors]))
+        if not self.rows.put_template(name, body, previous, caller):
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': it was changed by someone else while this "
+                "was saved; nothing was saved",
+                field="name",
+                hint="Call again: list_workflows shows the template as it is now.",
+            )
+        try:
+            yield self._path(name)
+        except BaseException:
+            try:
+                if previous is None:
+                    self.rows.delete_template(name, body)
+                else:
+                    self.rows.put_template(name, previous, body, caller)
+            except PilotError:  # the caller hears why the workflow failed; the log, why this did
+                _log.exception("could not take back the stored template %s after a failed save", name)
+            raise
+
+    # --- operators: import and export ---------------------------------------------------------
+    def import_folder(self, folder: Path, by: str) -> list[dict[str, Any]]:
+        """Each template file of ``folder``, checked as the folder loader checks it, stored whole
+        or not at all: ``{file, name, outcome}`` (added, replaced, unchanged) or ``{file, name,
+        error}``. A template holding a secret in clear is refused when templates are rows."""
+        good, broken = load_folder(folder, self._builtins)
+        report: list[tuple[str, dict[str, Any]]] = [
+            (b.path.name, {"file": b.path.name, "name": b.name, "error": b.error}) for b in broken
+        ]
+        for tpl in good:
+            entry: dict[str, Any] = {"file": tpl.path.name, "name": tpl.name}
+            try:
+                entry["outcome"] = self._import_one(tpl, by)
+            except PilotError as exc:
+                entry["error"] = exc.message
+            report.append((tpl.path.name, entry))
+        return [entry for _, entry in sorted(report, key=lambda e: e[0])]
+
+    def _import_one(self, tpl: CustomTemplate, by: str) -> str:
+        text = read_text(tpl.path)
+        checked = load_text(text, tpl.path, self._builtins)  # the text stored is the text checked
+        if checked.name != tpl.name:
+            raise TemplateError(f"{tpl.path.name}: the file changed while it was imported")
+        name = checked.name
+        if self.rows is None:
+            return self._import_file(name, text)
+        clear = literal_secrets(checked)
+        if clear:
+            raise TemplateError(
+                f"{tpl.path.name}: holds a secret in clear ({', '.join(clear[:3])}); a template "
+                'stored in the database may not. Use {"$env": "NAME"} or a {{parameter}}',
+            )
+        previous = self._stored(name)
+        if previous == text:
+            return "unchanged"
+        if not self.rows.put_template(name, text, previous, by):
+            raise TemplateError(
+                f"{tpl.path.name}: '{name}' was changed by someone else meanwhile; import again"
+            )
+        return "added" if previous is None else "replaced"
+
+    def _import_file(self, name: str, text: str) -> str:
+        from vmware_pilot.templates.saving import write_text
+
+        self.validate_template_name(name)
+        target = self.templates_dir / f"{name}.yaml"
+        previous = read_text(target) if (target.is_symlink() or target.exists()) else None
+        if previous == text:
+            return "unchanged"
+        try:
+            write_text(self.templates_dir, name, text)
+        except OSError as exc:
+            raise TemplateError(f"could not write {target} ({exc.strerror or exc})") from exc
+        return "added" if previous is None else "replaced"
+
+    def export_texts(self) -> tuple[list[tuple[str, str]], list[BrokenFile]]:
+        """(name, YAML text) of every usable custom template, secrets masked, and the broken ones.
+
+        A text is written as stored when it holds no secret in clear (so it imports back as it
+        was); otherwise its document is written again with the secrets masked."""
+        from vmware_pilot.templates.saving import template_text
+        from vmware_pilot.templates.yamlsafe import load_yaml
+
+        good, broken = self._load()
+        out: list[tuple[str, str]] = []
+        for tpl in good:
+            text = self._stored(tpl.name) if self.rows is not None else read_text(tpl.path)
+            if text is None:  # removed since it was listed
+                continue
+            if literal_secrets(tpl):
+                from vmware_pilot.safety.redaction import redact
+
+                document = load_yaml(text)
+                document["steps"] = redact(document["steps"], scrub_text=False)
+                text = template_text(document)
+            out.append((tpl.name, text))
+        return out, broken
+
+    def remove(self, name: str) -> bool:
+        """Remove custom template ``name`` (False when there is none)."""
+        if self.rows is not None:
+            return self.rows.delete_template(name)
+        good, broken = self._load()
+        paths = [t.path for t in good if t.name == name] + [b.path for b in broken if b.name == name]
+        for path in paths:  # the file defining it, and any broken one that claims the name
+            path.unlink(missing_ok=True)
+        return bool(paths)
 
     def save_as_template(
         self, name: str, description: str, steps: Sequence[Step], authors: list[str], *, caller: str

@@ -14,7 +14,14 @@ import yaml
 from vmware_pilot.domain.model import Step
 from vmware_pilot.safety.redaction import redact, redact_text
 
-__all__ = ["restore_template", "step_document", "template_document", "write_template"]
+__all__ = [
+    "restore_template",
+    "step_document",
+    "template_document",
+    "template_text",
+    "write_template",
+    "write_text",
+]
 
 
 def step_document(step: Step) -> dict[str, Any]:
@@ -73,14 +80,23 @@ class _PlainDumper(yaml.SafeDumper):
         return True
 
 
-def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
-    """Write ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    text = yaml.dump(
+def template_text(document: dict[str, Any]) -> str:
+    """The YAML text of a template document (no anchors, keys in the document's order)."""
+    return yaml.dump(
         document, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, default_flow_style=False
     )
+
+
+def write_text(folder: Path, name: str, text: str) -> Path:
+    """Write ``text`` as ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
     return _replace(folder, name, text.encode("utf-8"))
+
+
+def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
+    """Write ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
+    return write_text(folder, name, template_text(document))
 
 
 def restore_template(path: Path, previous: bytes) -> None:

@@ -1,0 +1,96 @@
+"""Custom templates and the skill catalog cache as rows, shared by every replica of one database.
+
+``custom_templates`` holds one row per template: its name and its YAML text, checked by the same
+loader as a file of the templates folder each time it is read. ``catalog_cache`` holds the
+discovery cache of `vmware-pilot catalog refresh` (the JSON the file ``catalog.json`` holds on a
+single host) in its one row, ``discovered``. Both are used instead of the files whenever a database
+URL is set (app.py, cli/).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+
+__all__ = [
+    "CATALOG_KEY",
+    "catalog_row",
+    "catalog_stamp",
+    "delete_template",
+    "put_catalog",
+    "put_template",
+    "template_rows",
+]
+
+CATALOG_KEY = "discovered"
+
+
+def template_rows(conn: Connection, name: str | None = None) -> list[tuple[str, str]]:
+    """(name, YAML text) of every template, by name; only ``name``'s when given."""
+    if name is None:
+        found = conn.execute(text("SELECT name, body FROM custom_templates ORDER BY name"))
+    else:
+        found = conn.execute(text("SELECT name, body FROM custom_templates WHERE name = :n"), {"n": name})
+    return [(str(r.name), str(r.body)) for r in found]
+
+
+def put_template(conn: Connection, name: str, body: str, previous: str | None, at: str, by: str) -> bool:
+    """Write template ``name`` if it still holds ``previous`` (None: it must not exist yet);
+    False when another writer changed it first (the caller's transaction is then unchanged)."""
+    if previous is None:
+        if conn.execute(text("SELECT 1 FROM custom_templates WHERE name = :n"), {"n": name}).first():
+            return False
+        conn.execute(
+            text(
+                "INSERT INTO custom_templates (name, body, updated_at, updated_by) VALUES (:n, :b, :at, :by)"
+            ),
+            {"n": name, "b": body, "at": at, "by": by},
+        )
+        return True
+    done = conn.execute(
+        text(
+            "UPDATE custom_templates SET body = :b, updated_at = :at, updated_by = :by "
+            "WHERE name = :n AND body = :prev"
+        ),
+        {"n": name, "b": body, "at": at, "by": by, "prev": previous},
+    )
+    return done.rowcount == 1
+
+
+def delete_template(conn: Connection, name: str, previous: str | None = None) -> bool:
+    """Remove template ``name`` (only while it holds ``previous``, when given)."""
+    if previous is None:
+        done = conn.execute(text("DELETE FROM custom_templates WHERE name = :n"), {"n": name})
+    else:
+        done = conn.execute(
+            text("DELETE FROM custom_templates WHERE name = :n AND body = :prev"),
+            {"n": name, "prev": previous},
+        )
+    return done.rowcount == 1
+
+
+def catalog_row(conn: Connection) -> tuple[str, str] | None:
+    """(JSON text, updated_at) of the catalog cache; None before the first refresh."""
+    row = conn.execute(
+        text("SELECT body, updated_at FROM catalog_cache WHERE key = :k"), {"k": CATALOG_KEY}
+    ).first()
+    return None if row is None else (str(row.body), str(row.updated_at))
+
+
+def catalog_stamp(conn: Connection) -> str | None:
+    """The updated_at of the catalog cache alone (cheap to ask on every use)."""
+    value = conn.execute(
+        text("SELECT updated_at FROM catalog_cache WHERE key = :k"), {"k": CATALOG_KEY}
+    ).scalar()
+    return None if value is None else str(value)
+
+
+def put_catalog(conn: Connection, body: str, at: str) -> None:
+    done = conn.execute(
+        text("UPDATE catalog_cache SET body = :b, updated_at = :at WHERE key = :k"),
+        {"b": body, "at": at, "k": CATALOG_KEY},
+    )
+    if done.rowcount == 0:
+        conn.execute(
+            text("INSERT INTO catalog_cache (key, body, updated_at) VALUES (:k, :b, :at)"),
+            {"b": body, "at": at, "k": CATALOG_KEY},
+        )
