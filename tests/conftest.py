@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +33,32 @@ def pilot_home(_isolated_home: Path) -> Path:
     return _isolated_home / ".vmware"
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store migrated once per worker: tests start from a copy rather than migrating
+    their own (the migrations themselves are tested on empty databases in tests/store)."""
+    from vmware_pilot.store.sql import open_store
+
+    home = tmp_path_factory.mktemp("migrated") / ".vmware"
+    open_store(Settings(home=home)).close()
+    leftovers = sorted(p.name for p in home.iterdir() if p.name != "pilot.db")
+    assert not leftovers, f"the template store left {leftovers} beside pilot.db"
+    return home / "pilot.db"
+
+
+def seed_sqlite(home: Path, template: Path) -> None:
+    """Put a copy of the migrated store where ``home``'s Pilot looks for it (home 0700, file 0600)."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = home / "pilot.db"
+    if not target.exists():
+        shutil.copyfile(template, target)
+        target.chmod(0o600)
+
+
 @pytest.fixture
-def settings(pilot_home: Path) -> Settings:
+def settings(request: pytest.FixtureRequest, pilot_home: Path) -> Settings:
+    if request.node.get_closest_marker("empty_database") is None:
+        seed_sqlite(pilot_home, request.getfixturevalue("migrated_sqlite"))
     return Settings(home=pilot_home)
 
 
@@ -63,6 +88,8 @@ def database(
 ) -> Iterator[Database]:
     """The test's database on the backend of its parameter; see tests/backends.py."""
     if request.param == "sqlite":
+        if request.node.get_closest_marker("empty_database") is None:
+            seed_sqlite(pilot_home, request.getfixturevalue("migrated_sqlite"))
         yield sqlite_database(pilot_home)
         return
     server: PgServer = request.getfixturevalue("pg_server")

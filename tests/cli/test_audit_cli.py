@@ -303,6 +303,7 @@ def test_creating_a_workflow_is_the_first_event_of_its_trail(settings: Settings)
     assert _verify()[0] == 0
 
 
+@pytest.mark.empty_database
 def test_a_database_from_before_seals_verifies_after_the_upgrade_and_catches_later_edits(
     settings: Settings,
 ) -> None:

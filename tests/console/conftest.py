@@ -60,7 +60,7 @@ class Team:
 
 def make_pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str, str]]:
     home = folder / ".vmware"
-    home.mkdir(mode=0o700, parents=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (home / "roles.yaml").write_text(ROLES)
     (home / "roles.yaml").chmod(0o600)
     store = TokenStore(home / "tokens.json")
