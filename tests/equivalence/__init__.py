@@ -14,7 +14,7 @@ import os
 from hypothesis import HealthCheck, settings
 
 EXAMPLES = settings(
-    max_examples=5000 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 400,
+    max_examples=5000 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 200,
     deadline=None,
     derandomize=True,
     database=None,

@@ -10,7 +10,7 @@ adding a rule means choosing its place.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -46,7 +46,7 @@ def rule(name: str) -> Callable[[Callable[[S], R]], Rule[S, R]]:
     return make
 
 
-def every(rules: Sequence[Rule[S, Iterable[T]]], subject: S) -> Iterator[T]:
+def every(rules: Sequence[Rule[S, Iterator[T]]], subject: S) -> Iterator[T]:
     """What every rule yields for ``subject``, rule by rule in list order."""
     for r in rules:
         yield from r.check(subject)
