@@ -174,13 +174,15 @@ class ParamView:
 
 @dataclass(frozen=True, slots=True)
 class CallView:
-    """One tool a step names (``field`` is ``tool`` or ``rollback_tool``) with its params."""
+    """One tool a step names (``field`` is ``tool`` or ``rollback_tool``) with its params, and
+    whether the skill has that tool (``known``)."""
 
     catalog: Catalog
     step: Step
     field: str
     tool: str
     params: Mapping[str, Any]
+    known: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,7 @@ def _delete_then_use(v: StepView) -> Findings:
 @rule("unknown_tool")
 def _unknown_tool(c: CallView) -> Findings:
     """A tool the skill does not have, when the catalog knows the skill's full tool list."""
-    if not c.catalog.has_tool(c.step.skill, c.tool):
+    if not c.known:
         close = suggest_tools(c.tool, c.catalog.tool_names(c.step.skill))
         hint = f" Did you mean {' or '.join(repr(t) for t in close)}?" if close else ""
         yield _finding(
@@ -263,7 +265,7 @@ def _unknown_tool(c: CallView) -> Findings:
 @rule("invalid_params")
 def _invalid_params(c: CallView) -> Findings:
     """Params (or rollback params) that do not fit the known tool's input schema."""
-    if not c.catalog.has_tool(c.step.skill, c.tool):
+    if not c.known:
         return
     info = c.catalog.tool(c.step.skill, c.tool)
     schema = info.input_schema if info else None
@@ -406,9 +408,12 @@ REVIEW_RULES: Final[tuple[Rule[Any, Findings], ...]] = (
 def _calls(step: Step, catalog: Catalog) -> Iterator[CallView]:
     if not catalog.knows_tools_of(step.skill):
         return
-    yield CallView(catalog, step, "tool", step.tool, step.params)
+    yield CallView(
+        catalog, step, "tool", step.tool, step.params, bool(catalog.has_tool(step.skill, step.tool))
+    )
     if step.rollback_tool:
-        yield CallView(catalog, step, "rollback_tool", step.rollback_tool, step.rollback_params)
+        known = bool(catalog.has_tool(step.skill, step.rollback_tool))
+        yield CallView(catalog, step, "rollback_tool", step.rollback_tool, step.rollback_params, known)
 
 
 def _walk(v: PlanView) -> Findings:
