@@ -186,6 +186,14 @@ class CallView:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupView:
+    """One parallel group: its id and its steps in plan order."""
+
+    group_id: str
+    members: list[Step]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberView:
     """One step of a parallel group."""
 
@@ -313,10 +321,9 @@ def _ungated_unclassified(v: PlanView) -> Findings:
 
 # --- each parallel group, then each of its members ----------------------------------------------
 @rule("non_contiguous_group")
-def _non_contiguous_group(g: tuple[str, list[Step]]) -> Findings:
+def _non_contiguous_group(g: GroupView) -> Findings:
     """A parallel group whose steps are not next to each other."""
-    group_id, members = g
-    indices = [s.index for s in members]
+    group_id, indices = g.group_id, [s.index for s in g.members]
     if indices != list(range(indices[0], indices[0] + len(indices))):
         yield _finding(
             "medium",
@@ -388,7 +395,7 @@ PARAM_RULES: Final[tuple[Rule[ParamView, Findings], ...]] = (_empty_param, _plac
 STEP_RULES: Final[tuple[Rule[StepView, Findings], ...]] = (_delete_then_use,)
 CALL_RULES: Final[tuple[Rule[CallView, Findings], ...]] = (_unknown_tool, _invalid_params)
 GATING_RULES: Final[tuple[Rule[PlanView, Findings], ...]] = (_ungated_destructive, _ungated_unclassified)
-GROUP_RULES: Final[tuple[Rule[tuple[str, list[Step]], Findings], ...]] = (_non_contiguous_group,)
+GROUP_RULES: Final[tuple[Rule[GroupView, Findings], ...]] = (_non_contiguous_group,)
 MEMBER_RULES: Final[tuple[Rule[MemberView, Findings], ...]] = (
     _destructive_in_parallel_group,
     _write_in_parallel_group,
@@ -428,7 +435,7 @@ def _walk(v: PlanView) -> Findings:
             yield from every(CALL_RULES, call)
     yield from every(GATING_RULES, v)
     for group_id, members in v.groups.items():
-        yield from every(GROUP_RULES, (group_id, members))
+        yield from every(GROUP_RULES, GroupView(group_id, members))
         for step in members:
             yield from every(MEMBER_RULES, MemberView(v, group_id, step))
     yield from every(PLAN_RULES, v)
