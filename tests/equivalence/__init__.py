@@ -3,8 +3,8 @@
 ``frozen_*.py`` are verbatim copies of ``safety/review.py``, ``safety/blast.py``,
 ``dispatch/judge.py`` and ``templates/steps.py`` as they were before the rules became lists
 (commit 574335e); they are kept only as the oracle of these tests. ``EXAMPLES`` is a per-test
-setting (never a global profile, which would change the fuzz tests' profile too):
-``HYPOTHESIS_PROFILE=long`` runs many more examples.
+setting (never a global profile, which would change the fuzz tests' profile too): seeded in the
+suite; ``HYPOTHESIS_PROFILE=long`` runs many more, unseeded, to explore new examples.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+_LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 EXAMPLES = settings(
-    max_examples=5000 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 200,
+    max_examples=5000 if _LONG else 200,
     deadline=None,
-    derandomize=True,
+    derandomize=not _LONG,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
