@@ -1,5 +1,10 @@
 """Building Step objects from dicts: the one door every step goes through (renames applied).
 
+``StepInput`` is the one step model: ``create_workflow``, ``update_draft``, custom YAML
+templates and the built-ins all validate a step through it (``step_from_dict``). Only a stored
+workflow's steps are rebuilt without it (``make_step`` in ``store/codec.py``): a record stored
+earlier may hold what the doors now refuse, and the review reports it.
+
 ``check_plan`` holds the rules for a whole plan that every door applies before a plan is stored:
 not empty, and every step reference resolvable in principle (``domain.refs``).
 """
