@@ -2,20 +2,23 @@
 
 ``payload_of`` turns an MCP ``CallToolResult`` into the value the tool meant;
 ``judge`` decides success, failure, preview-only or unknown effect
-(docs/contract.md#judging-a-skills-answer).
+(docs/contract.md#judging-a-skills-answer): ``JUDGE_RULES`` in order, the first that answers
+decides, and an answer no rule takes is a success.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from mcp.types import CallToolResult, TextContent
 
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.safety.rules import Rule, first, rule
 
-__all__ = ["GUEST_TOOLS", "judge", "one_line", "payload_of"]
+__all__ = ["GUEST_TOOLS", "JUDGE_RULES", "Answer", "answer_of", "judge", "one_line", "payload_of"]
 
 _MESSAGE_MAX = 500
 GUEST_TOOLS = frozenset({"run_vm_guest_command", "run_vm_guest_command_with_output"})
@@ -79,34 +82,101 @@ def _top_levels(payload: Any, result: CallToolResult) -> list[dict[str, Any]]:
     return [t for t in found if isinstance(t, dict)]
 
 
-def judge(skill: str, tool: str, result: CallToolResult) -> StepOutcome:
-    """Success, failure, preview-only or unknown effect of one tool call."""
-    payload = payload_of(result)
-    guest = skill_key(skill) == "aiops" and tool in GUEST_TOOLS
-    tops = _top_levels(payload, result)
-    if guest and any(t.get("timed_out") is True or t.get("exit_code") == -1 for t in tops):
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One tool call's answer as the judging rules see it."""
+
+    result: CallToolResult
+    payload: Any
+    guest: bool  # aiops' guest-command tools, whose exit code and timeout mean something
+    tops: list[dict[str, Any]]
+
+
+@rule("guest_timed_out")
+def _guest_timed_out(a: Answer) -> StepOutcome | None:
+    """A guest command that timed out (``timed_out: true`` or ``exit_code: -1``): effect unknown."""
+    if a.guest and any(t.get("timed_out") is True or t.get("exit_code") == -1 for t in a.tops):
         return StepOutcome(
             OutcomeKind.EFFECT_UNKNOWN,
-            payload,
+            a.payload,
             "the guest command timed out: whether it finished inside the VM is unknown",
         )
-    if any(t.get("action") == "preview" for t in tops):
-        return StepOutcome(OutcomeKind.PREVIEW_ONLY, payload, _PREVIEW)
-    if result.isError:
-        error = payload.get("error") if isinstance(payload, dict) else payload
-        return StepOutcome(OutcomeKind.FAILED, payload, one_line(error))
-    if _has_error(payload):
-        return StepOutcome(OutcomeKind.FAILED, payload, one_line(payload["error"]))
-    if isinstance(payload, list) and len(payload) == 1 and _has_error(payload[0]):
-        return StepOutcome(OutcomeKind.FAILED, payload[0], one_line(payload[0]["error"]))
-    if guest:
-        for top in tops:
-            code = top.get("exit_code")
-            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-                stderr = str(top.get("stderr") or "")[:300]
-                return StepOutcome(
-                    OutcomeKind.FAILED,
-                    payload,
-                    f"the guest command exited with exit_code {code}. stderr: {stderr}",
-                )
-    return StepOutcome(OutcomeKind.SUCCEEDED, payload)
+    return None
+
+
+@rule("preview_only")
+def _preview_only(a: Answer) -> StepOutcome | None:
+    """An answer with ``action: "preview"`` at a top level: the tool only previewed the change."""
+    if any(t.get("action") == "preview" for t in a.tops):
+        return StepOutcome(OutcomeKind.PREVIEW_ONLY, a.payload, _PREVIEW)
+    return None
+
+
+@rule("is_error")
+def _is_error(a: Answer) -> StepOutcome | None:
+    """The MCP result says ``isError``: failed, with the skill's error text as the message."""
+    if a.result.isError:
+        error = a.payload.get("error") if isinstance(a.payload, dict) else a.payload
+        return StepOutcome(OutcomeKind.FAILED, a.payload, one_line(error))
+    return None
+
+
+@rule("error_key")
+def _error_key(a: Answer) -> StepOutcome | None:
+    """A payload object with a non-empty ``error``: failed."""
+    if _has_error(a.payload):
+        return StepOutcome(OutcomeKind.FAILED, a.payload, one_line(a.payload["error"]))
+    return None
+
+
+@rule("lone_error_item")
+def _lone_error_item(a: Answer) -> StepOutcome | None:
+    """A payload that is a one-item list whose item has a non-empty ``error``: failed."""
+    if isinstance(a.payload, list) and len(a.payload) == 1 and _has_error(a.payload[0]):
+        return StepOutcome(OutcomeKind.FAILED, a.payload[0], one_line(a.payload[0]["error"]))
+    return None
+
+
+@rule("guest_exit_code")
+def _guest_exit_code(a: Answer) -> StepOutcome | None:
+    """A guest command whose integer ``exit_code`` is not 0: failed, with its stderr."""
+    if not a.guest:
+        return None
+    for top in a.tops:
+        code = top.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            stderr = str(top.get("stderr") or "")[:300]
+            return StepOutcome(
+                OutcomeKind.FAILED,
+                a.payload,
+                f"the guest command exited with exit_code {code}. stderr: {stderr}",
+            )
+    return None
+
+
+# In order; the first rule that answers decides. No answer: the call succeeded.
+JUDGE_RULES: Final[tuple[Rule[Answer, StepOutcome | None], ...]] = (
+    _guest_timed_out,
+    _preview_only,
+    _is_error,
+    _error_key,
+    _lone_error_item,
+    _guest_exit_code,
+)
+
+
+def answer_of(skill: str, tool: str, result: CallToolResult) -> Answer:
+    """What the judging rules look at in ``result``."""
+    payload = payload_of(result)
+    return Answer(
+        result=result,
+        payload=payload,
+        guest=skill_key(skill) == "aiops" and tool in GUEST_TOOLS,
+        tops=_top_levels(payload, result),
+    )
+
+
+def judge(skill: str, tool: str, result: CallToolResult) -> StepOutcome:
+    """Success, failure, preview-only or unknown effect of one tool call (``JUDGE_RULES``)."""
+    answer = answer_of(skill, tool, result)
+    return first(JUDGE_RULES, answer) or StepOutcome(OutcomeKind.SUCCEEDED, answer.payload)

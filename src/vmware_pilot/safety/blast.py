@@ -7,11 +7,17 @@ with a ``<key>_count`` holding the true length. ``blockers`` (the state forbids 
 ``unmeasured`` (steps whose effect nobody knows, or whose status is not recognised) must both
 be empty before the action may proceed; ``acknowledge_unknown_effects`` clears only the
 unknown-effect messages. Rollback params in previews are redacted (``safety.redaction``).
+
+Each preview is a list of small named rules (``ROLLBACK_RULES``, ``CANCEL_RULES``), each giving
+one part of the answer; ``preview`` puts the parts together in list order, which is the key
+order of the contract.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 from vmware_pilot.catalog.registry import Catalog
@@ -20,9 +26,11 @@ from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.classify import is_catalog_read
 from vmware_pilot.safety.redaction import redact
+from vmware_pilot.safety.rules import Rule, rule
 
 __all__ = [
     "CANCEL_BLOCKED_STATES",
+    "CANCEL_RULES",
     "CAP",
     "CREATE_REMOVERS",
     "HANDED_OUT_NOTE",
@@ -30,6 +38,8 @@ __all__ = [
     "LEFT_IN_PLACE_NOTE",
     "NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE",
     "ROLLBACK_BLOCKED_STATES",
+    "ROLLBACK_RULES",
+    "Preview",
     "cancel_blast_radius",
     "leaves_behind",
     "rollback_blast_radius",
@@ -102,9 +112,8 @@ def leaves_behind(step: Step) -> str:
     )
 
 
-def _capped(out: dict[str, Any], key: str, items: Sequence[Any]) -> None:
-    out[f"{key}_count"] = len(items)
-    out[key] = list(items[:CAP])
+def _capped(key: str, items: Sequence[Any]) -> dict[str, Any]:
+    return {f"{key}_count": len(items), key: list(items[:CAP])}
 
 
 def _undo_entry(step: Step) -> dict[str, Any]:
@@ -121,16 +130,6 @@ def _undo_entry(step: Step) -> dict[str, Any]:
 
 def _status(step: Step) -> str:
     return str(getattr(step.status, "value", step.status))
-
-
-def _head(wf: Workflow, state_after: str, acknowledged: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "workflow": {"id": wf.id, "type": wf.workflow_type, "state": str(wf.state.value)},
-        "state_after": state_after,
-    }
-    _capped(out, "unknown_effects", [s.ref() for s in wf.steps if _status(s) in _UNKNOWN_EFFECT])
-    out["unknown_effects_acknowledged"] = acknowledged
-    return out
 
 
 def _unmeasured(wf: Workflow, acknowledged: bool) -> list[str]:
@@ -159,10 +158,6 @@ def _unmeasured(wf: Workflow, acknowledged: bool) -> list[str]:
     return out
 
 
-def _refs(steps: Sequence[Step], keep: Callable[[Step], bool]) -> list[dict[str, Any]]:
-    return [s.ref() for s in steps if keep(s)]
-
-
 def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
     """Steps a rollback visits, last first: Pilot's successes and, once the caller acknowledged
     unknown effects, the steps whose effect is unknown (their undo is attempted best-effort)."""
@@ -170,84 +165,250 @@ def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
     return [s for s in reversed(wf.steps) if _status(s) in wanted]
 
 
-def rollback_blast_radius(
-    wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
-) -> dict[str, Any]:
-    """What ``rollback(confirm=True)`` would undo and leave behind.
+@dataclass(frozen=True)
+class Preview:
+    """What a preview rule looks at: the workflow, the catalog and whether the caller
+    acknowledged unknown effects; the step lists two rules share are computed once."""
 
-    Keys in the order of docs/contract.md#rollback-preview.
-    """
-    out = _head(wf, WorkflowState.FAILED.value, acknowledge_unknown_effects)
-    done = [
-        s
-        for s in wf.steps
-        if _status(s) == StepStatus.SUCCESS.value
-        and not s.is_gate
-        and not (is_catalog_read(s, catalog) and not s.rollback_tool)
-    ]
-    undo = [s for s in undo_candidates(wf, include_unknown=acknowledge_unknown_effects) if s.rollback_tool]
-    _capped(
-        out,
+    wf: Workflow
+    catalog: Catalog
+    acknowledged: bool
+
+    def steps_where(self, keep: Callable[[Step], bool]) -> list[Step]:
+        return [s for s in self.wf.steps if keep(s)]
+
+    @cached_property
+    def left_in_place(self) -> list[Step]:
+        """Pilot's successes with no rollback tool (gates and catalog reads excepted)."""
+        return self.steps_where(
+            lambda s: (
+                _status(s) == StepStatus.SUCCESS.value
+                and not s.is_gate
+                and not s.rollback_tool
+                and not is_catalog_read(s, self.catalog)
+            )
+        )
+
+    @cached_property
+    def outside(self) -> list[Step]:
+        """Steps handed to the caller (not executed) or reported done by them, gates excepted."""
+        return self.steps_where(lambda s: _status(s) in _OUTSIDE and not s.is_gate)
+
+    @cached_property
+    def irreversible(self) -> list[Step]:
+        """Steps outside Pilot with no rollback tool that are not catalog reads."""
+        return [s for s in self.outside if not s.rollback_tool and not is_catalog_read(s, self.catalog)]
+
+
+Fragment = dict[str, Any]
+PreviewRule = Rule[Preview, Fragment]
+
+
+def _refs(steps: Sequence[Step]) -> list[dict[str, Any]]:
+    return [s.ref() for s in steps]
+
+
+def preview(rules: Sequence[PreviewRule], p: Preview) -> dict[str, Any]:
+    """The preview: each rule's keys, rule by rule in list order."""
+    out: dict[str, Any] = {}
+    for r in rules:
+        out.update(r(p))
+    return out
+
+
+# --- shared by both previews --------------------------------------------------------------------
+@rule("workflow")
+def _workflow(p: Preview) -> Fragment:
+    """The workflow's id, type and state."""
+    return {"workflow": {"id": p.wf.id, "type": p.wf.workflow_type, "state": str(p.wf.state.value)}}
+
+
+@rule("unknown_effects")
+def _unknown_effects(p: Preview) -> Fragment:
+    """Steps running or interrupted: whether they took effect is unknown (with the caller's
+    acknowledgement of that)."""
+    unknown = p.steps_where(lambda s: _status(s) in _UNKNOWN_EFFECT)
+    return {**_capped("unknown_effects", _refs(unknown)), "unknown_effects_acknowledged": p.acknowledged}
+
+
+@rule("unmeasured")
+def _unmeasured_rule(p: Preview) -> Fragment:
+    """Steps whose status Pilot does not recognise, and unacknowledged unknown effects; the
+    action may proceed only when this is empty."""
+    return {"unmeasured": _unmeasured(p.wf, p.acknowledged)}
+
+
+# --- rollback -------------------------------------------------------------------------------------
+@rule("state_after_rollback")
+def _state_after_rollback(p: Preview) -> Fragment:
+    """A rollback ends in 'failed'."""
+    return {"state_after": WorkflowState.FAILED.value}
+
+
+@rule("would_roll_back")
+def _would_roll_back(p: Preview) -> Fragment:
+    """The undo calls, last step first: successes with a rollback tool (and, once acknowledged,
+    steps of unknown effect, marked ``effect_unknown``), rollback params redacted."""
+    undo = [s for s in undo_candidates(p.wf, include_unknown=p.acknowledged) if s.rollback_tool]
+    return _capped(
         "would_roll_back",
         [
             {**_undo_entry(s), "effect_unknown": True} if _status(s) in _UNKNOWN_EFFECT else _undo_entry(s)
             for s in undo
         ],
     )
-    left = [s.ref() for s in done if not s.rollback_tool]
-    _capped(out, "left_in_place", left)
-    out["left_in_place_note"] = LEFT_IN_PLACE_NOTE if left else ""
-    outside = [s for s in wf.steps if _status(s) in _OUTSIDE and not s.is_gate]
-    _capped(out, "not_reversed_by_pilot", [_undo_entry(s) for s in reversed(outside) if s.rollback_tool])
-    irreversible = _refs(outside, lambda s: not s.rollback_tool and not is_catalog_read(s, catalog))
-    _capped(out, "not_reversible_outside_pilot", irreversible)
-    _capped(
-        out,
+
+
+@rule("left_in_place")
+def _rollback_left_in_place(p: Preview) -> Fragment:
+    """Pilot's successes that no rollback tool undoes (catalog reads and gates excepted), with a
+    note to reverse them by hand."""
+    left = _refs(p.left_in_place)
+    return {**_capped("left_in_place", left), "left_in_place_note": LEFT_IN_PLACE_NOTE if left else ""}
+
+
+@rule("not_reversed_by_pilot")
+def _not_reversed_by_pilot(p: Preview) -> Fragment:
+    """Steps outside Pilot (handed out, reported done) that have a rollback tool Pilot will not call."""
+    return _capped("not_reversed_by_pilot", [_undo_entry(s) for s in reversed(p.outside) if s.rollback_tool])
+
+
+@rule("not_reversible_outside_pilot")
+def _not_reversible_outside_pilot(p: Preview) -> Fragment:
+    """Steps outside Pilot with no rollback tool that are not catalog reads: nothing undoes them."""
+    return _capped("not_reversible_outside_pilot", _refs(p.irreversible))
+
+
+@rule("left_behind_by_earlier_rollback")
+def _left_behind_by_earlier_rollback(p: Preview) -> Fragment:
+    """Steps an earlier rollback undid only partly, with what each left behind."""
+    return _capped(
         "left_behind_by_earlier_rollback",
         [
             {**s.ref(), "leaves_behind": leaves_behind(s)}
-            for s in wf.steps
+            for s in p.wf.steps
             if _status(s) == StepStatus.PARTIALLY_ROLLED_BACK.value
         ],
     )
-    out["not_reversible_outside_pilot_note"] = NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE if irreversible else ""
-    reason = ROLLBACK_BLOCKED_STATES.get(wf.state)
-    out["blockers"] = [f"the workflow is '{wf.state.value}': {reason}"] if reason else []
-    out["unmeasured"] = _unmeasured(wf, acknowledge_unknown_effects)
-    return out
+
+
+@rule("not_reversible_outside_pilot_note")
+def _not_reversible_outside_pilot_note(p: Preview) -> Fragment:
+    """The note that goes with a non-empty ``not_reversible_outside_pilot``."""
+    return {"not_reversible_outside_pilot_note": NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE if p.irreversible else ""}
+
+
+@rule("rollback_blocked")
+def _rollback_blocked(p: Preview) -> Fragment:
+    """A state in which rollback is refused (draft, completed, rolling back, cancelled)."""
+    reason = ROLLBACK_BLOCKED_STATES.get(p.wf.state)
+    return {"blockers": [f"the workflow is '{p.wf.state.value}': {reason}"] if reason else []}
+
+
+# --- cancel ---------------------------------------------------------------------------------------
+@rule("state_after_cancel")
+def _state_after_cancel(p: Preview) -> Fragment:
+    """A cancel ends in 'cancelled'."""
+    return {"state_after": WorkflowState.CANCELLED.value}
+
+
+@rule("left_in_place_by_cancel")
+def _cancel_left_in_place(p: Preview) -> Fragment:
+    """Pilot's successes (gates and catalog reads excepted): a cancel leaves their change applied."""
+    return _capped(
+        "left_in_place",
+        _refs(
+            p.steps_where(
+                lambda s: (
+                    _status(s) == StepStatus.SUCCESS.value
+                    and not s.is_gate
+                    and not is_catalog_read(s, p.catalog)
+                )
+            )
+        ),
+    )
+
+
+@rule("performed_outside_pilot")
+def _performed_outside_pilot(p: Preview) -> Fragment:
+    """Steps the caller reported done."""
+    return _capped(
+        "performed_outside_pilot",
+        _refs(p.steps_where(lambda s: _status(s) == StepStatus.REPORTED_DONE.value)),
+    )
+
+
+@rule("would_skip")
+def _would_skip(p: Preview) -> Fragment:
+    """Pending steps, which a cancel never runs."""
+    return _capped("would_skip", _refs(p.steps_where(lambda s: _status(s) == StepStatus.PENDING.value)))
+
+
+@rule("handed_out_to_caller")
+def _handed_out_to_caller(p: Preview) -> Fragment:
+    """Steps handed to the caller, which a cancel neither stops nor undoes (with a note)."""
+    handed = _refs(p.steps_where(lambda s: _status(s) == StepStatus.NOT_EXECUTED.value))
+    return {
+        **_capped("handed_out_to_caller", handed),
+        "handed_out_to_caller_note": HANDED_OUT_NOTE if handed else "",
+    }
+
+
+@rule("cancel_blocked")
+def _cancel_blocked(p: Preview) -> Fragment:
+    """A final state (completed, failed, cancelled): nothing is left to cancel."""
+    return {
+        "blockers": (
+            [f"the workflow is '{p.wf.state.value}', a final state: there is nothing left to cancel"]
+            if p.wf.state in CANCEL_BLOCKED_STATES
+            else []
+        )
+    }
+
+
+# The previews' rules in the order of their keys (docs/contract.md#rollback-preview and
+# #cancel-preview): the order is the contract's key order.
+ROLLBACK_RULES: Final[tuple[PreviewRule, ...]] = (
+    _workflow,
+    _state_after_rollback,
+    _unknown_effects,
+    _would_roll_back,
+    _rollback_left_in_place,
+    _not_reversed_by_pilot,
+    _not_reversible_outside_pilot,
+    _left_behind_by_earlier_rollback,
+    _not_reversible_outside_pilot_note,
+    _rollback_blocked,
+    _unmeasured_rule,
+)
+CANCEL_RULES: Final[tuple[PreviewRule, ...]] = (
+    _workflow,
+    _state_after_cancel,
+    _unknown_effects,
+    _cancel_left_in_place,
+    _performed_outside_pilot,
+    _would_skip,
+    _handed_out_to_caller,
+    _cancel_blocked,
+    _unmeasured_rule,
+)
+
+
+def rollback_blast_radius(
+    wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
+) -> dict[str, Any]:
+    """What ``rollback(confirm=True)`` would undo and leave behind (``ROLLBACK_RULES``).
+
+    Keys in the order of docs/contract.md#rollback-preview.
+    """
+    return preview(ROLLBACK_RULES, Preview(wf, catalog, acknowledge_unknown_effects))
 
 
 def cancel_blast_radius(
     wf: Workflow, catalog: Catalog, *, acknowledge_unknown_effects: bool
 ) -> dict[str, Any]:
-    """What ``cancel_workflow(confirm=True)`` would stop and leave in place.
+    """What ``cancel_workflow(confirm=True)`` would stop and leave in place (``CANCEL_RULES``).
 
     Keys in the order of docs/contract.md#cancel-preview.
     """
-    out = _head(wf, WorkflowState.CANCELLED.value, acknowledge_unknown_effects)
-    _capped(
-        out,
-        "left_in_place",
-        _refs(
-            wf.steps,
-            lambda s: (
-                _status(s) == StepStatus.SUCCESS.value and not s.is_gate and not is_catalog_read(s, catalog)
-            ),
-        ),
-    )
-    _capped(
-        out,
-        "performed_outside_pilot",
-        _refs(wf.steps, lambda s: _status(s) == StepStatus.REPORTED_DONE.value),
-    )
-    _capped(out, "would_skip", _refs(wf.steps, lambda s: _status(s) == StepStatus.PENDING.value))
-    handed = _refs(wf.steps, lambda s: _status(s) == StepStatus.NOT_EXECUTED.value)
-    _capped(out, "handed_out_to_caller", handed)
-    out["handed_out_to_caller_note"] = HANDED_OUT_NOTE if handed else ""
-    out["blockers"] = (
-        [f"the workflow is '{wf.state.value}', a final state: there is nothing left to cancel"]
-        if wf.state in CANCEL_BLOCKED_STATES
-        else []
-    )
-    out["unmeasured"] = _unmeasured(wf, acknowledge_unknown_effects)
-    return out
+    return preview(CANCEL_RULES, Preview(wf, catalog, acknowledge_unknown_effects))

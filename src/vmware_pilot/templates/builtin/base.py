@@ -6,9 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from vmware_pilot.domain.enums import GATE_ACTION
 from vmware_pilot.domain.model import Step
 from vmware_pilot.templates.params import TemplateParams, bind, param_error
-from vmware_pilot.templates.steps import gate_step, make_step
+from vmware_pilot.templates.steps import step_from_dict
 from vmware_pilot.templates.toolfacts import ToolFacts
 
 __all__ = ["BuiltinTemplate", "ParamProblem", "Plan", "StepList"]
@@ -35,7 +36,8 @@ class Plan:
 
 @dataclass(slots=True)
 class StepList:
-    """Appends steps with consecutive indices (always through ``make_step``/``gate_step``)."""
+    """Appends steps with consecutive indices, each validated by ``StepInput`` like a caller's
+    step (``step_from_dict``): a built-in that builds a step no door would take fails loudly."""
 
     steps: list[Step] = field(default_factory=list)
 
@@ -50,15 +52,23 @@ class StepList:
         group_id: str = "",
     ) -> int:
         """Append a step; return its index (for ``__from_step_N__`` references)."""
-        index = len(self.steps)
-        self.steps.append(
-            make_step(index, action, skill, tool, params, rollback_tool, rollback_params, group_id)
-        )
-        return index
+        raw: dict[str, Any] = {"action": action, "skill": skill, "tool": tool, "params": dict(params)}
+        if rollback_tool:
+            raw["rollback_tool"] = rollback_tool
+        if rollback_params:
+            raw["rollback_params"] = dict(rollback_params)
+        if group_id:
+            raw["group_id"] = group_id
+        return self._append(raw)
 
     def gate(self, message: str) -> int:
+        return self._append(
+            {"action": GATE_ACTION, "skill": "pilot", "tool": "approve", "params": {"message": message}}
+        )
+
+    def _append(self, raw: dict[str, Any]) -> int:
         index = len(self.steps)
-        self.steps.append(gate_step(index, message))
+        self.steps.append(step_from_dict(raw, index))
         return index
 
 
