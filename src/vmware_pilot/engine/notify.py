@@ -25,6 +25,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -196,6 +197,9 @@ class Notifier:
         self._wake = False
         self._draining = False
         self._stopped = False
+        # When the earliest retry this sender scheduled falls due (monotonic): it waits until
+        # then rather than a whole poll, so the documented backoff holds.
+        self._retry_at: float | None = None
         # Set by the app once the engine exists: the gate view for awaiting_approval events.
         self.describe: DescribeGate | None = None
         self.console_url = ""
@@ -267,13 +271,23 @@ class Notifier:
             if claimed is None:
                 with self._cond:
                     if not self._wake and not self._stopped:
-                        self._cond.wait(min(self.poll, self.backoff) if self._draining else self.poll)
+                        self._cond.wait(self._idle_wait())
                     self._wake = False
                 continue
             try:
                 self._attempt(claimed)
             except Exception:
                 _log.exception("could not record a notification attempt")
+
+    def _idle_wait(self) -> float:
+        """How long to sleep with nothing due: a poll, or less when a retry falls due sooner."""
+        wait = min(self.poll, self.backoff) if self._draining else self.poll
+        if self._retry_at is not None:
+            due = self._retry_at - time.monotonic()
+            if due <= wait:
+                self._retry_at = None
+                wait = max(due, 0.0)
+        return wait
 
     def _attempt(self, claimed: Claimed) -> None:
         made = claimed.attempts + 1
@@ -288,7 +302,12 @@ class Notifier:
             )
             self._outbox.finish_notice(claimed.event_id, "dropped", made)
         else:
-            self._outbox.retry_notice(claimed.event_id, made, self.backoff * 2 ** (made - 1))
+            delay = self.backoff * 2 ** (made - 1)
+            self._outbox.retry_notice(claimed.event_id, made, delay)
+            due = time.monotonic() + delay
+            with self._cond:
+                if self._retry_at is None or due < self._retry_at:
+                    self._retry_at = due
 
     def _deliver(self, body: bytes, event_id: str, attempt: int) -> bool:
         headers = {
