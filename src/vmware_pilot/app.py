@@ -191,6 +191,7 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
             outbox=store,
             timeout=settings.notify_timeout,
             attempts=settings.notify_attempts,
+            retention=settings.notify_retention_hours * 3600,
         )
         if settings.notify_url
         else None

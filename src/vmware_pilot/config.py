@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     notify_attempts: int = Field(
         default=4, ge=1, le=10, description="Attempts per notification, with doubling backoff from 0.5 s."
     )
+    notify_retention_hours: float = Field(
+        default=168.0,
+        gt=0,
+        le=87600,
+        description="Hours a delivered or dropped notification stays in the outbox before it is deleted.",
+    )
     watch_interval: float = Field(
         default=1.0,
         ge=0.05,

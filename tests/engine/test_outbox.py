@@ -3,6 +3,7 @@ least once by any Pilot process on the database, with a stable Idempotency-Key."
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import text
@@ -93,3 +94,59 @@ async def test_two_pilots_on_one_database_deliver_each_event_once(
     keys = [r.headers["Idempotency-Key"] for r in got]
     assert len(set(keys)) == 6 == receiver.attempts
     assert {(s, n) for _, s, n, _ in rows(database)} == {("delivered", 1)}
+
+
+def _age(database: Database, seconds: float) -> None:
+    """Make every outbox row ``seconds`` older than it is."""
+    with database.raw() as conn:
+        conn.execute(text("UPDATE notifications SET created_at = created_at - :s"), {"s": seconds})
+
+
+async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pending_ones_never(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver()) as receiver:
+        app = pilot(settings, database, receiver)
+        try:
+            for _ in range(2):
+                wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+                await app.service.run_workflow(actor, wid)
+            receiver.wait_for(2)
+        finally:
+            assert app.notifier is not None and app.notifier.close(10) is True
+        delivered, other = rows(database)
+        with database.raw() as conn:  # one given up on, and one still waiting for its turn
+            conn.execute(
+                text("UPDATE notifications SET status = 'dropped' WHERE event_id = :e"), {"e": other[0]}
+            )
+        app.store.enqueue_notices([("pending-1", "wf", b"{}")])
+        _age(database, 3 * 3600)
+        app.store.enqueue_notices([("pending-2", "wf", b"{}")])
+        try:
+            assert app.store.prune_notices(4 * 3600) == 0, "nothing is past a retention of 4 h"
+            assert app.store.prune_notices(2 * 3600) == 2
+            assert sorted(r[0] for r in rows(database)) == ["pending-1", "pending-2"]
+            assert app.store.notice_counts() == {"pending": 2}
+        finally:
+            app.close()
+    assert delivered[1] == "delivered"
+
+
+async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
+    settings: Settings, database: Database, actor: Actor
+) -> None:
+    with serve(Receiver()) as receiver:
+        # 0.001 h = 3.6 s: the sender deletes the row once it is older than that.
+        app = pilot(settings, database, receiver, notify_retention_hours=0.001)
+        try:
+            wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+            await app.service.run_workflow(actor, wid)
+            receiver.wait_for(1)
+            _age(database, 3600)
+            deadline = time.monotonic() + 60  # a guard against hanging, not a timing claim
+            while rows(database):
+                assert time.monotonic() < deadline, "the delivered row was never pruned"
+                time.sleep(0.1)
+        finally:
+            assert app.notifier is not None and app.notifier.close(10) is True
+            app.close()

@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 import urllib.error
@@ -164,6 +165,7 @@ class Outbox(Protocol):
     def finish_notice(self, event_id: str, status: str, attempts: int) -> None: ...
     def retry_notice(self, event_id: str, attempts: int, delay: float) -> None: ...
     def notice_counts(self) -> Mapping[str, int]: ...
+    def prune_notices(self, older_than: float) -> int: ...
 
 
 def _encode(event: Mapping[str, Any]) -> bytes:
@@ -183,6 +185,7 @@ class Notifier:
         attempts: int = 4,
         backoff: float = 0.5,
         poll: float = 1.0,
+        retention: float = 7 * 86400.0,
     ) -> None:
         self.url = url
         self._secret = secret
@@ -191,6 +194,10 @@ class Notifier:
         self.attempts = max(1, attempts)
         self.backoff = backoff
         self.poll = poll
+        # Delivered and dropped rows older than this are deleted, checked at this pace.
+        self.retention = retention
+        self.prune_every = min(3600.0, max(retention / 10, poll))
+        self._pruned_at = -math.inf
         # A claim outlives one attempt; a sender that died mid-attempt lets it expire.
         self.claim_seconds = timeout + 30.0
         self._cond = threading.Condition()
@@ -254,11 +261,26 @@ class Notifier:
         return True
 
     # --- delivering -------------------------------------------------------------------------
+    def _prune(self) -> None:
+        """Delete old delivered/dropped outbox rows, at most every ``prune_every`` seconds."""
+        now = time.monotonic()
+        if now - self._pruned_at < self.prune_every:
+            return
+        self._pruned_at = now
+        try:
+            gone = self._outbox.prune_notices(self.retention)
+        except Exception:
+            _log.exception("could not prune the notification outbox")
+            return
+        if gone:
+            _log.info("pruned %d delivered or dropped notification(s) from the outbox", gone)
+
     def _work(self) -> None:
         while True:
             with self._cond:
                 if self._stopped:
                     return
+            self._prune()
             try:
                 claimed = self._outbox.claim_notice(self.claim_seconds)
                 if claimed is None and self._draining and not self._outbox.notice_counts().get("pending"):

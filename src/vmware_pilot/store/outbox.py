@@ -6,7 +6,8 @@ attempts (``dropped``). A sender claims a due row by pushing ``claimed_until`` a
 database's clock (``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's single writer makes
 the claim atomic), so a claim held by a process that died simply expires and another process
 delivers the row. Delivery is therefore at least once; the row's ``event_id`` is the event's
-``Idempotency-Key``. The body is the event JSON as sent (no secret: signatures are computed at
+``Idempotency-Key``. Rows ``delivered`` or ``dropped`` are deleted once older than the retention
+(``prune``); a pending row is never pruned. The body is the event JSON as sent (no secret: signatures are computed at
 send time from the secret the sender holds in memory).
 """
 
@@ -20,7 +21,7 @@ from sqlalchemy import Connection, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["Claimed", "claim", "enqueue", "finish", "retry_later", "status_counts"]
+__all__ = ["Claimed", "claim", "enqueue", "finish", "prune", "retry_later", "status_counts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,14 @@ def retry_later(conn: Connection, event_id: str, attempts: int, delay: float) ->
         text(_RETRY.replace("CLOCK", db_clock(conn))),
         {"n": attempts, "d": delay, "id": event_id},
     )
+
+
+def prune(conn: Connection, older_than: float) -> int:
+    """Delete ``delivered`` and ``dropped`` rows created more than ``older_than`` seconds ago (on
+    the database's clock); return how many. Pending rows stay, however old."""
+    query = "DELETE FROM notifications WHERE status IN ('delivered', 'dropped') AND created_at < CLOCK - :age"
+    done = conn.execute(text(query.replace("CLOCK", db_clock(conn))), {"age": older_than})
+    return int(done.rowcount)
 
 
 def status_counts(conn: Connection) -> Mapping[str, int]:

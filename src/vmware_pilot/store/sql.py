@@ -405,6 +405,10 @@ class SqlStore:
         with self._tx(write=True) as conn:
             outbox.retry_later(conn, event_id, attempts, delay)
 
+    def prune_notices(self, older_than: float) -> int:
+        with self._tx(write=True) as conn:
+            return outbox.prune(conn, older_than)
+
     def notice_counts(self) -> Mapping[str, int]:
         with self._tx(write=False) as conn:
             return outbox.status_counts(conn)
