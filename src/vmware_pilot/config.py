@@ -38,6 +38,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds a run's lease on a workflow lasts unrenewed (a dead replica's workflows free up).",
     )
+    sweep_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="Servers with dispatch: seconds between looks for runs a stopped Pilot left, to continue them.",
+    )
     database_pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections each Pilot process keeps open to PostgreSQL."
     )

@@ -16,6 +16,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.engine.runlease import run_key
 from vmware_pilot.errors import StateRefused
 
 pytestmark = pytest.mark.slow
@@ -59,6 +60,7 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
         lease = survivor.store.lease(wid)
         assert lease is not None and lease.fence == 1
         _poll(lambda: survivor.store.lease(wid).expired, "the lease expired")  # type: ignore[union-attr]
+        _poll(lambda: survivor.store.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
 
         out = await survivor.service.run_workflow(actor, wid)
         assert (out["outcome"], out["steps"][0]["status"]) == ("failed", "interrupted")

@@ -118,16 +118,23 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         await keys.load()
         return JwtVerifier(config, keys)
 
+    from vmware_pilot.engine.sweeper import Sweeper, sweeping
+
+    # With dispatch, this server continues the runs of Pilots that stopped (engine/sweeper.py).
+    runner = app.service.runner
+    sweeper = Sweeper(lambda: runner, settings.sweep_seconds) if app.dispatcher is not None else None
+
     async def run() -> None:
         try:
-            await serve_http(
-                app,
-                options,
-                tokens,
-                roles,
-                service_account=Actor.os_user().name or "this account",
-                oauth=oauth,
-            )
+            async with sweeping(sweeper):
+                await serve_http(
+                    app,
+                    options,
+                    tokens,
+                    roles,
+                    service_account=Actor.os_user().name or "this account",
+                    oauth=oauth,
+                )
         finally:
             await app.aclose()
 

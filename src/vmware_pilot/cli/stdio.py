@@ -75,10 +75,16 @@ def load_settings(dispatch: bool) -> Settings:
 
 
 async def _serve(app: AppOnDemand, actor: Actor) -> None:
+    from vmware_pilot.engine.sweeper import Sweeper, sweeping
     from vmware_pilot.transports.stdio import serve_stdio
 
+    # With dispatch, this server also continues the runs of Pilots that stopped (engine/sweeper.py).
+    sweeper = (
+        Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds) if app.dispatching else None
+    )
     try:
-        await serve_stdio(app, actor)
+        async with sweeping(sweeper):
+            await serve_stdio(app, actor)
     finally:
         await app.aclose()
 

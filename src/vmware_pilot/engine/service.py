@@ -23,6 +23,7 @@ from vmware_pilot.engine.lifecycle import Lifecycle
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, owner_label
 from vmware_pilot.engine.policy import ApprovalChannel, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
+from vmware_pilot.engine.runlease import holding_run
 from vmware_pilot.errors import (
     ApprovalGateRefused,
     InvalidInput,
@@ -130,7 +131,8 @@ class PilotService(Authoring, Lifecycle):
     async def _run(
         self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None
     ) -> dict[str, Any]:
-        async with self._exclusive(wf, "run"):
+        # The run lease first: the workflow becomes 'running' only under it (engine/runlease.py).
+        async with self._exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
             wf = self._load(wf.id)
             self.runner.refuse_handback(wf, actor)
             wf = await self._review_gate(actor, wf, force)
@@ -196,7 +198,8 @@ class PilotService(Authoring, Lifecycle):
         expected_digest: str = "",
         channel: ApprovalChannel = "mcp",
     ) -> dict[str, Any]:
-        async with self._exclusive(wf, "approve"):
+        # Taken before the approval is saved: the run it releases is never without its lease.
+        async with self._exclusive(wf, "approve"), holding_run(self.runner, wf.id, wf.state.value):
             wf = self._load(wf.id)
             return await self.runner.approve(
                 wf, actor, approver, acknowledge, progress, expected_digest=expected_digest, channel=channel
