@@ -5,7 +5,7 @@ server under every Pilot replica. Each line is one ``write`` in append mode (ato
 short): ``start TOOL KEY PID TIME`` when a call arrives, ``end TOOL KEY PID TIME`` when it
 answers.
 Tools: ``get_events`` (a read in the catalog) keyed by ``tag``, and ``power_on_vm`` (a write)
-keyed by ``vm_name``; each takes ``seconds`` to answer. ``get_vm_info`` and
+keyed by ``vm_name``, and ``get_alarms`` (a read, key ``-``); each takes ``seconds`` to answer. ``get_vm_info`` and
 ``list_virtual_machines`` answer the reads Pilot makes of a gate's targets, unlogged.
 """
 
@@ -44,6 +44,11 @@ async def get_events(tag: str, seconds: float = 0.2) -> dict[str, Any]:
 @server.tool()
 async def power_on_vm(vm_name: str, seconds: float = 0.2) -> dict[str, Any]:
     return await _call("power_on_vm", vm_name, seconds)
+
+
+@server.tool()
+async def get_alarms(seconds: float = 0.2) -> dict[str, Any]:
+    return await _call("get_alarms", "-", seconds)
 
 
 @server.tool()

@@ -8,6 +8,7 @@ is a Pilot in this process whose sweeper is driven one pass at a time.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,8 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from tests.engine.fakes import ScriptedDispatcher
+from tests.transports.server_proc import PILOT
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -169,3 +173,39 @@ async def test_a_live_run_is_never_taken_over_and_a_pilot_without_dispatch_sweep
         assert await Sweeper(lambda: handback.service.runner, 0.1).sweep() == []
         assert app.store.load(wid).steps[0].status is StepStatus.RUNNING
         assert dispatcher.step_calls == []
+
+
+async def test_a_stdio_server_with_dispatch_continues_the_run_of_a_replica_that_died(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The sweeper of a real `vmware-pilot mcp --dispatch` (stdio) process, against a real skill
+    server that logs its calls (tests/engine/chaos_skill.py)."""
+    log = tmp_path / "calls.log"
+    log.touch()
+    skill = f"{sys.executable} {Path(__file__).with_name('chaos_skill.py')}"
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "VMWARE_PILOT_HOME": str(settings.home_path),
+        "VMWARE_PILOT_DATABASE_URL": settings.database_url,
+        "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
+        "VMWARE_PILOT_SWEEP_SECONDS": "0.5",
+        "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"monitor": skill, "aiops": skill}),
+        "CHAOS_LOG": str(log),
+    }
+    with replica(settings, "between") as (proc, wid):
+        proc.wait(timeout=60)  # it killed itself right after recording step 0
+        params = StdioServerParameters(command=str(PILOT), args=["mcp", "--dispatch"], env=env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            deadline = time.monotonic() + 120  # a guard against hanging, not a timing claim
+            while True:
+                reply = await session.call_tool("get_workflow_status", {"workflow_id": wid})
+                state = reply.structuredContent["state"] if reply.structuredContent else None
+                if state != "running":
+                    break
+                assert time.monotonic() < deadline, "the stdio server never continued the run"
+                await asyncio.sleep(0.2)
+    assert state == "awaiting_approval"
+    calls = [line.split()[:3] for line in log.read_text().splitlines()]
+    assert calls == [["start", "get_alarms", "-"], ["end", "get_alarms", "-"]], "step 0 was not run again"

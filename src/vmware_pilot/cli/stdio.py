@@ -74,18 +74,26 @@ def load_settings(dispatch: bool) -> Settings:
     return settings
 
 
+async def _sweep(app: AppOnDemand) -> None:
+    """With dispatch, continue the runs of Pilots that stopped (engine/sweeper.py). The engine is
+    imported only after the first interval: the MCP handshake never waits for it."""
+    await asyncio.sleep(app.settings.sweep_seconds)
+    from vmware_pilot.engine.sweeper import Sweeper
+
+    await Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds).run()
+
+
 async def _serve(app: AppOnDemand, actor: Actor) -> None:
-    from vmware_pilot.engine.sweeper import Sweeper, sweeping
     from vmware_pilot.transports.stdio import serve_stdio
 
-    # With dispatch, this server also continues the runs of Pilots that stopped (engine/sweeper.py).
-    sweeper = (
-        Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds) if app.dispatching else None
-    )
+    sweeping = asyncio.create_task(_sweep(app)) if app.dispatching else None
     try:
-        async with sweeping(sweeper):
-            await serve_stdio(app, actor)
+        await serve_stdio(app, actor)
     finally:
+        if sweeping is not None:
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
         await app.aclose()
 
 

@@ -87,7 +87,6 @@ class Sweeper:
             wf = await asyncio.to_thread(runner.store.load, workflow_id)
             if wf.state is not WorkflowState.RUNNING:  # it stopped just before we took the lease
                 return False
-            _log.warning("continuing workflow %s, left running by a Pilot process that stopped", wf.id)
             wf = await self._rerun_reads(runner, wf)
             crashed = await runner.detect_crash(wf, self.actor)
             if crashed is not None:
@@ -96,6 +95,7 @@ class Sweeper:
             refusal = await runner.dispatch_refusal(wf)
             if refusal is not None:
                 raise refusal
+            _log.warning("continuing workflow %s, left running by a Pilot process that stopped", wf.id)
             out = await runner.run_until_checkpoint(wf, self.actor)
             _log.warning("workflow %s continued: %s", wf.id, out.get("outcome"))
             self._told.discard(workflow_id)
