@@ -17,15 +17,21 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vmware_pilot.engine.owner import new_run_owner
 from vmware_pilot.errors import PilotError, StateRefused
+from vmware_pilot.store.protocol import Store
 
-if TYPE_CHECKING:
-    from vmware_pilot.engine.runner import Runner
+__all__ = ["Leasing", "RunLease", "holding_run", "run_key"]
 
-__all__ = ["RunLease", "holding_run", "run_key"]
+
+class Leasing(Protocol):
+    """What a run lease needs of the runner (engine/runner.py): its store and lease time."""
+
+    store: Store
+    lease_seconds: float
+
 
 _log = logging.getLogger(__name__)
 _PREFIX = "run:"
@@ -44,14 +50,14 @@ def run_key(workflow_id: str) -> str:
 class RunLease:
     """A run lease this process holds, renewed by a heartbeat task until ``release``."""
 
-    runner: Runner
+    runner: Leasing
     workflow_id: str
     owner: str
     fence: int
     _heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
-    async def take(cls, runner: Runner, workflow_id: str) -> RunLease | None:
+    async def take(cls, runner: Leasing, workflow_id: str) -> RunLease | None:
         """Take the run lease (free or expired) and start renewing it; None while another
         process's run holds it unexpired."""
         owner = new_run_owner()
@@ -92,7 +98,7 @@ class RunLease:
 
 
 @contextlib.asynccontextmanager
-async def holding_run(runner: Runner, workflow_id: str, state: str) -> AsyncIterator[None]:
+async def holding_run(runner: Leasing, workflow_id: str, state: str) -> AsyncIterator[None]:
     """Hold ``workflow_id``'s run lease for the block; refuse (nothing changed) while another
     Pilot process's run holds it."""
     held = await RunLease.take(runner, workflow_id)

@@ -19,20 +19,20 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
-from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, new_run_owner
 from vmware_pilot.engine.runlease import RunLease
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.store.protocol import Store
 
-if TYPE_CHECKING:
-    from vmware_pilot.engine.runner import Runner
-
-__all__ = ["SWEEPER", "Sweeper", "sweeping"]
+__all__ = ["SWEEPER", "EntryPoints", "Sweeper", "sweeping"]
 
 _log = logging.getLogger(__name__)
 S = StepStatus
@@ -41,12 +41,37 @@ SWEEPER = Actor("vmware-pilot (continuing the run of a Pilot that stopped)")
 _PAGE = 100
 
 
+class EntryPoints(Protocol):
+    """The runner's public entry points the sweeper continues a run with (engine/runner.py)."""
+
+    store: Store
+    lease_seconds: float
+    dispatcher: Dispatcher | None
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    async def save(
+        self, wf: Workflow, change: Callable[[Workflow], Any], fence: int | None = None
+    ) -> tuple[Workflow, Any]: ...
+
+    def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None: ...
+
+    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None: ...
+
+    async def dispatch_refusal(self, wf: Workflow) -> DispatchRefused | None: ...
+
+    async def run_until_checkpoint(self, wf: Workflow, actor: Actor) -> dict[str, Any]: ...
+
+
 class Sweeper:
     """Finds ``running`` workflows whose Pilot is gone and continues them (see the module doc).
 
     ``runner`` gives the runner when first needed (the stdio server builds its app on demand)."""
 
-    def __init__(self, runner: Callable[[], Runner | None], interval: float, actor: Actor = SWEEPER) -> None:
+    def __init__(
+        self, runner: Callable[[], EntryPoints | None], interval: float, actor: Actor = SWEEPER
+    ) -> None:
         self._runner = runner
         self.interval = interval
         self.actor = actor
@@ -77,7 +102,7 @@ class Sweeper:
                 continued.append(summary["id"])
         return continued
 
-    async def continue_run(self, runner: Runner, workflow_id: str) -> bool:
+    async def continue_run(self, runner: EntryPoints, workflow_id: str) -> bool:
         """Continue ``workflow_id`` if it is ``running`` under an expired run lease; True when this
         process did (the run may end failed: a write in flight is marked interrupted)."""
         held = await RunLease.take(runner, workflow_id)
@@ -114,7 +139,7 @@ class Sweeper:
         finally:
             await held.release()
 
-    async def _rerun_reads(self, runner: Runner, wf: Workflow) -> Workflow:
+    async def _rerun_reads(self, runner: EntryPoints, wf: Workflow) -> Workflow:
         """Set read steps left ``running`` back to ``pending`` (under their step lease, so the
         process that ran them writes nothing more for them); a write left running stays for
         ``detect_crash``."""
