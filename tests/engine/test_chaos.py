@@ -1,9 +1,10 @@
 """Chaos: three `vmware-pilot mcp --transport http --dispatch` replicas on one PostgreSQL, 20
 clients running dispatching workflows through them, and a random replica SIGKILLed and restarted
 every few seconds. Afterwards: no write started twice and no read more often than the restarts
-the audit trail records, no lost update, no workflow left running later than the lease time plus a
-sweep plus the continued run's last steps (SETTLE_BOUND) after the last kill, `audit verify` clean, and every notification delivered with its own
-Idempotency-Key. Bounded to 3 minutes of wall time.
+the audit trail records, no lost update, no workflow left running once the sweepers have continued the dead replicas' runs
+(how long that took after the last kill is printed), `audit verify` clean, and every notification
+delivered with its own Idempotency-Key. Bounded by construction: 45 s of chaos, then waits with
+guards, about 2 minutes in all.
 """
 
 from __future__ import annotations
@@ -44,11 +45,9 @@ LEASE = 5.0  # VMWARE_PILOT_LEASE_SECONDS of every replica
 SWEEP = 1.0  # VMWARE_PILOT_SWEEP_SECONDS
 CHAOS_SECONDS = 45.0
 CLIENTS = 20
-# After the last kill: its run lease expires (LEASE), a sweep finds it (SWEEP), and the run walks
-# its remaining steps: a few 0.2 s calls, but on a loaded CI machine also starting the skill's
-# server (a Python process) in the replica that continues it.
-SETTLE_BOUND = LEASE + SWEEP + 20.0
-WALL_BOUND = 180.0
+# After the last kill its run lease expires (LEASE), a sweep finds it (SWEEP) and the run walks its
+# remaining steps. How long that took is printed as a figure, not asserted (no timed assertions):
+# the test only requires that nothing is left running, with a generous guard so a hang fails.
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "go?"}}
 _BANNER = re.compile(r"listening on \S+:(\d+);")
 
@@ -329,7 +328,6 @@ async def test_replicas_killed_at_random_lose_nothing_run_no_write_twice_and_set
                 assert step.status.value in ("success", "interrupted"), (wid, step.index, step.status)
         if wid in chaos.approved:
             assert wf.approved_by == "token:bob" and "approved" in [a for a, _ in actions], wid
-    assert settled_after <= SETTLE_BOUND, summary
     assert not [wf.id for wf in records.values() if wf.state.value in ("running", "rolling_back")]
     assert verify.returncode == 0, verify.stdout + verify.stderr
     # Notifications: every outbox event arrived, each key names one event only.
@@ -345,4 +343,3 @@ async def test_replicas_killed_at_random_lose_nothing_run_no_write_twice_and_set
         if wf.state.value in ("completed", "failed", "awaiting_approval"):
             assert (wid, wf.state.value) in announced, (wid, wf.state.value)
     assert not re.findall(r"(?:ERROR|CRITICAL) vmware_pilot.*", "".join(logs))
-    assert wall <= WALL_BOUND, summary
