@@ -19,7 +19,7 @@ from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.store.audit import event_hash
-from vmware_pilot.store.engine import make_engine
+from vmware_pilot.store.connection import make_engine
 from vmware_pilot.store.migrations import MIGRATIONS, migrate
 from vmware_pilot.store.sql import open_store
 

@@ -23,7 +23,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import GATE_ACTION, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine import conductor, gates, handout
+from vmware_pilot.engine import conductor, gate_records, handout
 from vmware_pilot.engine.conductor import (
     Fail,
     Finish,
@@ -450,7 +450,7 @@ def test_a_run_ends_only_from_running(
 def test_reaching_a_gate_records_it_at_the_time_given() -> None:
     wf = plan("w=success G w")
     conductor.reach_gate(wf, 1, "a", NOW)
-    record = gates.gate_record(wf, 1)
+    record = gate_records.gate_record(wf, 1)
     assert record is not None and record["reached_at"] == iso(NOW) and record["approvals"] == []
     assert wf.new_events[0].detail == f"Step 1: require_approval (plan {record['digest']})"
 
@@ -546,7 +546,7 @@ def _closure(root: str) -> set[str]:
 
 def test_the_conductor_reaches_no_module_that_does_io() -> None:
     reached = _closure("vmware_pilot.engine.conductor")
-    assert "vmware_pilot.engine.gates" in reached  # the graph is followed
+    assert "vmware_pilot.engine.gate_records" in reached  # the graph is followed
     assert sorted(m for m in reached if m.startswith(NOT_PURE)) == []
 
 

@@ -13,7 +13,7 @@ from tests.backends import Database
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso, utcnow
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gate_records
 from vmware_pilot.errors import InvalidInput, StateRefused, StepValidationError
 
 
@@ -63,7 +63,7 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
     status = app.service.get_workflow_status(wid)
     (record,) = status["gates"]
     wf = app.store.load(wid)
-    assert record["digest"] == gates.plan_digest(wf, 0)
+    assert record["digest"] == gate_records.plan_digest(wf, 0)
     assert record["digest"].startswith("sha256:") and len(record["digest"]) == 7 + 64
     assert record["approvals_required"] == 1 and record["approvals"] == []
     assert record["expires_at"] == "" and record["expired"] is False
@@ -74,9 +74,9 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
 def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: PilotApp, actor: Actor) -> None:
     out = app.service.create_workflow(actor, "off-web", "d", [gate(), OFF])
     wf = app.store.load(out["workflow_id"])
-    base = gates.plan_digest(wf, 0)
+    base = gate_records.plan_digest(wf, 0)
     wf.steps[1].params["vc_password"] = "another-secret"  # masked either way: same digest
-    assert gates.plan_digest(wf, 0) == base
+    assert gate_records.plan_digest(wf, 0) == base
     changes: list[Any] = [
         lambda w: w.steps[1].params.__setitem__("vm_name", "db-01"),
         lambda w: setattr(w.steps[1], "tool", "delete_vm"),
@@ -87,7 +87,7 @@ def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: Pilo
     for change in changes:
         fresh = app.store.load(out["workflow_id"])
         change(fresh)
-        assert gates.plan_digest(fresh, 0) != base
+        assert gate_records.plan_digest(fresh, 0) != base
 
 
 async def test_approve_refuses_when_the_released_plan_changed_after_the_gate(

@@ -13,7 +13,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
-from vmware_pilot.safety import gate
+from vmware_pilot.safety import gating
 
 WORKER = Path(__file__).with_name("draft_worker.py")
 DRAFTS = 100
@@ -69,7 +69,7 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
         for wid in ids:
             wf = app.store.load(wid)
             if wf.state.value != "draft":
-                assert not gate.gate_violations(wf, app.service.catalog), f"{wid} was confirmed ungated"
+                assert not gating.gate_violations(wf, app.service.catalog), f"{wid} was confirmed ungated"
         assert confirmed > 0
     finally:
         app.close()

@@ -12,7 +12,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gate_records
 from vmware_pilot.templates.steps import make_step
 
 PLAN = {"action": "plan", "skill": "aiops", "tool": "create_vm_plan", "params": {"operations": []}}
@@ -230,7 +230,9 @@ async def test_a_stored_plan_that_went_bad_after_a_gate_runs_and_hands_out_nothi
     assert waiting["outcome"] == "awaiting_approval"
     wf = pilot_app.store.load(wid)  # a record written before these rules held
     edit(wf.steps)
-    wf.extra[gates.GATES_KEY]["1"]["digest"] = gates.plan_digest(wf, 1)  # reached with this plan
+    wf.extra[gate_records.GATES_KEY]["1"]["digest"] = gate_records.plan_digest(
+        wf, 1
+    )  # reached with this plan
     pilot_app.store.save(wf)
     out = await client.call("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
     assert out.payload.get("outcome") == "failed", out.payload

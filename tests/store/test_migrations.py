@@ -7,7 +7,7 @@ from tests.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import SchemaTooNew, StoreError
-from vmware_pilot.store.engine import make_engine
+from vmware_pilot.store.connection import make_engine
 from vmware_pilot.store.migrations import LATEST, MIGRATIONS, current_version, migrate
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.store.tables import metadata

@@ -12,7 +12,7 @@ import pytest
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import ApprovalGateRefused, TemplateError, TemplateParamError
-from vmware_pilot.safety.gate import is_custom_workflow
+from vmware_pilot.safety.gating import is_custom_workflow
 from vmware_pilot.templates.registry import TemplateRegistry
 
 

@@ -1,6 +1,6 @@
 """Approving a gate: plan-bound, expiring, and with a quorum of distinct approvers.
 
-Each approval is checked (``gates.admit``: not expired, plan unchanged since the gate was
+Each approval is checked (``gate_records.admit``: not expired, plan unchanged since the gate was
 reached or since it was shown, not the same person twice) and recorded in the gate's record with
 the plan digest, and audited. Until the gate has the approvals it requires the workflow keeps
 waiting (audit ``approval_recorded``); the last one releases it (audit ``approved``, naming the
@@ -19,7 +19,7 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates, handout
+from vmware_pilot.engine import gate_records, handout
 from vmware_pilot.errors import StateRefused
 
 __all__ = [
@@ -67,7 +67,7 @@ def release_notice(wf: Workflow, dispatching: bool) -> str:
 def _waiting_gate(wf: Workflow) -> Step:
     if wf.state is not WorkflowState.AWAITING_APPROVAL:
         raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
-    gate = gates.pending_gate(wf)
+    gate = gate_records.pending_gate(wf)
     if gate is None:
         raise StateRefused(
             f"Workflow {wf.id} is awaiting approval but has no pending gate",
@@ -95,7 +95,7 @@ def precheck(
             state=wf.state.value,
         )
     gate = _waiting_gate(wf)
-    digest, so_far, required = gates.admit(wf, gate, approver or "", utcnow(), expected_digest)
+    digest, so_far, required = gate_records.admit(wf, gate, approver or "", utcnow(), expected_digest)
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
     if unrun and not acknowledge_not_executed:
         labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
@@ -136,8 +136,8 @@ def record(
             state=w.state.value,
         )
     now = utcnow()
-    gates.admit(w, step, who, now, digest)
-    names = gates.record_approval(w, gate_index, who, channel, digest, now)
+    gate_records.admit(w, step, who, now, digest)
+    names = gate_records.record_approval(w, gate_index, who, channel, digest, now)
     if len(names) >= required and not dispatching:
         handout.refuse_walk(w, to, start=gate_index + 1)
     if len(names) < required:
@@ -180,7 +180,7 @@ def record(
 
 def approvals_missing(wf: Workflow, gate_index: int, required: int) -> int:
     """How many more distinct approvers gate ``gate_index`` needs."""
-    return required - len(gates.approver_names(gates.gate_record(wf, gate_index)))
+    return required - len(gate_records.approver_names(gate_records.gate_record(wf, gate_index)))
 
 
 def waiting_message(who: str, gate_index: int, missing: int) -> str:

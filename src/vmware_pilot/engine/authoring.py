@@ -15,7 +15,7 @@ from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
 )
-from vmware_pilot.safety import gate
+from vmware_pilot.safety import gating
 from vmware_pilot.safety.redaction import redact
 from vmware_pilot.templates.steps import steps_from_dicts
 
@@ -59,7 +59,7 @@ class Authoring(ServiceCore):
         wf = Workflow.new(
             name, W.PENDING, built, {"description": description, "custom": True}, created_by=actor.label
         )
-        gate.enforce(
+        gating.enforce(
             wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
         wf.log("workflow_created", f"Custom workflow with {len(wf.steps)} steps", actor.label)
@@ -136,14 +136,14 @@ class Authoring(ServiceCore):
             probe.id = workflow_id
             self.runner.vault.remember(probe)
         wf, _ = self.runner.commit(wf, change)
-        violations = gate.gate_violations(wf, self.catalog)
+        violations = gating.gate_violations(wf, self.catalog)
         if violations:
             first = violations[0]
             message = (
                 f"Draft saved, but confirm_draft will refuse it: {len(violations)} step(s) need a "
                 f"require_approval gate before them (first: step {first['step_index']} "
                 f"{first['skill']}.{first['tool']}). Insert "
-                f"{gate.fix_for(violations)['step']} before step {first['step_index']}."
+                f"{gating.fix_for(violations)['step']} before step {first['step_index']}."
             )
         else:
             message = "Draft updated. Show it to the user for review. Call confirm_draft() when approved."
@@ -167,7 +167,7 @@ class Authoring(ServiceCore):
                 "Cannot confirm a draft with no steps. Call update_draft() first.",
                 hint=f"update_draft('{wf.id}', steps=[...]) adds the steps.",
             )
-        gate.enforce(
+        gating.enforce(
             wf,
             self.catalog,
             verb="confirm",

@@ -26,7 +26,7 @@ from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import reference_problems
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates, handout
+from vmware_pilot.engine import gate_records, handout
 from vmware_pilot.errors import StateRefused
 
 __all__ = [
@@ -336,7 +336,7 @@ def record_handback(w: Workflow, indices: Sequence[int], actor: Actor, now: date
 def reach_gate(w: Workflow, index: int, actor: str, now: datetime) -> None:
     """A ``StopAtGate``: ``running`` → ``awaiting_approval``, with a fresh gate record."""
     fire(w, Event.REACH_GATE)
-    record = gates.reach(w, index, now)
+    record = gate_records.reach(w, index, now)
     w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor, at=now)
 
 

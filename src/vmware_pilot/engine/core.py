@@ -17,7 +17,7 @@ from vmware_pilot.errors import (
     PilotError,
     StateRefused,
 )
-from vmware_pilot.safety import gate
+from vmware_pilot.safety import gating
 from vmware_pilot.store.protocol import Store
 from vmware_pilot.templates.registry import TemplateRegistry
 
@@ -85,7 +85,7 @@ class ServiceCore:
         return self.store.load(workflow_id)
 
     def _is_custom(self, wf: Workflow) -> bool:
-        return gate.is_custom_workflow(wf, self.templates.builtin_names())
+        return gating.is_custom_workflow(wf, self.templates.builtin_names())
 
     def _load_for_gate(self, workflow_id: str) -> Workflow:
         try:

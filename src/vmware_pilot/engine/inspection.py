@@ -24,7 +24,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gate_records
 from vmware_pilot.engine.drift import changes
 from vmware_pilot.engine.gateview import summarize_result
 from vmware_pilot.engine.targets import (
@@ -262,15 +262,17 @@ def _reference(earlier: Mapping[str, Any], digest: str) -> dict[str, Any]:
 async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflow:
     """Read the targets of the pending gate's released steps and preview its write steps; store
     the result on the workflow and audit it. Does nothing without a dispatcher or a pending gate."""
-    gate = gates.pending_gate(wf)
+    gate = gate_records.pending_gate(wf)
     if runner.dispatcher is None or gate is None:
         return wf
     catalog = runner.catalog
-    reference = _reference(gates.inspection_of(wf, gate.index) or {}, gates.plan_digest(wf, gate.index))
+    reference = _reference(
+        gate_records.inspection_of(wf, gate.index) or {}, gate_records.plan_digest(wf, gate.index)
+    )
     named: dict[str, list[str]] = {}
     wanted: dict[str, tuple[Named, list[str], list[str]]] = {}
     previews: dict[str, dict[str, Any]] = {}
-    for step in gates.released_steps(wf, gate.index):
+    for step in gate_records.released_steps(wf, gate.index):
         try:
             params = resolve_refs(step.params, wf.steps, step.index)
         except PilotError as exc:
@@ -321,10 +323,10 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
     index = gate.index
 
     def store(w: Workflow) -> None:
-        records = w.extra.get(gates.INSPECTIONS_KEY)
+        records = w.extra.get(gate_records.INSPECTIONS_KEY)
         records = records if isinstance(records, dict) else {}
         records[str(index)] = record
-        w.extra[gates.INSPECTIONS_KEY] = records
+        w.extra[gate_records.INSPECTIONS_KEY] = records
         w.log("gate_inspected", detail, actor.label)
 
     wf, _ = await runner.save(wf, store)

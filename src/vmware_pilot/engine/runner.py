@@ -28,7 +28,7 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import approval, conductor, gates, handout, undo
+from vmware_pilot.engine import approval, conductor, gate_records, handout, undo
 from vmware_pilot.engine.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.inspection import inspect_gate
@@ -205,9 +205,9 @@ class Runner:
         if others:
             out["with_another_caller"] = others
         if wf.state is WorkflowState.AWAITING_APPROVAL:
-            out["pending_gate"] = gates.gate_view(wf, self.catalog, utcnow(), self.dispatcher is not None)[
-                "gate"
-            ]
+            out["pending_gate"] = gate_records.gate_view(
+                wf, self.catalog, utcnow(), self.dispatcher is not None
+            )["gate"]
         out.update(extra)
         return out
 

@@ -16,7 +16,7 @@ from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import gates, policy
+from vmware_pilot.engine import gate_records, policy
 from vmware_pilot.engine.approval import precheck
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.lifecycle import Lifecycle
@@ -31,7 +31,7 @@ from vmware_pilot.errors import (
     ReviewBlocked,
     StateRefused,
 )
-from vmware_pilot.safety import gate
+from vmware_pilot.safety import gating
 from vmware_pilot.safety.review import PLAN_KINDS, blocking_findings, review
 
 __all__ = ["PilotService", "ProgressFn"]
@@ -59,7 +59,7 @@ class PilotService(Authoring, Lifecycle):
         blocking = blocking_findings(result)
         if self._is_custom(wf):
             try:
-                gate.enforce(
+                gating.enforce(
                     wf,
                     catalog,
                     verb="run",
@@ -209,14 +209,14 @@ class PilotService(Authoring, Lifecycle):
         """What a person deciding on the gate sees: its message, options and approvals, the steps it
         releases with their risk tier, what ran before it, and the plan digest."""
         wf = self._load(workflow_id)
-        if wf.state is not W.AWAITING_APPROVAL or gates.pending_gate(wf) is None:
+        if wf.state is not W.AWAITING_APPROVAL or gate_records.pending_gate(wf) is None:
             raise StateRefused(
                 f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value})",
                 hint=f"`vmware-pilot status {wf.id}` shows where it stands.",
                 workflow_id=wf.id,
                 state=wf.state.value,
             )
-        return gates.gate_view(wf, self.catalog, utcnow(), self.runner.dispatcher is not None)
+        return gate_records.gate_view(wf, self.catalog, utcnow(), self.runner.dispatcher is not None)
 
     async def show_gate(self, actor: Actor, workflow_id: str) -> dict[str, Any]:
         """``pending_gate`` after reading the targets' state and the skills' previews again (when
@@ -240,7 +240,7 @@ class PilotService(Authoring, Lifecycle):
             owner = wf.extra.get(RUN_OWNER_KEY)
             run_by = {"run_by": owner_label(owner)} if isinstance(owner, dict) else {}
             out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
-        reached = gates.gates_status(wf, utcnow())
+        reached = gate_records.gates_status(wf, utcnow())
         if reached:
             out["gates"] = reached
         return out

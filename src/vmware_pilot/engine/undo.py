@@ -17,7 +17,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gate_records
 from vmware_pilot.safety.blast import leaves_behind, undo_candidates
 from vmware_pilot.safety.classify import is_catalog_read
 
@@ -137,7 +137,7 @@ def cancel(w: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> Non
     ``rejected_by``: a person rejected the gate the workflow waits at (audited ``rejected``)."""
     why = reason.strip()
     if rejected_by:
-        gate = gates.pending_gate(w)
+        gate = gate_records.pending_gate(w)
         where = f"the gate at step {gate.index}" if gate is not None else "the workflow"
         w.log("rejected", f"{rejected_by} rejected {where}: {why}", actor.label, names=(rejected_by,))
     fire(w, Event.CANCEL)

@@ -43,7 +43,7 @@ from vmware_pilot.store.audit import (
     seal,
     vanished_problem,
 )
-from vmware_pilot.store.engine import (
+from vmware_pilot.store.connection import (
     AUDIT_ORDER_LOCK,
     WRITE_OPTION,
     make_engine,

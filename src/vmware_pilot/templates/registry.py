@@ -20,7 +20,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.errors import InvalidInput, PilotError, TemplateError, excerpt
-from vmware_pilot.safety.gate import enforce
+from vmware_pilot.safety.gating import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import (
     BrokenFile,

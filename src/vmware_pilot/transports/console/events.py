@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from vmware_pilot.app import PilotApp
-from vmware_pilot.engine import gates
+from vmware_pilot.engine import gate_records
 from vmware_pilot.errors import PilotError
 
 __all__ = ["POLL_SECONDS", "workflow_events", "workflows_events"]
@@ -64,8 +64,8 @@ def workflow_events(
 ) -> StreamingResponse:
     def snapshot() -> dict[str, Any]:
         wf = app.store.load(workflow_id)
-        gate = gates.pending_gate(wf)
-        digest = gates.plan_digest(wf, gate.index) if gate is not None else ""
+        gate = gate_records.pending_gate(wf)
+        digest = gate_records.plan_digest(wf, gate.index) if gate is not None else ""
         return {"version": wf.version, "state": wf.state.value, "digest": digest}
 
     return _stream(request, snapshot, signed_in)

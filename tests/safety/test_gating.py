@@ -9,7 +9,7 @@ import yaml
 from tests.safety.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.errors import ApprovalGateRefused
-from vmware_pilot.safety.gate import enforce, fix_for, gate_violations, is_custom_workflow
+from vmware_pilot.safety.gating import enforce, fix_for, gate_violations, is_custom_workflow
 
 CURATED = Catalog.curated()
 BUILTINS = {"rolling_restart", "clone_and_test"}
