@@ -188,6 +188,14 @@ class PilotService(Authoring, Lifecycle):
         )
         return await self._detached(work)
 
+    def check_approval(
+        self, workflow_id: str, approver: str, acknowledge_not_executed: bool, expected_digest: str = ""
+    ) -> None:
+        """Raise the refusal ``approve`` would give before changing anything (not at a gate, gate
+        expired, plan changed since ``expected_digest`` was shown, the same person twice, steps
+        handed out before the gate unacknowledged), so a door can refuse before asking a person."""
+        precheck(self._load(workflow_id), approver, acknowledge_not_executed, expected_digest)
+
     async def _approve(
         self,
         actor: Actor,
