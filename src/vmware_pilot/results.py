@@ -179,10 +179,11 @@ class GateApproval(Result):
 
 
 class GateStatus(Result):
-    """One approval gate a run reached (``gates``), or the pending one (``pending_gate``)."""
+    """One approval gate a run reached (``gates``), or the pending one (``pending_gate``; ``{}``
+    for a workflow left awaiting approval with no pending gate, which a run result may show)."""
 
-    index: int
-    status: str
+    index: int = -1
+    status: str = ""
     message: str = ""
     digest: str = ""
     reached_at: str = ""
