@@ -106,11 +106,15 @@ async def _drive(
         out.show(views.gate_panel(view))
         gate = view.pending()
         assert gate is not None  # pending_gate refuses a workflow at no gate
-        if any(a.approver == person.label for a in gate.approvals):
-            return result  # this person already approved; others still have to
         unrun = view.not_executed_before_gate
         if unrun and yes:
             return result  # --yes cannot state that steps printed a moment ago were performed
+        try:  # the engine's own refusals, before the person is asked
+            app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest)
+        except PilotError as exc:
+            if exc.fields.get("refused") == "same_approver":
+                return result  # this person already approved; others still have to
+            raise
         question = f"Approve this gate as {person.label}?"
         if unrun:
             question = (
