@@ -26,6 +26,8 @@ from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
@@ -205,12 +207,23 @@ def output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
     )
     if result is None or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
         return None
-    schema: dict[str, Any] = _lean(TypeAdapter(result).json_schema())
+    schema: dict[str, Any] = _lean(TypeAdapter(result).json_schema(schema_generator=_LeanSchema))
     definitions: dict[str, Any] = schema.pop("$defs", {})
     if len(members) == 1:  # the model itself goes under $defs too, and the top refers to it
         definitions[members[0].__name__] = schema
         schema = {"$ref": f"#/$defs/{members[0].__name__}"}
     return {"$schema": SCHEMA_DIALECT, "type": "object", **schema, "$defs": definitions}
+
+
+class _LeanSchema(GenerateJsonSchema):
+    """Pydantic's schema generator without what validation does not use: defaults (the model fills
+    them in; working them out is most of the generator's time) and property titles."""
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
 
 
 def _lean(schema: Any) -> Any:
