@@ -231,6 +231,7 @@ class RollbackEntry(Result):
     reason: str = ""
     error: str = ""
     left_behind: str = ""
+    result: Any = None  # what the undo tool answered
 
 
 class WorkflowRecord(Result):
@@ -339,7 +340,10 @@ class RollbackResult(RunResult):
 
 
 class CancelResult(RunResult):
+    """``cancel_workflow``; a rejection at the CLI or console also names ``rejected_by``."""
+
     action: str = ""
+    rejected_by: str = ""
     blast_radius: BlastRadius | None = None
 
 
