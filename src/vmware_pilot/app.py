@@ -17,6 +17,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.notify import Notifier
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
@@ -209,8 +210,8 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
     )
     service = PilotService(store, catalog, templates, runner, approvals=settings.approvals)
     if notifier is not None:
-        notifier.describe = lambda wf: gate_records.gate_view(
-            wf, runner.catalog, utcnow(), dispatcher is not None
+        notifier.describe = lambda wf: GateView.model_validate(
+            gate_records.gate_view(wf, runner.catalog, utcnow(), dispatcher is not None)
         )
         notifier.console_url = settings.public_url
     return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)

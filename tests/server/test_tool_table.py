@@ -60,7 +60,7 @@ async def test_queued_tools_name_one_workflow(client: Client) -> None:
 def test_build_tools_registers_exactly_the_table() -> None:
     tools = build_tools(lambda: None, lambda: None)  # type: ignore[arg-type,return-value]
     assert [t.name for t in tools] == list(TOOL_NAMES)
-    assert all(t.output_schema is None for t in tools)  # today every tool returns a plain mapping
+    assert all(t.output_schema is not None for t in tools)  # every tool returns a typed result
 
 
 class _Answer(BaseModel):
@@ -80,7 +80,8 @@ def test_a_tool_function_returning_a_model_declares_its_output_schema() -> None:
         return {"workflow_id": workflow_id}
 
     schema = _register(spec, typed).output_schema
-    assert schema is not None and set(schema["properties"]) == {"workflow_id", "state"}
+    assert schema is not None and schema["$ref"] == "#/$defs/_Answer"
+    assert set(schema["$defs"]["_Answer"]["properties"]) == {"workflow_id", "state"}
     assert _register(spec, untyped).output_schema is None
     closed = _register(spec, typed).parameters
     assert closed["additionalProperties"] is False and closed["required"] == ["workflow_id"]

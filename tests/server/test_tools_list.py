@@ -138,11 +138,11 @@ async def test_annotations_follow_reference(client: Client) -> None:
         assert hints == ANNOTATIONS[tool.name], tool.name
 
 
-async def test_descriptions_are_tagged_and_declare_no_output_schema(client: Client) -> None:
+async def test_descriptions_are_tagged_and_declare_an_output_schema(client: Client) -> None:
     for tool in await _tools(client):
         tag = "[READ]" if ANNOTATIONS[tool.name] == READ else "[WRITE]"
         assert tool.description is not None and tool.description.startswith(tag + " "), tool.name
-        assert tool.outputSchema is None, tool.name
+        assert tool.outputSchema is not None and tool.outputSchema["type"] == "object", tool.name
 
 
 async def test_initialize_reports_name_version_and_instructions(pilot_app: PilotApp) -> None:

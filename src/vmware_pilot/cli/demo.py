@@ -12,10 +12,10 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console, Group
@@ -26,6 +26,20 @@ from rich.text import Text
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import json_text, visible
 from vmware_pilot.config import ENV_PREFIX
+from vmware_pilot.results import (
+    ApproveResult,
+    BlastRadius,
+    FromTemplateResult,
+    Handout,
+    PlannedStep,
+    Preview,
+    RecordStep,
+    Result,
+    ReviewResult,
+    RunResult,
+    StatusView,
+    StepRef,
+)
 
 __all__ = ["DEMO_PARAMS", "DEMO_TEMPLATE", "demo"]
 
@@ -36,6 +50,7 @@ DEMO_PARAMS: dict[str, Any] = {
     "target": "lab-vcenter",
 }
 DEMO_APPROVER = "demo-operator"
+R = TypeVar("R", bound=Result)
 
 
 class DemoFailed(Exception):
@@ -51,9 +66,14 @@ class _Walk:
         self.json_mode = json_mode
         self.record: list[dict[str, Any]] = []
 
-    async def call(
+    async def call(self, title: str, tool: str, arguments: Mapping[str, Any], model: type[R]) -> R:
+        """The tool's answer as its typed result (``vmware_pilot.results``)."""
+        return model.model_validate(await self.answer(title, tool, arguments))
+
+    async def answer(
         self, title: str, tool: str, arguments: Mapping[str, Any], *, expect_error: bool = False
     ) -> dict[str, Any]:
+        """The tool's answer as the JSON object it sent (a refusal has no model of its own)."""
         reply = await self.client.call(tool, arguments)
         self.record.append(
             {
@@ -74,34 +94,35 @@ class _Walk:
             self.console.print(Panel(body, title=title, title_align="left", border_style=style))
 
 
-def _steps_table(steps: list[dict[str, Any]], *, with_status: bool = False) -> Table:
+def _steps_table(steps: Sequence[PlannedStep | RecordStep]) -> Table:
+    with_status = any(isinstance(step, RecordStep) for step in steps)
     table = Table(show_edge=False, pad_edge=False)
     for column in ("#", "action", "skill.tool", *(("status",) if with_status else ())):
         table.add_column(column)
     for step in steps:
-        gate = step.get("action") == "require_approval"
+        gate = step.action == "require_approval"
         row = [
-            str(step.get("index", "")),
-            "[bold yellow]approval gate[/]" if gate else str(step.get("action", "")),
-            f"{step.get('skill', '')}.{step.get('tool', '')}",
+            str(step.index),
+            "[bold yellow]approval gate[/]" if gate else step.action,
+            f"{step.skill}.{step.tool}",
         ]
-        if with_status:
-            row.append(str(step.get("status", "")))
+        if isinstance(step, RecordStep):
+            row.append(step.status)
         table.add_row(*row)
     return table
 
 
-def _pending_table(pending: list[dict[str, Any]]) -> Table:
+def _pending_table(pending: Sequence[Handout]) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     for column in ("#", "skill.tool", "params"):
         table.add_column(column)
     for step in pending:
-        params = json.dumps(step.get("params", {}), ensure_ascii=False)
-        table.add_row(str(step.get("index", "")), f"{step.get('skill')}.{step.get('tool')}", params)
+        params = json.dumps(step.params, ensure_ascii=False)
+        table.add_row(str(step.index), f"{step.skill}.{step.tool}", params)
     return table
 
 
-def _blast_table(radius: Mapping[str, Any]) -> Table:
+def _blast_table(radius: BlastRadius) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("list")
     table.add_column("count", justify="right")
@@ -113,42 +134,37 @@ def _blast_table(radius: Mapping[str, Any]) -> Table:
         "not_reversible_outside_pilot",
         "unknown_effects",
     ):
-        entries = radius.get(key) or []
-        names = ", ".join(f"{e.get('index')}:{e.get('skill')}.{e.get('tool')}" for e in entries) or "-"
-        table.add_row(key, str(radius.get(f"{key}_count", len(entries))), names)
-    for key in ("blockers", "unmeasured"):
-        table.add_row(key, str(len(radius.get(key) or [])), "; ".join(radius.get(key) or []) or "-")
+        entries: list[StepRef] = getattr(radius, key)
+        names = ", ".join(f"{e.index}:{e.skill}.{e.tool}" for e in entries) or "-"
+        count = getattr(radius, f"{key}_count") if radius.has(f"{key}_count") else len(entries)
+        table.add_row(key, str(count), names)
+    for problems, key in ((radius.blockers, "blockers"), (radius.unmeasured, "unmeasured")):
+        table.add_row(key, str(len(problems)), "; ".join(problems) or "-")
     return table
 
 
 async def _walk(walk: _Walk) -> None:
     created = await walk.call(
-        "create", "create_workflow_from_template", {"workflow_type": DEMO_TEMPLATE, "params": DEMO_PARAMS}
+        "create",
+        "create_workflow_from_template",
+        {"workflow_type": DEMO_TEMPLATE, "params": DEMO_PARAMS},
+        FromTemplateResult,
     )
-    wf_id = str(created["workflow_id"])
+    wf_id = created.workflow_id
     walk.show(
         f"1. create_workflow_from_template({DEMO_TEMPLATE})",
-        Group(
-            Text(f"→ {wf_id}, state {created.get('state')}\n"),
-            _steps_table(created.get("steps", [])),
-        ),
+        Group(Text(f"→ {wf_id}, state {created.state}\n"), _steps_table(created.steps)),
     )
 
-    review = await walk.call("review", "review_workflow", {"workflow_id": wf_id})
-    summary = review.get("summary", {})
-    counts = ", ".join(f"{k}={v}" for k, v in summary.items())
-    findings = "\n".join(
-        f"• [{f.get('severity')}] {f.get('kind')} @ step {f.get('step_index')}"
-        for f in review.get("findings", [])
-    )
-    walk.show(
-        f"2. review_workflow → verdict {review.get('verdict')}", f"{counts}\n{findings or 'no findings'}"
-    )
+    review = await walk.call("review", "review_workflow", {"workflow_id": wf_id}, ReviewResult)
+    counts = ", ".join(f"{k}={v}" for k, v in review.summary.payload().items())
+    findings = "\n".join(f"• [{f.severity}] {f.kind} @ step {f.step_index}" for f in review.findings)
+    walk.show(f"2. review_workflow → verdict {review.verdict}", f"{counts}\n{findings or 'no findings'}")
 
-    run = await walk.call("run", "run_workflow", {"workflow_id": wf_id})
+    run = await walk.call("run", "run_workflow", {"workflow_id": wf_id}, RunResult)
     walk.show(
-        f"3. run_workflow → outcome {run.get('outcome')}, state {run.get('state')}",
-        _pending_table(run.get("pending_dispatch", [])),
+        f"3. run_workflow → outcome {run.outcome}, state {run.state}",
+        _pending_table(run.pending_dispatch),
     )
     walk.show(
         "Pilot ran nothing (started without --dispatch)",
@@ -157,7 +173,7 @@ async def _walk(walk: _Walk) -> None:
         style="dim",
     )
 
-    refused = await walk.call(
+    refused = await walk.answer(
         "approve (refused)", "approve", {"workflow_id": wf_id, "approver": DEMO_APPROVER}, expect_error=True
     )
     unrun = ", ".join(
@@ -174,41 +190,38 @@ async def _walk(walk: _Walk) -> None:
         "approve",
         "approve",
         {"workflow_id": wf_id, "approver": DEMO_APPROVER, "acknowledge_not_executed": True},
+        ApproveResult,
     )
     walk.show(
-        f"5. approve(acknowledge_not_executed=true) → outcome {approved.get('outcome')}",
+        f"5. approve(acknowledge_not_executed=true) → outcome {approved.outcome}",
         Group(
             Text(
                 f"Approved by {DEMO_APPROVER}. Steps 0-1 are recorded reported_done; the remediation "
                 "after the gate is handed out now, and the workflow stays pending: without --dispatch "
                 "Pilot never calls it completed.\n"
             ),
-            _pending_table(approved.get("pending_dispatch", [])),
+            _pending_table(approved.pending_dispatch),
         ),
         style="green",
     )
 
-    status = await walk.call("status", "get_workflow_status", {"workflow_id": wf_id})
-    log = "\n".join(
-        f"{e.get('action')}: {e.get('detail', '')}".rstrip(": ") for e in status.get("audit_log", [])
-    )
-    diff = status.get("diff_report") or {}
+    status = await walk.call("status", "get_workflow_status", {"workflow_id": wf_id}, StatusView)
+    log = "\n".join(f"{e.action}: {e.detail}".rstrip(": ") for e in status.audit_log)
+    diff = status.diff_report  # free-form (engine.diff)
     walk.show(
-        f"6. get_workflow_status → state {status.get('state')}",
+        f"6. get_workflow_status → state {status.state}",
         Group(
-            _steps_table(status.get("steps", []), with_status=True),
+            _steps_table(status.steps),
             Text(f"\ndiff_report: {diff.get('summary', '(empty)')}", style="dim"),
         ),
     )
     walk.show("audit log", log or "(empty)", style="dim")
 
-    preview = await walk.call("rollback preview", "rollback", {"workflow_id": wf_id})
-    radius = preview.get("blast_radius", {})
-    notes = [
-        str(radius[k]) for k in ("left_in_place_note", "not_reversible_outside_pilot_note") if radius.get(k)
-    ]
+    preview = await walk.call("rollback preview", "rollback", {"workflow_id": wf_id}, Preview)
+    radius = preview.blast_radius
+    notes = [n for n in (radius.left_in_place_note, radius.not_reversible_outside_pilot_note) if n]
     walk.show(
-        f"7. rollback (preview, action {preview.get('action')}) — nothing changed",
+        f"7. rollback (preview, action {preview.action}) — nothing changed",
         Group(_blast_table(radius), *(Text(f"\n{n}", style="dim") for n in notes)),
         style="magenta",
     )

@@ -10,7 +10,7 @@ who approves its plans, and a shell as Pilot's account can change its store anyw
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.text import Text
@@ -32,8 +32,22 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
 from vmware_pilot.engine.approval import release_notice
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError
+from vmware_pilot.results import (
+    ActiveWorkflow,
+    ApproveResult,
+    CancelResult,
+    ListResult,
+    Preview,
+    Result,
+    ReviewResult,
+    RollbackResult,
+    StatusView,
+    TemplateInfo,
+    result_of,
+)
 
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
@@ -64,6 +78,23 @@ _RAN_BY_PILOT = ("success", "failed", "interrupted", "rolled_back", "partially_r
 _DISPATCH_HINT = (
     "Add --dispatch (or set VMWARE_PILOT_DISPATCH=stdio) so Pilot calls the skills, as the server does."
 )
+R = TypeVar("R", bound=Result)
+
+
+class WorkflowPage(Result):
+    """``vmware-pilot workflows``: one page of every workflow, newest first."""
+
+    workflows: list[ActiveWorkflow]
+    count: int
+    next_offset: int | None = None
+
+
+class TemplateList(Result):
+    """``vmware-pilot templates``."""
+
+    templates: list[TemplateInfo]
+
+
 AckUnknown = Annotated[
     bool,
     typer.Option(
@@ -83,7 +114,7 @@ def printer(out: Output) -> ProgressFn:
     return progress
 
 
-def _read(json_output: bool, fetch: Callable[[PilotApp], Any], render: Callable[[Any], Any]) -> None:
+def _read(json_output: bool, fetch: Callable[[PilotApp], R], render: Callable[[R], Any]) -> None:
     """A read command: fetch from the app, print JSON (``--json``) or the readable view."""
     out = Output(json_output)
     with open_app() as app:
@@ -91,7 +122,7 @@ def _read(json_output: bool, fetch: Callable[[PilotApp], Any], render: Callable[
             result = fetch(app)
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    out.result(result.payload())
     if not json_output:
         out.show(render(result))
 
@@ -108,14 +139,16 @@ def workflows(
 ) -> None:
     """List workflows, newest first, one page at a time (--offset pages on)."""
 
-    def fetch(app: PilotApp) -> dict[str, Any]:
+    def fetch(app: PilotApp) -> WorkflowPage:
         # One row more than the page tells whether another page follows, without counting the table.
         rows = app.store.list_all(limit + 1, offset, state or None)
         page = rows[:limit]
         more = len(rows) > limit
-        return {"workflows": page, "count": len(page), "next_offset": offset + limit if more else None}
+        return WorkflowPage.model_validate(
+            {"workflows": page, "count": len(page), "next_offset": offset + limit if more else None}
+        )
 
-    _read(json_output, fetch, lambda r: views.workflows_table(r["workflows"], r["next_offset"]))
+    _read(json_output, fetch, lambda r: views.workflows_table(r.workflows, r.next_offset))
 
 
 def status(
@@ -126,36 +159,43 @@ def status(
     """Show a workflow: its steps with status and gate messages, gates, changes and audit tail."""
     _read(
         json_output,
-        lambda app: app.service.get_workflow_status(workflow_id),
+        lambda app: result_of(StatusView, app.service.get_workflow_status(workflow_id)),
         lambda r: views.status_panel(r, audit),
     )
 
 
 def review(workflow_id: WorkflowArg, json_output: JsonOption = False) -> None:
     """Review a workflow's plan: findings, summary and verdict."""
-    _read(json_output, lambda app: app.service.review_workflow(workflow_id), views.review_panel)
+    _read(
+        json_output,
+        lambda app: result_of(ReviewResult, app.service.review_workflow(workflow_id)),
+        views.review_panel,
+    )
 
 
 def templates(json_output: JsonOption = False) -> None:
     """List the built-in and custom templates `vmware-pilot run` can start."""
     _read(
         json_output,
-        lambda app: {"templates": app.service.list_workflows(limit=1)["templates"]},
-        lambda r: views.templates_table(r["templates"]),
+        lambda app: TemplateList(
+            templates=result_of(ListResult, app.service.list_workflows(limit=1)).templates
+        ),
+        lambda r: views.templates_table(r.templates),
     )
 
 
 def _pending_gate(
     app: Any, workflow_id: str, out: Output, json_output: bool, person: Actor | None = None
-) -> dict[str, Any]:
+) -> GateView:
     """The gate view; for ``person`` (who is about to decide) with the targets read again."""
     try:
         if person is not None and app.dispatcher is not None:
-            view: dict[str, Any] = run_async(app, app.service.show_gate(person, workflow_id))
+            shown = run_async(app, app.service.show_gate(person, workflow_id))
         else:
-            view = app.service.pending_gate(workflow_id)
+            shown = app.service.pending_gate(workflow_id)
     except PilotError as exc:
         fail(exc, json_output)
+    view = GateView.model_validate(shown)
     out.show(views.gate_panel(view))
     return view
 
@@ -178,33 +218,25 @@ def approve(
     person = operator()
     with open_app(dispatch) as app:
         view = _pending_gate(app, workflow_id, out, json_output, person)
-        gate = view["gate"]
-        if gate.get("expired"):
-            refuse(
-                f"the gate expired at {gate['expires_at']}; it can no longer be approved",
-                f"Reject it with `vmware-pilot reject {workflow_id} --reason ...` (or cancel it) and plan again.",
-            )
-        if gate.get("plan_changed"):
-            refuse(
-                "the steps this gate releases changed after the gate was reached; nobody approved this plan",
-                f"Reject it with `vmware-pilot reject {workflow_id} --reason ...` and create a new workflow.",
-            )
-        unrun = view.get("not_executed_before_gate") or []
-        if unrun and not ack_not_executed:
-            labels = ", ".join(f"step {s['index']} ({s['skill']}.{s['tool']})" for s in unrun)
-            refuse(
-                f"{labels} before this gate were handed out and Pilot has no record that they ran",
-                "Add --ack-not-executed only if they were performed and you checked their results; "
-                f"otherwise `vmware-pilot reject {workflow_id} --reason ...`.",
-            )
-        ran_by_pilot = [s for s in view.get("already_ran") or [] if s["status"] in _RAN_BY_PILOT]
-        if view.get("releases") and app.dispatcher is None and ran_by_pilot:
+        pending = view.pending()
+        digest = pending.digest if pending else ""
+        try:  # the engine's own refusals, before the person is asked (nothing changes)
+            app.service.check_approval(workflow_id, person.label, ack_not_executed, digest)
+        except PilotError as exc:
+            if exc.fields.get("not_executed_before_gate") and not ack_not_executed:
+                exc.hint = (
+                    "Add --ack-not-executed only if they were performed and you checked their results; "
+                    f"otherwise `vmware-pilot reject {workflow_id} --reason ...`."
+                )
+            fail(exc, json_output)
+        ran_by_pilot = [s for s in view.already_ran if s.status in _RAN_BY_PILOT]
+        if view.releases and app.dispatcher is None and ran_by_pilot:
             refuse(
                 "Pilot ran this workflow's earlier steps itself; approving here without dispatch would "
                 "hand the steps this gate releases to the agent instead of running them",
                 _DISPATCH_HINT,
             )
-        if view.get("releases"):
+        if view.releases:
             out.show(
                 "Once approved, Pilot runs the released steps here."
                 if app.dispatcher is not None
@@ -218,7 +250,7 @@ def approve(
             "already decided; an agent must not use it to approve on a person's behalf.",
         )
         try:
-            result = run_async(
+            answer = run_async(
                 app,
                 app.service.approve(
                     person,
@@ -227,15 +259,16 @@ def approve(
                     ack_not_executed,
                     progress=printer(out),
                     channel="cli",
-                    expected_digest=str(gate["digest"]),
+                    expected_digest=digest,
                 ),
             )
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    result = result_of(ApproveResult, answer)
+    out.result(result.payload())
     if not json_output:
         out.show(views.outcome_panel(result))
-    if result.get("outcome") == "failed" or result.get("error"):
+    if result.outcome == "failed" or result.error:
         raise typer.Exit(1)
 
 
@@ -254,10 +287,12 @@ def reject(
         _pending_gate(app, workflow_id, out, json_output)
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
         try:
-            result = app.service.reject(person, workflow_id, reason, rejected_by=person.label)
+            result = result_of(
+                CancelResult, app.service.reject(person, workflow_id, reason, rejected_by=person.label)
+            )
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    out.result(result.payload())
     if not json_output:
         out.show(
             Text.assemble(
@@ -280,23 +315,29 @@ def cancel(
     with open_app() as app:
         service = app.service
         try:
-            preview = run_async(
-                app, service.cancel_workflow(person, workflow_id, reason, False, ack_unknown_effects)
+            preview = result_of(
+                Preview,
+                run_async(
+                    app, service.cancel_workflow(person, workflow_id, reason, False, ack_unknown_effects)
+                ),
             )
-            out.show(views.blast_panel("cancel", preview["blast_radius"]))
-            radius = preview["blast_radius"]
-            if radius.get("blockers") or radius.get("unmeasured"):
+            radius = preview.blast_radius
+            out.show(views.blast_panel("cancel", radius))
+            if radius.blockers or radius.unmeasured:
                 refuse(
-                    "cancel is blocked: " + "; ".join([*radius["blockers"], *radius["unmeasured"]]),
+                    "cancel is blocked: " + "; ".join([*radius.blockers, *radius.unmeasured]),
                     f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
                 )
             confirm(f"Cancel {workflow_id}?", yes, json_output)
-            result = run_async(
-                app, service.cancel_workflow(person, workflow_id, reason, True, ack_unknown_effects)
+            result = result_of(
+                CancelResult,
+                run_async(
+                    app, service.cancel_workflow(person, workflow_id, reason, True, ack_unknown_effects)
+                ),
             )
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    out.result(result.payload())
     if not json_output:
         out.show(
             Text.assemble(
@@ -318,30 +359,33 @@ def rollback(
     with open_app(dispatch) as app:
         service = app.service
         try:
-            preview = run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
-            radius = preview["blast_radius"]
+            preview = result_of(
+                Preview, run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
+            )
+            radius = preview.blast_radius
             out.show(views.blast_panel("rollback", radius))
-            if radius.get("blockers") or radius.get("unmeasured"):
+            if radius.blockers or radius.unmeasured:
                 refuse(
-                    "rollback is blocked: " + "; ".join([*radius["blockers"], *radius["unmeasured"]]),
+                    "rollback is blocked: " + "; ".join([*radius.blockers, *radius.unmeasured]),
                     f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
                 )
-            if radius.get("would_roll_back_count") and app.dispatcher is None:
+            if radius.would_roll_back_count and app.dispatcher is None:
                 refuse(
                     "Pilot undoes steps by calling their skills' undo tools, and without dispatch every "
                     "undo would fail; nothing was changed",
                     _DISPATCH_HINT,
                 )
             confirm(f"Roll back {workflow_id}?", yes, json_output)
-            result = run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects))
+            result = result_of(
+                RollbackResult,
+                run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects)),
+            )
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    out.result(result.payload())
     if not json_output:
-        out.show(views.outcome_panel({**result, "outcome": result.get("outcome") or result.get("action")}))
-        for entry in result.get("rollback_results") or []:
-            out.show(
-                Text(visible(f"  step {entry.get('step')}: {entry.get('tool')} → {entry.get('status')}"))
-            )
-    if result.get("outcome") == "failed":
+        out.show(views.outcome_panel(result, result.outcome or result.action))
+        for entry in result.rollback_results:
+            out.show(Text(visible(f"  step {entry.step}: {entry.tool} → {entry.status}")))
+    if result.outcome == "failed":
         raise typer.Exit(1)

@@ -31,7 +31,9 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.cli.operator import printer
 from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import PilotError
+from vmware_pilot.results import ApproveResult, CreateResult, FromTemplateResult, RunResult, result_of
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
 
 if TYPE_CHECKING:
@@ -84,28 +86,35 @@ def _create(
 ) -> str:
     if steps is not None:
         name, description, items = _load_steps(steps)
-        created = app.service.create_workflow(person, name, description, items)
-    else:
-        assert template is not None
-        created = app.service.create_workflow_from_template(person, template, params)
-    return str(created["workflow_id"])
+        return result_of(
+            CreateResult, app.service.create_workflow(person, name, description, items)
+        ).workflow_id
+    assert template is not None
+    made = app.service.create_workflow_from_template(person, template, params)
+    return result_of(FromTemplateResult, made).workflow_id
 
 
 async def _drive(
     app: PilotApp, person: Actor, workflow_id: str, force: bool, yes: bool, out: Output
-) -> dict[str, Any]:
+) -> RunResult:
     """Run, and at each gate ask the person; returns the last result."""
-    result = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
-    while result.get("outcome") == "awaiting_approval":
+    run = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
+    result: RunResult = result_of(RunResult, run)
+    while result.outcome == "awaiting_approval":
         out.show(views.outcome_panel(result))
-        view = app.service.pending_gate(workflow_id)
+        view = GateView.model_validate(app.service.pending_gate(workflow_id))
         out.show(views.gate_panel(view))
-        gate = view["gate"]
-        if gate.get("approvals") and any(a.get("approver") == person.label for a in gate["approvals"]):
-            return result  # this person already approved; others still have to
-        unrun = view.get("not_executed_before_gate") or []
+        gate = view.pending()
+        assert gate is not None  # pending_gate refuses a workflow at no gate
+        unrun = view.not_executed_before_gate
         if unrun and yes:
             return result  # --yes cannot state that steps printed a moment ago were performed
+        try:  # the engine's own refusals, before the person is asked
+            app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest)
+        except PilotError as exc:
+            if exc.fields.get("refused") == "same_approver":
+                return result  # this person already approved; others still have to
+            raise
         question = f"Approve this gate as {person.label}?"
         if unrun:
             question = (
@@ -114,17 +123,18 @@ async def _drive(
             )
         if not yes and (not sys.stdin.isatty() or not ask(question, err=out.json_mode)):
             return result  # nobody to ask, or the person said no: the workflow waits at the gate
-        result = await app.service.approve(
+        approved = await app.service.approve(
             person,
             workflow_id,
             person.label,
             bool(unrun),
             progress=printer(out),
             channel="cli",
-            expected_digest=str(gate["digest"]),
+            expected_digest=gate.digest,
         )
-        pending = result.get("pending_gate") or {}
-        if result.get("outcome") == "awaiting_approval" and pending.get("index") == gate.get("index"):
+        result = result_of(ApproveResult, approved)
+        pending = result.pending_gate
+        if result.outcome == "awaiting_approval" and pending is not None and pending.index == gate.index:
             out.show(views.outcome_panel(result))
             return result  # a quorum gate: more people have to approve
     return result
@@ -180,12 +190,12 @@ def run(
             result = run_async(app, _drive(app, person, workflow_id, force, yes, out))
         except PilotError as exc:
             fail(exc, json_output)
-    out.result(result)
+    out.result(result.payload())
     if not json_output:
-        if result.get("outcome") != "awaiting_approval":  # a gate's result was shown with the gate
+        if result.outcome != "awaiting_approval":  # a gate's result was shown with the gate
             out.show(views.outcome_panel(result))
-        if result.get("outcome") == "awaiting_approval":
-            ack = " --ack-not-executed" if result.get("pending_dispatch") else ""
+        if result.outcome == "awaiting_approval":
+            ack = " --ack-not-executed" if result.pending_dispatch else ""
             out.show(
                 Text(
                     visible(
@@ -194,7 +204,7 @@ def run(
                     )
                 )
             )
-        elif result.get("outcome") == "dispatch_required":
+        elif result.outcome == "dispatch_required":
             out.show("Perform the steps above yourself, in order; Pilot did not run them.")
-    if result.get("outcome") == "failed" or result.get("error"):
+    if result.outcome == "failed" or result.error:
         raise typer.Exit(1)

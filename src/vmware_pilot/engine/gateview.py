@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.results import GateStatus, StepRef
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.safety.redaction import redact, redact_text
 
@@ -26,6 +27,7 @@ __all__ = [
     "Evidence",
     "GateView",
     "Preview",
+    "RanStep",
     "ReleasedStep",
     "TargetState",
     "build_view",
@@ -96,19 +98,29 @@ class Evidence(BaseModel):
     summary: str
 
 
+class RanStep(StepRef):
+    """A step before the gate (not a gate) and its status."""
+
+    status: str
+
+
 class GateView(BaseModel):
     workflow_id: str
     workflow_type: str
     state: str
     gate: dict[str, Any] = Field(default_factory=dict)
     releases: list[ReleasedStep] = Field(default_factory=list)
-    already_ran: list[dict[str, Any]] = Field(default_factory=list)
-    not_executed_before_gate: list[dict[str, Any]] = Field(default_factory=list)
+    already_ran: list[RanStep] = Field(default_factory=list)
+    not_executed_before_gate: list[StepRef] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
     targets: list[TargetState] = Field(default_factory=list)
     # Where the state and previews come from: when they were read, or why they are not known.
     inspected_at: str = ""
     state_note: str = ""
+
+    def pending(self) -> GateStatus | None:
+        """The pending gate's record (``gate``) typed; None in the view of a workflow at no gate."""
+        return GateStatus.model_validate(self.gate) if self.gate else None
 
     def alerts(self) -> list[str]:
         """The sentences the gate page flags about its targets, in page order: what changed about
@@ -236,8 +248,12 @@ def build_view(
         state=wf.state.value,
         gate=gate_info,
         releases=[_released(s, catalog, found, dispatching) for s in releases],
-        already_ran=[{**s.ref(), "status": s.status.value} for s in before if not s.is_gate],
-        not_executed_before_gate=[s.ref() for s in before if s.status is StepStatus.NOT_EXECUTED],
+        already_ran=[
+            RanStep.model_validate({**s.ref(), "status": s.status.value}) for s in before if not s.is_gate
+        ],
+        not_executed_before_gate=[
+            StepRef.model_validate(s.ref()) for s in before if s.status is StepStatus.NOT_EXECUTED
+        ],
         evidence=[
             Evidence(
                 index=s.index,

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
@@ -63,39 +64,36 @@ def sign(secret: str, body: bytes) -> str:
 
 
 # The gate view (engine.gate_records.gate_view) of a workflow waiting at a gate.
-DescribeGate = Callable[[Workflow], Mapping[str, Any]]
+DescribeGate = Callable[[Workflow], GateView]
 
 
-def gate_summary(view: Mapping[str, Any]) -> dict[str, Any]:
+def gate_summary(view: GateView) -> dict[str, Any]:
     """The part of a gate view a notification carries (bounded: no previews' raw payloads)."""
-    gate = view.get("gate") or {}
+    gate = view.pending()
     return {
-        "index": gate.get("index"),
-        "message": gate.get("message", ""),
-        "digest": gate.get("digest", ""),
-        "expires_at": gate.get("expires_at", ""),
-        "approvals_required": gate.get("approvals_required", 1),
+        "index": gate.index if gate else None,
+        "message": gate.message if gate else "",
+        "digest": gate.digest if gate else "",
+        "expires_at": gate.expires_at if gate else "",
+        "approvals_required": gate.approvals_required if gate else 1,
         "releases": [
             {
-                key: r.get(key)
-                for key in (
-                    "index",
-                    "skill",
-                    "tool",
-                    "params",
-                    "tier",
-                    "rollback_tool",
-                    "rollback_params",
-                    "undo",
-                )
+                "index": r.index,
+                "skill": r.skill,
+                "tool": r.tool,
+                "params": r.params,
+                "tier": r.tier,
+                "rollback_tool": r.rollback_tool,
+                "rollback_params": r.rollback_params,
+                "undo": r.undo,
+                "preview": r.preview.summary if r.preview else "",
             }
-            | {"preview": (r.get("preview") or {}).get("summary", "")}
-            for r in view.get("releases") or []
+            for r in view.releases
         ],
-        "targets": [redact_text(str(t.get("line", ""))) for t in view.get("targets") or []],
-        "state_note": view.get("state_note", ""),
+        "targets": [redact_text(t.line) for t in view.targets],
+        "state_note": view.state_note,
         # The gate page's alert sentences (engine.gateview.GateView.alerts).
-        "alerts": list(view.get("alerts") or []),
+        "alerts": view.alerts(),
     }
 
 

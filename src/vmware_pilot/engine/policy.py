@@ -11,12 +11,14 @@ The server supplies the form as an ``AskHuman`` callable, so the engine needs no
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.results import GateStatus
 
 __all__ = [
     "ApprovalChannel",
@@ -43,8 +45,9 @@ class HumanAnswer:
     reason: str = ""
 
 
-# Shows the gate view (``PilotService.pending_gate``) to a person and returns their answer.
-AskHuman = Callable[[Mapping[str, Any]], Awaitable[HumanAnswer]]
+# Shows the gate view (``PilotService.show_gate``) to a person and returns their answer; the second
+# argument is the name recorded when the person leaves theirs empty.
+AskHuman = Callable[[GateView, str], Awaitable[HumanAnswer]]
 
 
 def _cli(wf: Workflow) -> str:
@@ -104,60 +107,55 @@ def _line(value: object) -> str:
     return " ".join(str(value).split())
 
 
-def describe_gate(view: Mapping[str, Any]) -> str:
+def describe_gate(view: GateView) -> str:
     """The gate view as plain text: what a person reads before deciding."""
-    gate: Mapping[str, Any] = view.get("gate") or {}
+    gate = view.pending() or GateStatus(index=-1, status="")
     lines = [
-        f"Approve the gate at step {gate.get('index')} of workflow {view.get('workflow_id')} "
-        f"({_line(view.get('workflow_type'))})?",
-        f"Gate message: {_line(gate.get('message') or '(none)')}",
+        f"Approve the gate at step {gate.index if view.pending() else None} of workflow {view.workflow_id} "
+        f"({_line(view.workflow_type)})?",
+        f"Gate message: {_line(gate.message or '(none)')}",
         "It releases:",
     ]
-    releases = view.get("releases") or []
-    targets = {str(t.get("name")): t for t in view.get("targets") or []}
-    for r in releases:
-        lines.append(f"  step {r['index']}: {_line(r['skill'])}.{_line(r['tool'])} [{r['tier']}]")
-        lines.append(
-            f"    params: {_line(json.dumps(r.get('params') or {}, ensure_ascii=False, sort_keys=True))}"
-        )
-        lines.append(f"    undo: {_line(r.get('undo', ''))}")
-        for name in r.get("targets") or []:
+    targets = {t.name: t for t in view.targets}
+    for r in view.releases:
+        lines.append(f"  step {r.index}: {_line(r.skill)}.{_line(r.tool)} [{r.tier}]")
+        lines.append(f"    params: {_line(json.dumps(r.params, ensure_ascii=False, sort_keys=True))}")
+        lines.append(f"    undo: {_line(r.undo)}")
+        for name in r.targets:
             t = targets.get(str(name))
             if t is not None:
-                lines.append(f"    now: {_line(t.get('line', ''))} -> {_line(r['tool'])}")
-                lines += [f"    !! {_line(c)}" for c in t.get("changes") or []]
-        preview = r.get("preview") or {}
-        if preview:
-            lines.append(f"    preview ({preview.get('status')}): {_line(preview.get('summary', ''))}")
-    if not releases:
+                lines.append(f"    now: {_line(t.line)} -> {_line(r.tool)}")
+                lines += [f"    !! {_line(c)}" for c in t.changes]
+        if r.preview is not None:
+            lines.append(f"    preview ({r.preview.status}): {_line(r.preview.summary)}")
+    if not view.releases:
         lines.append("  (no steps: approving finishes this part of the workflow)")
-    if view.get("state_note"):
-        lines.append(_line(view["state_note"]))
-    evidence = view.get("evidence") or []
-    if evidence:
+    if view.state_note:
+        lines.append(_line(view.state_note))
+    if view.evidence:
         lines.append("Evidence (what the steps before it found):")
         lines += [
-            f"  step {e['index']} {_line(e['skill'])}.{_line(e['tool'])} ({e['status']}): {_line(e['summary'])}"
-            for e in evidence
+            f"  step {e.index} {_line(e.skill)}.{_line(e.tool)} ({e.status}): {_line(e.summary)}"
+            for e in view.evidence
         ]
-    ran = view.get("already_ran") or []
-    if ran:
+    if view.already_ran:
         lines.append(
-            "Before it: " + ", ".join(f"step {s['index']} {_line(s['tool'])} ({s['status']})" for s in ran)
+            "Before it: "
+            + ", ".join(f"step {s.index} {_line(s.tool)} ({s.status})" for s in view.already_ran)
         )
-    unrun = view.get("not_executed_before_gate") or []
-    if unrun:
+    if view.not_executed_before_gate:
         lines.append(
             "Pilot did not run "
-            + ", ".join(f"step {s['index']} ({_line(s['skill'])}.{_line(s['tool'])})" for s in unrun)
+            + ", ".join(
+                f"step {s.index} ({_line(s.skill)}.{_line(s.tool)})" for s in view.not_executed_before_gate
+            )
             + ": they were handed out to be performed. Approving states that they were performed and "
             "their results checked."
         )
-    required = int(gate.get("approvals_required") or 1)
-    if required > 1:
-        names = ", ".join(a.get("approver", "") for a in gate.get("approvals") or []) or "none yet"
-        lines.append(f"Approvals: {required} distinct people required; so far: {names}")
-    if gate.get("expires_at"):
-        lines.append(f"Expires at: {gate['expires_at']}")
-    lines.append(f"Plan digest: {gate.get('digest', '')}")
+    if gate.approvals_required > 1:
+        names = ", ".join(a.approver for a in gate.approvals) or "none yet"
+        lines.append(f"Approvals: {gate.approvals_required} distinct people required; so far: {names}")
+    if gate.expires_at:
+        lines.append(f"Expires at: {gate.expires_at}")
+    lines.append(f"Plan digest: {gate.digest}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
 from vmware_pilot.engine import gate_records, policy
 from vmware_pilot.engine.approval import precheck
 from vmware_pilot.engine.authoring import Authoring
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.lifecycle import Lifecycle
 from vmware_pilot.engine.owner import RUN_OWNER_KEY, owner_label
 from vmware_pilot.engine.policy import ApprovalChannel, AskHuman
@@ -172,8 +173,8 @@ class PilotService(Authoring, Lifecycle):
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
             precheck(wf, approver if actor.authenticated else None, acknowledge_not_executed)
-            view = {**(await self.show_gate(actor, wf.id)), "default_approver": actor.label}
-            answer = await form(view)
+            view = GateView.model_validate(await self.show_gate(actor, wf.id))
+            answer = await form(view, actor.label)
             if answer.decision == "reject" and answer.reason.strip():
                 return await asyncio.to_thread(
                     self.reject, actor, wf.id, answer.reason, rejected_by=answer.approver
@@ -182,11 +183,20 @@ class PilotService(Authoring, Lifecycle):
                 raise policy.declined(wf, answer)
             if not actor.authenticated:
                 approver = answer.approver.strip() or actor.label
-            channel, expected_digest = "elicit", str(view["gate"]["digest"])
+            shown = view.pending()
+            channel, expected_digest = "elicit", shown.digest if shown else ""
         work = self._approve(
             actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel
         )
         return await self._detached(work)
+
+    def check_approval(
+        self, workflow_id: str, approver: str, acknowledge_not_executed: bool, expected_digest: str = ""
+    ) -> None:
+        """Raise the refusal ``approve`` would give before changing anything (not at a gate, gate
+        expired, plan changed since ``expected_digest`` was shown, the same person twice, steps
+        handed out before the gate unacknowledged), so a door can refuse before asking a person."""
+        precheck(self._load(workflow_id), approver, acknowledge_not_executed, expected_digest)
 
     async def _approve(
         self,

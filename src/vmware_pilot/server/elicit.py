@@ -8,7 +8,6 @@ and, to reject, a reason. What comes back is the person's answer, never the agen
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.fastmcp import Context
@@ -19,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from vmware_pilot.errors import PilotError
 
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
+    from vmware_pilot.engine.gateview import GateView
     from vmware_pilot.engine.policy import AskHuman, HumanAnswer
 
 __all__ = ["ApprovalForm", "human_asker"]
@@ -57,26 +57,26 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
     if not _can_elicit(ctx):
         return None
 
-    async def ask(view: Mapping[str, Any]) -> HumanAnswer:
+    async def ask(view: GateView, default_approver: str) -> HumanAnswer:
         from vmware_pilot.engine.policy import HumanAnswer, describe_gate
 
         message = describe_gate(view)
-        if view.get("default_approver"):
-            message += f"\n(Leave your name empty to be recorded as {view['default_approver']}.)"
+        if default_approver:
+            message += f"\n(Leave your name empty to be recorded as {default_approver}.)"
         try:
             result = await ctx.elicit(message, ApprovalForm)
         except ValidationError as exc:
             raise PilotError(
                 "The approval form came back in a shape Pilot cannot read; nothing was approved",
                 hint="Call approve again and answer the form (decision: approve or reject).",
-                workflow_id=view.get("workflow_id", ""),
+                workflow_id=view.workflow_id,
             ) from exc
         except McpError as exc:
             _log.warning("approval form failed: %s", exc.error.message)
             raise PilotError(
                 f"The MCP client could not show the approval form ({exc.error.message}); nothing was approved",
-                hint=f"Ask the user to run `vmware-pilot approve {view.get('workflow_id', '')}` on the Pilot host.",
-                workflow_id=view.get("workflow_id", ""),
+                hint=f"Ask the user to run `vmware-pilot approve {view.workflow_id}` on the Pilot host.",
+                workflow_id=view.workflow_id,
             ) from exc
         if result.action != "accept":
             return HumanAnswer("decline")

@@ -5,7 +5,8 @@ each tool function's signature; everything else about a tool (its name, order, t
 description, annotations, whether it runs in a worker thread) comes from the tool table
 (``vmware_pilot.tooltable``). Every input schema is closed (unknown arguments are rejected). A
 tool declares an output schema exactly when its function's return annotation is a pydantic
-model (FastMCP derives the schema from it).
+model, or a union of models (``output_schema``): every tool's result is one of
+``vmware_pilot.results``' models, so every tool declares one.
 
 A tool function returns the service's result; ``PilotFastMCP.call_tool`` (``server.access``)
 frames it, and turns the ``PilotError`` it raises into the refusal result.
@@ -15,18 +16,38 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import anyio.to_thread
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.tools import Tool
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
+from vmware_pilot.results import (
+    ApproveResult,
+    CancelResult,
+    CatalogResult,
+    ConfirmDraftResult,
+    CreateResult,
+    DesignResult,
+    DraftResult,
+    FromTemplateResult,
+    ListResult,
+    Preview,
+    ReviewResult,
+    RollbackResult,
+    RunResult,
+    StatusView,
+    result_of,
+)
 from vmware_pilot.server import sdk
 from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import unexpected_failure
@@ -40,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["TOOL_NAMES", "build_tools"]
 
 ToolContext = Context[Any, Any, Any]
+M = TypeVar("M", bound=BaseModel)
 
 # --- annotations (docs/contract.md#annotations) ---------------------------------------------
 _ANNOTATIONS: dict[Effect, ToolAnnotations] = {
@@ -162,9 +184,72 @@ def _guarded(spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _returns_model(fn: Callable[..., Any]) -> bool:
+# The dialect the output schemas are written in. An MCP client may validate every result, and the
+# Python SDK's client checks the schema itself against its dialect's metaschema on every call: the
+# draft-07 metaschema costs a small fraction of the 2020-12 one (the default when none is named);
+# a status call took about 4x as long with a 2020-12 schema.
+SCHEMA_DIALECT: Final = "http://json-schema.org/draft-07/schema#"
+
+
+def output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The JSON schema of ``fn``'s result when its return annotation is a pydantic model or a union
+    of models (``rollback``: the result or its preview), else None (a plain mapping declares none).
+
+    Written in draft-07 and lean (``_lean``): an object that is the model (``$ref``) or one of the
+    union's members (``anyOf``). Every model, the result's own included, appears once under
+    ``$defs``, where ``$ref`` finds it by its JSON pointer. Draft-07 has no ``$defs`` keyword, so a
+    client that checks the schema against the metaschema on every call (the Python SDK's does)
+    checks a handful of top-level keys, not every definition; a 2020-12 client reads ``$defs`` as
+    its own keyword. The results are validated against every definition all the same."""
     result = typing.get_type_hints(fn).get("return")
-    return isinstance(result, type) and issubclass(result, BaseModel)
+    members = (
+        typing.get_args(result) if typing.get_origin(result) in (types.UnionType, typing.Union) else (result,)
+    )
+    if result is None or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
+        return None
+    schema: dict[str, Any] = _lean(TypeAdapter(result).json_schema(schema_generator=_LeanSchema))
+    definitions: dict[str, Any] = schema.pop("$defs", {})
+    if len(members) == 1:  # the model itself goes under $defs too, and the top refers to it
+        definitions[members[0].__name__] = schema
+        schema = {"$ref": f"#/$defs/{members[0].__name__}"}
+    return {"$schema": SCHEMA_DIALECT, "type": "object", **schema, "$defs": definitions}
+
+
+class _LeanSchema(GenerateJsonSchema):
+    """Pydantic's schema generator without what validation does not use: defaults (the model fills
+    them in; working them out is most of the generator's time) and property titles."""
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _lean(schema: Any) -> Any:
+    """``schema`` without what is the default anyway (``additionalProperties: true``), and a choice
+    among plain types (``X | None``) as one ``type`` list: fewer subschemas for a client to check."""
+    if isinstance(schema, list):
+        return [_lean(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        key: _lean(value)
+        for key, value in schema.items()
+        if not (key == "additionalProperties" and value is True)
+    }
+    choices = out.get("anyOf")
+    if isinstance(choices, list) and all(isinstance(c, dict) and list(c) == ["type"] for c in choices):
+        del out["anyOf"]
+        out["type"] = [c["type"] for c in choices]
+    return out
+
+
+def _preview_or(model: type[M], answer: Mapping[str, Any]) -> M | Preview:
+    """A rollback's or cancel's answer: its preview (nothing changed), or what it did."""
+    if answer.get("action") == "preview":
+        return result_of(Preview, answer)
+    return result_of(model, answer)
 
 
 def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
@@ -174,9 +259,9 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
         title=spec.title,
         description=spec.description,
         annotations=_ANNOTATIONS[spec.effect],
-        structured_output=None if _returns_model(fn) else False,
+        structured_output=False,  # the result is framed by server.errors.result_of
     )
-    return sdk.close_arguments(tool)
+    return sdk.close_arguments(tool.model_copy(update={"output_schema": output_schema(fn)}))
 
 
 def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor]) -> list[Tool]:
@@ -198,12 +283,14 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         description: WorkflowDescription,
         steps: Steps,
         save_as_template: SaveAsTemplate = False,
-    ) -> dict[str, Any]:
-        return service().create_workflow(actor(), name, description, steps, save_as_template)
+    ) -> CreateResult:
+        return result_of(
+            CreateResult, service().create_workflow(actor(), name, description, steps, save_as_template)
+        )
 
     @tool
-    def design_workflow(goal: Goal, constraints: Constraints = "") -> dict[str, Any]:
-        return service().design_workflow(actor(), goal, constraints)
+    def design_workflow(goal: Goal, constraints: Constraints = "") -> DesignResult:
+        return result_of(DesignResult, service().design_workflow(actor(), goal, constraints))
 
     @tool
     def update_draft(
@@ -211,23 +298,31 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         name: DraftName = "",
         description: DraftDescription = "",
         steps: DraftSteps = None,
-    ) -> dict[str, Any]:
-        return service().update_draft(actor(), workflow_id, name, description, steps)
+    ) -> DraftResult:
+        return result_of(DraftResult, service().update_draft(actor(), workflow_id, name, description, steps))
 
     @tool
-    def confirm_draft(workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False) -> dict[str, Any]:
-        return service().confirm_draft(actor(), workflow_id, save_as_template)
+    def confirm_draft(
+        workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False
+    ) -> ConfirmDraftResult:
+        return result_of(ConfirmDraftResult, service().confirm_draft(actor(), workflow_id, save_as_template))
 
     @tool
-    def create_workflow_from_template(workflow_type: WorkflowType, params: TemplateParams) -> dict[str, Any]:
-        return service().create_workflow_from_template(actor(), workflow_type, params)
+    def create_workflow_from_template(
+        workflow_type: WorkflowType, params: TemplateParams
+    ) -> FromTemplateResult:
+        return result_of(
+            FromTemplateResult, service().create_workflow_from_template(actor(), workflow_type, params)
+        )
 
     @tool
-    async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> dict[str, Any]:
+    async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> RunResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         try:
             progress = report if report.wanted else None
-            return await service().run_workflow(actor(), workflow_id, force, progress=progress)
+            return result_of(
+                RunResult, await service().run_workflow(actor(), workflow_id, force, progress=progress)
+            )
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -237,14 +332,15 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         ctx: ToolContext,
         approver: Approver = "",
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
-    ) -> dict[str, Any]:
+    ) -> ApproveResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
-            return await service().approve(
+            answer = await service().approve(
                 actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
             )
+            return result_of(ApproveResult, answer)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -253,8 +349,9 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         workflow_id: WorkflowId,
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
-    ) -> dict[str, Any]:
-        return await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
+    ) -> RollbackResult | Preview:
+        answer = await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
+        return _preview_or(RollbackResult, answer)
 
     @tool
     async def cancel_workflow(
@@ -262,26 +359,27 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         reason: Reason = "",
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
-    ) -> dict[str, Any]:
-        return await service().cancel_workflow(
+    ) -> CancelResult | Preview:
+        answer = await service().cancel_workflow(
             actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
         )
+        return _preview_or(CancelResult, answer)
 
     @tool
-    def review_workflow(workflow_id: WorkflowId) -> dict[str, Any]:
-        return service().review_workflow(workflow_id)
+    def review_workflow(workflow_id: WorkflowId) -> ReviewResult:
+        return result_of(ReviewResult, service().review_workflow(workflow_id))
 
     @tool
-    def get_workflow_status(workflow_id: WorkflowId) -> dict[str, Any]:
-        return service().get_workflow_status(workflow_id)
+    def get_workflow_status(workflow_id: WorkflowId) -> StatusView:
+        return result_of(StatusView, service().get_workflow_status(workflow_id))
 
     @tool
-    def list_workflows(limit: Limit = None, offset: Offset = 0) -> dict[str, Any]:
-        return service().list_workflows(limit, offset)
+    def list_workflows(limit: Limit = None, offset: Offset = 0) -> ListResult:
+        return result_of(ListResult, service().list_workflows(limit, offset))
 
     @tool
-    def get_skill_catalog() -> dict[str, Any]:
-        return service().get_skill_catalog()
+    def get_skill_catalog() -> CatalogResult:
+        return result_of(CatalogResult, service().get_skill_catalog())
 
     if set(functions) != set(TOOL_NAMES):
         raise RuntimeError(f"tool functions {sorted(functions)} do not match the tool table")

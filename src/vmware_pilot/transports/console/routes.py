@@ -31,8 +31,9 @@ from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.approval import precheck, release_notice
-from vmware_pilot.engine.gateview import summarize_result
+from vmware_pilot.engine.gateview import GateView, summarize_result
 from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.results import StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact
 from vmware_pilot.transports.callers import actor_of
@@ -265,20 +266,24 @@ class Console:
             # The version before the read: a change in between makes the page reload, never stick.
             wf = self.app.store.load(self._id(request))
             version = wf.version
-            status = redact(self.app.service.get_workflow_status(self._id(request)))
+            status = StatusView.model_validate(
+                redact(self.app.service.get_workflow_status(self._id(request)))
+            )
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
             )
-        for step in status["steps"]:
-            step["summary"] = summarize_result(step.get("result")) if step.get("result") is not None else ""
+        summaries = {
+            s.index: summarize_result(s.result) if s.result is not None else "" for s in status.steps
+        }
         return self.page(
             request,
             "workflow.html",
             session=session,
             wf=status,
+            summaries=summaries,
             version=version,
-            audit=list(status.get("audit_log") or [])[-_AUDIT_TAIL:],
+            audit=status.audit_log[-_AUDIT_TAIL:],
             notice=request.query_params.get("notice", "")[:200],
             released=release_notice(wf, self.app.dispatcher is not None),
         )
@@ -288,13 +293,13 @@ class Console:
         if session is None:
             return redirect  # type: ignore[return-value]
         try:
-            status = self.app.service.get_workflow_status(self._id(request))
-            step = status["steps"][int(request.path_params["index"])]
+            status = result_of(StatusView, self.app.service.get_workflow_status(self._id(request)))
+            step = status.steps[int(request.path_params["index"])]
         except (WorkflowNotFound, IndexError, ValueError):
             return self.page(
                 request, "error.html", 404, title="Not found", message="No such step.", session=session
             )
-        return self.page(request, "result.html", session=session, wf=status, step=redact(step))
+        return self.page(request, "result.html", session=session, wf=status, step=redact(step.payload()))
 
     async def gate(self, request: Request, error: str = "", status: int = 200) -> Response:
         session, redirect = self.session_of(request)
@@ -302,7 +307,7 @@ class Console:
             return redirect  # type: ignore[return-value]
         workflow_id = self._id(request)
         try:
-            view = await self.app.service.show_gate(session.actor, workflow_id)
+            view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
