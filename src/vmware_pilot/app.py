@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vmware_pilot.adapters.webhook import Notifier
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.gateview import GateView
-from vmware_pilot.engine.notify import Notifier
 from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
@@ -208,7 +209,7 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
         events=notifier,
         lease_seconds=settings.lease_seconds,
     )
-    service = PilotService(store, catalog, templates, runner, approvals=settings.approvals)
+    service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         notifier.describe = lambda wf: GateView.model_validate(
             gate_records.gate_view(wf, runner.catalog, utcnow(), dispatcher is not None)

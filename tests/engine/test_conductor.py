@@ -503,8 +503,8 @@ NOT_PURE = (
     "vmware_pilot.engine.core",
     "vmware_pilot.engine.lifecycle",
     "vmware_pilot.engine.authoring",
-    "vmware_pilot.engine.owner",
-    "vmware_pilot.engine.notify",
+    "vmware_pilot.ownership",
+    "vmware_pilot.adapters.webhook",
     "vmware_pilot.engine.inspection",
     "vmware_pilot.engine.progress",
 )

@@ -22,8 +22,8 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, this_process
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.ownership import RUN_OWNER_KEY, this_process
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 REPLICA_B = "replica-b.example/4242/0123456789ab"

@@ -24,8 +24,11 @@ __all__ = ["Authoring"]
 W = WorkflowState
 
 
-class Authoring(ServiceCore):
+class Authoring:
     """Workflows come into being here; every plan passes the approval-gate rule before it is saved."""
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     @contextlib.contextmanager
     def _template_saved(
@@ -37,7 +40,7 @@ class Authoring(ServiceCore):
             yield ""
             return
         authors = [a for a in [wf.created_by, *wf.authors, actor.label] if a]
-        with self.templates.saving(name, description, wf.steps, authors, actor.label) as path:
+        with self.core.templates.saving(name, description, wf.steps, authors, actor.label) as path:
             yield str(path)
 
     # --- creation ---------------------------------------------------------------------------
@@ -54,17 +57,17 @@ class Authoring(ServiceCore):
                 "name must not be empty", field="name", hint="Give the workflow a short descriptive name."
             )
         if save_as_template:
-            self.templates.validate_template_name(name)
+            self.core.templates.validate_template_name(name)
         built = steps_from_dicts(steps)
         wf = Workflow.new(
             name, W.PENDING, built, {"description": description, "custom": True}, created_by=actor.label
         )
         gating.enforce(
-            wf, self.catalog, verb="save", retry="call create_workflow again with the corrected steps"
+            wf, self.core.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
         wf.log("workflow_created", f"Custom workflow with {len(wf.steps)} steps", actor.label)
         with self._template_saved(actor, save_as_template, name, description, wf) as template_file:
-            self.runner.create(wf)
+            self.core.runner.create(wf)
         out: dict[str, Any] = {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,
@@ -85,13 +88,13 @@ class Authoring(ServiceCore):
             created_by=actor.label,
         )
         wf.log("draft_created", f"Goal: {goal}", actor.label)
-        self.runner.create(wf)
+        self.core.runner.create(wf)
         return {
             "workflow_id": wf.id,
             "state": wf.state.value,
             "goal": goal,
             "constraints": constraints,
-            "available_skills": self.catalog.skills(),
+            "available_skills": self.core.catalog.skills(),
             "next_step": (
                 "Call get_skill_catalog() for the tools each skill offers, then "
                 f"update_draft('{wf.id}', name=..., steps=[...]) with the steps (insert a "
@@ -115,7 +118,7 @@ class Authoring(ServiceCore):
         description: str = "",
         steps: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         self._require_draft(wf)
         # Validate before saving; a draft may be emptied, confirm_draft refuses it then.
         built = steps_from_dicts(steps, allow_empty=True) if steps is not None else None
@@ -134,9 +137,9 @@ class Authoring(ServiceCore):
         if built is not None:
             probe = Workflow.new("probe", W.DRAFT, built)
             probe.id = workflow_id
-            self.runner.vault.remember(probe)
-        wf, _ = self.runner.commit(wf, change)
-        violations = gating.gate_violations(wf, self.catalog)
+            self.core.runner.vault.remember(probe)
+        wf, _ = self.core.runner.commit(wf, change)
+        violations = gating.gate_violations(wf, self.core.catalog)
         if violations:
             first = violations[0]
             message = (
@@ -160,7 +163,7 @@ class Authoring(ServiceCore):
         }
 
     def confirm_draft(self, actor: Actor, workflow_id: str, save_as_template: bool = False) -> dict[str, Any]:
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         self._require_draft(wf)
         if not wf.steps:
             raise StateRefused(
@@ -169,7 +172,7 @@ class Authoring(ServiceCore):
             )
         gating.enforce(
             wf,
-            self.catalog,
+            self.core.catalog,
             verb="confirm",
             retry=f"update_draft('{wf.id}', steps=[...]) and confirm_draft again",
         )
@@ -181,7 +184,7 @@ class Authoring(ServiceCore):
                     field="save_as_template",
                     hint="Rename the draft via update_draft(name=...) first.",
                 )
-            self.templates.validate_template_name(wf.workflow_type)
+            self.core.templates.validate_template_name(wf.workflow_type)
         checked = wf.version
 
         def change(w: Workflow) -> None:
@@ -204,7 +207,7 @@ class Authoring(ServiceCore):
         with self._template_saved(
             actor, save_as_template, wf.workflow_type, description, wf
         ) as template_file:
-            wf, _ = self.runner.commit(wf, change)
+            wf, _ = self.core.runner.commit(wf, change)
         out: dict[str, Any] = {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,
@@ -220,9 +223,9 @@ class Authoring(ServiceCore):
     def create_workflow_from_template(
         self, actor: Actor, workflow_type: str, params: dict[str, Any]
     ) -> dict[str, Any]:
-        wf = self.templates.create(workflow_type, params, actor.label)
+        wf = self.core.templates.create(workflow_type, params, actor.label)
         wf.log("workflow_created", f"From template {workflow_type} with {len(wf.steps)} steps", actor.label)
-        self.runner.create(wf)
+        self.core.runner.create(wf)
         return {
             "workflow_id": wf.id,
             "workflow_type": wf.workflow_type,

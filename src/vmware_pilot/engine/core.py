@@ -1,4 +1,6 @@
-"""The shared core of PilotService: dependencies, per-workflow locks, detached runs, loading."""
+"""What every part of the application service shares: its dependencies, per-workflow locks,
+detached runs and loading. ``PilotService``, ``Authoring`` and ``Lifecycle`` each hold one
+``ServiceCore`` (composition, not a chain of base classes)."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ class ServiceCore:
 
     # --- helpers ----------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _exclusive(self, wf: Workflow, verb: str) -> AsyncIterator[None]:
+    async def exclusive(self, wf: Workflow, verb: str) -> AsyncIterator[None]:
         """One run/approve/rollback per workflow at a time; a second caller is told it is running."""
         lock = self._locks.setdefault(wf.id, asyncio.Lock())
         if lock.locked():
@@ -69,7 +71,7 @@ class ServiceCore:
         async with lock:
             yield
 
-    async def _detached(self, work: Coroutine[Any, Any, T]) -> T:
+    async def detached(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` as a task of its own: a caller that disconnects or times out does not stop it."""
         task = asyncio.create_task(work)
         self._runs.add(task)
@@ -81,15 +83,15 @@ class ServiceCore:
         while self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
 
-    def _load(self, workflow_id: str) -> Workflow:
+    def load(self, workflow_id: str) -> Workflow:
         return self.store.load(workflow_id)
 
-    def _is_custom(self, wf: Workflow) -> bool:
+    def is_custom(self, wf: Workflow) -> bool:
         return gating.is_custom_workflow(wf, self.templates.builtin_names())
 
-    def _load_for_gate(self, workflow_id: str) -> Workflow:
+    def load_for_gate(self, workflow_id: str) -> Workflow:
         try:
-            return self._load(workflow_id)
+            return self.load(workflow_id)
         except CorruptRecord as exc:
             raise PilotError(
                 exc.message,
@@ -98,7 +100,7 @@ class ServiceCore:
                 blast_radius={"blockers": [], "unmeasured": [exc.reason]},
             ) from exc
 
-    def _refuse_unless_clear(self, verb: str, wf: Workflow, radius: dict[str, Any]) -> None:
+    def refuse_unless_clear(self, verb: str, wf: Workflow, radius: dict[str, Any]) -> None:
         """Refuse to act on blockers, unmeasured steps, or a step another live Pilot is running."""
         for step in wf.steps:
             if step.status is StepStatus.RUNNING:  # acknowledging unknown effects is no licence here

@@ -30,12 +30,15 @@ def _preview(wf: Workflow, radius: dict[str, Any], what: str, tool: str) -> dict
     }
 
 
-class Lifecycle(ServiceCore):
+class Lifecycle:
     """Rollback and cancel show their blast radius and change nothing until confirmed."""
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
         """Cancel a workflow waiting at a gate because a person rejected it (audited ``rejected``)."""
-        wf = self._load_for_gate(workflow_id)
+        wf = self.core.load_for_gate(workflow_id)
         if wf.state is not W.AWAITING_APPROVAL:
             raise StateRefused(
                 f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value}); only a "
@@ -50,10 +53,10 @@ class Lifecycle(ServiceCore):
                 field="reason",
                 hint="Say why, e.g. --reason 'wrong host'. It is written to the audit trail.",
             )
-        radius = cancel_blast_radius(wf, self.catalog, acknowledge_unknown_effects=False)
-        self._refuse_unless_clear("reject", wf, radius)
+        radius = cancel_blast_radius(wf, self.core.catalog, acknowledge_unknown_effects=False)
+        self.core.refuse_unless_clear("reject", wf, radius)
         who = actor.label if actor.authenticated else (rejected_by.strip() or actor.label)
-        out = self.runner.cancel(wf, actor, reason, rejected_by=who)
+        out = self.core.runner.cancel(wf, actor, reason, rejected_by=who)
         out.update(action="cancelled", rejected_by=who, blast_radius=radius)
         return out
 
@@ -64,21 +67,21 @@ class Lifecycle(ServiceCore):
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
     ) -> dict[str, Any]:
-        wf = self._load_for_gate(workflow_id)
+        wf = self.core.load_for_gate(workflow_id)
         radius = rollback_blast_radius(
-            wf, self.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+            wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
         )
         if not confirm:
             return _preview(wf, radius, "Nothing was rolled back.", "rollback")
-        self._refuse_unless_clear("roll back", wf, radius)
-        out = await self._detached(self._rollback(actor, wf, acknowledge_unknown_effects))
+        self.core.refuse_unless_clear("roll back", wf, radius)
+        out = await self.core.detached(self._rollback(actor, wf, acknowledge_unknown_effects))
         out["action"] = "rollback_incomplete" if out.get("outcome") == "failed" else "rolled_back"
         out["blast_radius"] = radius
         return out
 
     async def _rollback(self, actor: Actor, wf: Workflow, include_unknown: bool) -> dict[str, Any]:
-        async with self._exclusive(wf, "roll back"):
-            return await self.runner.rollback(self._load(wf.id), actor, include_unknown)
+        async with self.core.exclusive(wf, "roll back"):
+            return await self.core.runner.rollback(self.core.load(wf.id), actor, include_unknown)
 
     async def cancel_workflow(
         self,
@@ -88,9 +91,9 @@ class Lifecycle(ServiceCore):
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
     ) -> dict[str, Any]:
-        wf = self._load_for_gate(workflow_id)
+        wf = self.core.load_for_gate(workflow_id)
         radius = cancel_blast_radius(
-            wf, self.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+            wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
         )
         if not confirm:
             return _preview(
@@ -100,8 +103,8 @@ class Lifecycle(ServiceCore):
                 "reversed).",
                 "cancel_workflow",
             )
-        self._refuse_unless_clear("cancel", wf, radius)
-        out = await asyncio.to_thread(self.runner.cancel, wf, actor, reason)
+        self.core.refuse_unless_clear("cancel", wf, radius)
+        out = await asyncio.to_thread(self.core.runner.cancel, wf, actor, reason)
         out["action"] = "cancelled"
         out["blast_radius"] = radius
         return out

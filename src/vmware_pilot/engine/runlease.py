@@ -1,6 +1,6 @@
 """The run lease: which Pilot process is walking a workflow, between its steps as well as during them.
 
-A step's lease (engine/owner.py) covers one call in flight and is released when its outcome is
+A step's lease (ownership.py) covers one call in flight and is released when its outcome is
 recorded, so it cannot tell a replica that died between two steps from one that is about to take
 the next. The run lease can: every run and approval takes it (row ``run:<workflow id>`` of the
 same ``leases`` table, on the database's clock) before the workflow can become ``running``, renews
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from vmware_pilot.engine.owner import new_run_owner
 from vmware_pilot.errors import PilotError, StateRefused
+from vmware_pilot.ownership import new_run_owner
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["Leasing", "RunLease", "holding_run", "run_key"]

@@ -32,7 +32,6 @@ from vmware_pilot.engine import approval, conductor, gate_records, handout, undo
 from vmware_pilot.engine.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.inspection import inspect_gate
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, new_run_owner, refuse_held, this_process
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import (
     SecretVault,
@@ -49,6 +48,7 @@ from vmware_pilot.errors import (
     SecretUnavailable,
     StateRefused,
 )
+from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner, refuse_held, this_process
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import LeaseLost
 from vmware_pilot.store.protocol import Store
@@ -146,7 +146,7 @@ class Runner:
         database's write lock (another process's transaction) must not stall every other caller."""
         return await asyncio.to_thread(self.commit, wf, change, fence)
 
-    # --- leases (engine/owner.py) -----------------------------------------------------------
+    # --- leases (ownership.py) -----------------------------------------------------------
     def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None:
         """Refuse while ``step`` (found running) is under another run's unexpired lease."""
         refuse_held(wf, step, self.store.lease(wf.id))

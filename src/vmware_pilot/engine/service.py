@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Any
 
+from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
@@ -19,10 +20,10 @@ from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
 from vmware_pilot.engine import gate_records, policy
 from vmware_pilot.engine.approval import precheck
 from vmware_pilot.engine.authoring import Authoring
+from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.lifecycle import Lifecycle
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, owner_label
-from vmware_pilot.engine.policy import ApprovalChannel, AskHuman
+from vmware_pilot.engine.policy import ApprovalChannel, ApprovalPolicy, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.engine.runlease import holding_run
 from vmware_pilot.errors import (
@@ -32,6 +33,7 @@ from vmware_pilot.errors import (
     ReviewBlocked,
     StateRefused,
 )
+from vmware_pilot.ownership import RUN_OWNER_KEY, owner_label
 from vmware_pilot.safety import gating
 from vmware_pilot.safety.review import PLAN_KINDS, blocking_findings, review
 
@@ -41,8 +43,84 @@ _log = logging.getLogger(__name__)
 W = WorkflowState
 
 
-class PilotService(Authoring, Lifecycle):
-    """Facade over store, catalog, templates, safety rules and the runner."""
+class PilotService:
+    """Facade over store, catalog, templates, safety rules and the runner: authoring
+    (``Authoring``) and ending or undoing workflows (``Lifecycle``) are parts it holds, with the
+    core they share; running and approving are its own."""
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+        self.authoring = Authoring(core)
+        self.lifecycle = Lifecycle(core)
+        self.store = core.store
+        self.templates = core.templates
+        self.runner = core.runner
+        self.approvals: ApprovalPolicy = core.approvals
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.core.catalog
+
+    async def drain(self) -> None:
+        """Wait for runs still going (e.g. after their client left) before shutting down."""
+        await self.core.drain()
+
+    # --- authoring (engine/authoring.py) ------------------------------------------------------
+    def create_workflow(
+        self,
+        actor: Actor,
+        name: str,
+        description: str,
+        steps: list[dict[str, Any]],
+        save_as_template: bool = False,
+    ) -> dict[str, Any]:
+        return self.authoring.create_workflow(actor, name, description, steps, save_as_template)
+
+    def create_workflow_from_template(
+        self, actor: Actor, workflow_type: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self.authoring.create_workflow_from_template(actor, workflow_type, params)
+
+    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> dict[str, Any]:
+        return self.authoring.design_workflow(actor, goal, constraints)
+
+    def update_draft(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        name: str = "",
+        description: str = "",
+        steps: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        return self.authoring.update_draft(actor, workflow_id, name, description, steps)
+
+    def confirm_draft(self, actor: Actor, workflow_id: str, save_as_template: bool = False) -> dict[str, Any]:
+        return self.authoring.confirm_draft(actor, workflow_id, save_as_template)
+
+    # --- ending and undoing (engine/lifecycle.py) ----------------------------------------------
+    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
+        return self.lifecycle.reject(actor, workflow_id, reason, rejected_by)
+
+    async def rollback(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        confirm: bool = False,
+        acknowledge_unknown_effects: bool = False,
+    ) -> dict[str, Any]:
+        return await self.lifecycle.rollback(actor, workflow_id, confirm, acknowledge_unknown_effects)
+
+    async def cancel_workflow(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        reason: str = "",
+        confirm: bool = False,
+        acknowledge_unknown_effects: bool = False,
+    ) -> dict[str, Any]:
+        return await self.lifecycle.cancel_workflow(
+            actor, workflow_id, reason, confirm, acknowledge_unknown_effects
+        )
 
     # --- execution --------------------------------------------------------------------------
     async def _review_gate(self, actor: Actor, wf: Workflow, force: bool) -> Workflow:
@@ -58,7 +136,7 @@ class PilotService(Authoring, Lifecycle):
         # Review reads every step's text: off the event loop, so a big plan holds up nobody.
         result = await asyncio.to_thread(review, wf, catalog)
         blocking = blocking_findings(result)
-        if self._is_custom(wf):
+        if self.core.is_custom(wf):
             try:
                 gating.enforce(
                     wf,
@@ -112,7 +190,7 @@ class PilotService(Authoring, Lifecycle):
     async def run_workflow(
         self, actor: Actor, workflow_id: str, force: bool = False, progress: ProgressFn | None = None
     ) -> dict[str, Any]:
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         if wf.state is W.CANCELLED:
             raise StateRefused(
                 f"Workflow '{wf.id}' is CANCELLED: it is terminal and will never run.",
@@ -127,14 +205,14 @@ class PilotService(Authoring, Lifecycle):
                     W.AWAITING_APPROVAL: "It is waiting at a gate: call approve (or cancel_workflow).",
                 }.get(wf.state, "get_workflow_status shows what happened; create a new workflow to retry."),
             )
-        return await self._detached(self._run(actor, wf, force, progress))
+        return await self.core.detached(self._run(actor, wf, force, progress))
 
     async def _run(
         self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None
     ) -> dict[str, Any]:
         # The run lease first: the workflow becomes 'running' only under it (engine/runlease.py).
-        async with self._exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
-            wf = self._load(wf.id)
+        async with self.core.exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
+            wf = self.core.load(wf.id)
             self.runner.refuse_handback(wf, actor)
             wf = await self._review_gate(actor, wf, force)
             crashed = await self.runner.detect_crash(wf, actor)
@@ -160,7 +238,7 @@ class PilotService(Authoring, Lifecycle):
         """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs."""
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         if actor.authenticated:
             if approver.strip() and not actor.is_same_person(approver):
                 raise PilotError(
@@ -188,7 +266,7 @@ class PilotService(Authoring, Lifecycle):
         work = self._approve(
             actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel
         )
-        return await self._detached(work)
+        return await self.core.detached(work)
 
     def check_approval(
         self, workflow_id: str, approver: str, acknowledge_not_executed: bool, expected_digest: str = ""
@@ -196,7 +274,7 @@ class PilotService(Authoring, Lifecycle):
         """Raise the refusal ``approve`` would give before changing anything (not at a gate, gate
         expired, plan changed since ``expected_digest`` was shown, the same person twice, steps
         handed out before the gate unacknowledged), so a door can refuse before asking a person."""
-        precheck(self._load(workflow_id), approver, acknowledge_not_executed, expected_digest)
+        precheck(self.core.load(workflow_id), approver, acknowledge_not_executed, expected_digest)
 
     async def _approve(
         self,
@@ -209,8 +287,8 @@ class PilotService(Authoring, Lifecycle):
         channel: ApprovalChannel = "mcp",
     ) -> dict[str, Any]:
         # Taken before the approval is saved: the run it releases is never without its lease.
-        async with self._exclusive(wf, "approve"), holding_run(self.runner, wf.id, wf.state.value):
-            wf = self._load(wf.id)
+        async with self.core.exclusive(wf, "approve"), holding_run(self.runner, wf.id, wf.state.value):
+            wf = self.core.load(wf.id)
             return await self.runner.approve(
                 wf, actor, approver, acknowledge, progress, expected_digest=expected_digest, channel=channel
             )
@@ -218,7 +296,7 @@ class PilotService(Authoring, Lifecycle):
     def pending_gate(self, workflow_id: str) -> dict[str, Any]:
         """What a person deciding on the gate sees: its message, options and approvals, the steps it
         releases with their risk tier, what ran before it, and the plan digest."""
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         if wf.state is not W.AWAITING_APPROVAL or gate_records.pending_gate(wf) is None:
             raise StateRefused(
                 f"Workflow '{wf.id}' is not waiting at an approval gate (state: {wf.state.value})",
@@ -231,19 +309,19 @@ class PilotService(Authoring, Lifecycle):
     async def show_gate(self, actor: Actor, workflow_id: str) -> dict[str, Any]:
         """``pending_gate`` after reading the targets' state and the skills' previews again (when
         Pilot dispatches): what a person is shown right before deciding. The reads are audited."""
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         self.pending_gate(workflow_id)  # the refusal when no gate is pending
         await self.runner.inspect(wf, actor)
         return self.pending_gate(workflow_id)
 
     # --- reads ------------------------------------------------------------------------------
     def review_workflow(self, workflow_id: str) -> dict[str, Any]:
-        return review(self._load(workflow_id), self.catalog)
+        return review(self.core.load(workflow_id), self.catalog)
 
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which
         Pilot process runs them)."""
-        wf = self._load(workflow_id)
+        wf = self.core.load(workflow_id)
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:

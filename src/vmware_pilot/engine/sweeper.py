@@ -26,9 +26,9 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine.owner import RUN_OWNER_KEY, new_run_owner
 from vmware_pilot.engine.runlease import RunLease
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
+from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.protocol import Store
 
