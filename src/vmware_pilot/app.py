@@ -17,10 +17,10 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.clock import utcnow
-from vmware_pilot.engine import gate_records
 from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.gateview import GateView
-from vmware_pilot.engine.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError

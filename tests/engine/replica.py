@@ -24,7 +24,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.runner import Runner
+from vmware_pilot.engine.execution.runner import Runner
 
 STEP = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 READ = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}

@@ -1,4 +1,4 @@
-"""The conductor (engine/conductor.py) as tables: the next action over plans, step kinds and step
+"""The conductor (engine/execution/conductor.py) as tables: the next action over plans, step kinds and step
 statuses, with and without a dispatcher; each record change over every workflow state; each
 outcome kind; and that it does no I/O (its imports, and no clock read).
 
@@ -23,8 +23,9 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import GATE_ACTION, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine import conductor, gate_records, handout
-from vmware_pilot.engine.conductor import (
+from vmware_pilot.engine import handout
+from vmware_pilot.engine.execution import conductor, gate_records
+from vmware_pilot.engine.execution.conductor import (
     Fail,
     Finish,
     HandBack,
@@ -498,7 +499,7 @@ NOT_PURE = (
     "vmware_pilot.app",
     "vmware_pilot.ondemand",
     "vmware_pilot.config",
-    "vmware_pilot.engine.runner",
+    "vmware_pilot.engine.execution.runner",
     "vmware_pilot.engine.service",
     "vmware_pilot.engine.core",
     "vmware_pilot.engine.lifecycle",
@@ -545,19 +546,19 @@ def _closure(root: str) -> set[str]:
 
 
 def test_the_conductor_reaches_no_module_that_does_io() -> None:
-    reached = _closure("vmware_pilot.engine.conductor")
-    assert "vmware_pilot.engine.gate_records" in reached  # the graph is followed
+    reached = _closure("vmware_pilot.engine.execution.conductor")
+    assert "vmware_pilot.engine.execution.gate_records" in reached  # the graph is followed
     assert sorted(m for m in reached if m.startswith(NOT_PURE)) == []
 
 
 def test_the_conductor_imports_no_io_from_the_standard_library() -> None:
-    own = {m for m in _imports("vmware_pilot.engine.conductor") if not m.startswith("vmware_pilot")}
+    own = {m for m in _imports("vmware_pilot.engine.execution.conductor") if not m.startswith("vmware_pilot")}
     assert own <= STDLIB_ALLOWED
 
 
 def test_importing_the_conductor_loads_no_database_sdk_or_event_loop(tmp_path: Path) -> None:
     probe = (
-        "import sys, vmware_pilot.engine.conductor\n"
+        "import sys, vmware_pilot.engine.execution.conductor\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('sqlalchemy', 'psycopg', 'mcp', 'httpx', 'asyncio', 'anyio', 'starlette', 'uvicorn') "
         f"or m.startswith({NOT_PURE!r}))\n"
@@ -587,12 +588,12 @@ def test_the_conductor_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_nothing_the_runner_carries_out_imports_the_runner() -> None:
     """approval, undo and inspection decide and record; the runner calls them, never the reverse
     (no import cycle, not even a type-only one)."""
-    runner = "vmware_pilot.engine.runner"
+    runner = "vmware_pilot.engine.execution.runner"
     used = {m for m in _imports(runner) if m.startswith("vmware_pilot.engine.")}
     assert {
-        "vmware_pilot.engine.approval",
-        "vmware_pilot.engine.undo",
-        "vmware_pilot.engine.conductor",
+        "vmware_pilot.engine.execution.approval",
+        "vmware_pilot.engine.execution.undo",
+        "vmware_pilot.engine.execution.conductor",
     } <= used
     assert sorted(m for m in used if runner in _imports(m)) == []
     importers = sorted(

@@ -13,7 +13,7 @@ from tests.backends import Database
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso, utcnow
-from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import InvalidInput, StateRefused, StepValidationError
 
 

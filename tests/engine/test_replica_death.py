@@ -16,7 +16,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.runlease import run_key
+from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.errors import StateRefused
 
 pytestmark = pytest.mark.slow

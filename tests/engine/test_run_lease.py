@@ -1,4 +1,4 @@
-"""The run lease (engine/runlease.py): a workflow is never 'running' in the store without a live
+"""The run lease (engine/execution/runlease.py): a workflow is never 'running' in the store without a live
 run lease, from the run's first save to its last, and an approval's too; so a sweeper elsewhere
 can tell a live run from one whose Pilot is gone."""
 
@@ -14,8 +14,8 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.engine.runlease import run_key
-from vmware_pilot.engine.sweeper import Sweeper
+from vmware_pilot.engine.execution.runlease import run_key
+from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}

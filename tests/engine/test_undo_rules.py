@@ -1,4 +1,4 @@
-"""What engine/undo.py decides and records, as tables, without a runner: what rollback does per
+"""What engine/execution/undo.py decides and records, as tables, without a runner: what rollback does per
 step, how each undo outcome is recorded, how a rollback ends, and cancel over every state.
 (The rollback and cancel tools end to end are in tests/server.)"""
 
@@ -13,7 +13,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import GATE_ACTION, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine import undo
+from vmware_pilot.engine.execution import undo
 from vmware_pilot.errors import InvalidTransition
 
 S = StepStatus

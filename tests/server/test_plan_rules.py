@@ -12,7 +12,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.templates.steps import make_step
 
 PLAN = {"action": "plan", "skill": "aiops", "tool": "create_vm_plan", "params": {"operations": []}}

@@ -63,7 +63,7 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-# The gate view (engine.gate_records.gate_view) of a workflow waiting at a gate.
+# The gate view (engine.execution.gate_records.gate_view) of a workflow waiting at a gate.
 DescribeGate = Callable[[Workflow], GateView]
 
 

@@ -31,7 +31,7 @@ from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
-from vmware_pilot.engine.approval import release_notice
+from vmware_pilot.engine.execution.approval import release_notice
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.policy import ApprovalPolicy
-from vmware_pilot.engine.runner import Runner
 from vmware_pilot.errors import (
     CorruptRecord,
     PilotError,

@@ -229,7 +229,7 @@ def build_view(
     inspection: Mapping[str, Any] | None,
     dispatching: bool,
 ) -> GateView:
-    """The view of pending ``gate``: ``gate_info`` is its record view (engine.gate_records), ``inspection``
+    """The view of pending ``gate``: ``gate_info`` is its record view (engine.execution.gate_records), ``inspection``
     the stored result of the last inspection (None: never inspected)."""
     found = inspection or {}
     before = wf.steps[: gate.index]

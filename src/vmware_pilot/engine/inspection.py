@@ -24,8 +24,8 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import gate_records
 from vmware_pilot.engine.drift import changes
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.gateview import summarize_result
 from vmware_pilot.engine.targets import (
     Named,
@@ -52,7 +52,7 @@ _KEPT: Final = ("read", "summary", "snapshots", "stable_id")
 
 
 class Inspector(Protocol):
-    """What an inspection uses (``engine.runner.Runner`` is one): the dispatcher and catalog, a
+    """What an inspection uses (``engine.execution.runner.Runner`` is one): the dispatcher and catalog, a
     step's call, and a save of a change."""
 
     @property

@@ -17,15 +17,16 @@ from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import gate_records, policy
-from vmware_pilot.engine.approval import precheck
+from vmware_pilot.engine import policy
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.execution.approval import precheck
+from vmware_pilot.engine.execution.runlease import holding_run
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.lifecycle import Lifecycle
 from vmware_pilot.engine.policy import ApprovalChannel, ApprovalPolicy, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
-from vmware_pilot.engine.runlease import holding_run
 from vmware_pilot.errors import (
     ApprovalGateRefused,
     InvalidInput,
@@ -210,7 +211,7 @@ class PilotService:
     async def _run(
         self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None
     ) -> dict[str, Any]:
-        # The run lease first: the workflow becomes 'running' only under it (engine/runlease.py).
+        # The run lease first: the workflow becomes 'running' only under it (engine/execution/runlease.py).
         async with self.core.exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
             wf = self.core.load(wf.id)
             self.runner.refuse_handback(wf, actor)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from vmware_pilot.app import PilotApp
-from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import PilotError
 
 __all__ = ["POLL_SECONDS", "workflow_events", "workflows_events"]

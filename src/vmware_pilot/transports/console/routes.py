@@ -3,7 +3,7 @@
 Every page but the sign-in form needs a session (``sessions``); every POST carries the session's
 CSRF token (the sign-in form a double-submit cookie) and is refused with 403 without it. Deciding
 a gate follows the same rules as the MCP ``approve`` tool, in the same code: the caller's role
-(``safety.duties.approve_refusal``), then the engine's checks (``engine.approval.precheck``:
+(``safety.duties.approve_refusal``), then the engine's checks (``engine.execution.approval.precheck``:
 expiry, the plan digest the page showed, four eyes) and the engine's approve path, with the
 signed-in person as the approver. Pages render the engine's typed results and nothing else.
 With an OIDC client configured (oidc.py), people may also sign in at the identity provider; that
@@ -30,7 +30,7 @@ from starlette.templating import Jinja2Templates
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.approval import precheck, release_notice
+from vmware_pilot.engine.execution.approval import precheck, release_notice
 from vmware_pilot.engine.gateview import GateView, summarize_result
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.results import StatusView, result_of

@@ -17,7 +17,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gate_records
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.safety.blast import leaves_behind, undo_candidates
 from vmware_pilot.safety.classify import is_catalog_read
 

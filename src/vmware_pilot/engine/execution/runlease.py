@@ -6,7 +6,7 @@ the next. The run lease can: every run and approval takes it (row ``run:<workflo
 same ``leases`` table, on the database's clock) before the workflow can become ``running``, renews
 it while the walk goes on and releases it when the run stops at a gate, an end or a refusal. A
 workflow that is ``running`` while its run lease has expired was left by a Pilot that is gone;
-the sweeper (engine/sweeper.py) takes the lease (exactly one process can) and continues the run.
+the sweeper (engine/execution/sweeper.py) takes the lease (exactly one process can) and continues the run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["Leasing", "RunLease", "holding_run", "run_key"]
 
 
 class Leasing(Protocol):
-    """What a run lease needs of the runner (engine/runner.py): its store and lease time."""
+    """What a run lease needs of the runner (engine/execution/runner.py): its store and lease time."""
 
     store: Store
     lease_seconds: float

@@ -1,7 +1,7 @@
 """The sweeper: continues the runs of Pilot processes that died, from any other process.
 
 Every network server, and the stdio server with dispatch, sweeps every ``sweep_seconds``: it
-lists the workflows in state ``running`` and, for each whose run lease (engine/runlease.py) has
+lists the workflows in state ``running`` and, for each whose run lease (engine/execution/runlease.py) has
 expired, takes that lease (fenced: exactly one process wins it) and continues the run through the
 runner's public entry points, as the dead process would have:
 
@@ -26,7 +26,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine.runlease import RunLease
+from vmware_pilot.engine.execution.runlease import RunLease
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
 from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner
 from vmware_pilot.safety.classify import classify_step
@@ -42,7 +42,7 @@ _PAGE = 100
 
 
 class EntryPoints(Protocol):
-    """The runner's public entry points the sweeper continues a run with (engine/runner.py)."""
+    """The runner's public entry points the sweeper continues a run with (engine/execution/runner.py)."""
 
     store: Store
     lease_seconds: float

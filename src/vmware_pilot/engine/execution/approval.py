@@ -19,7 +19,8 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gate_records, handout
+from vmware_pilot.engine import handout
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import StateRefused
 
 __all__ = [

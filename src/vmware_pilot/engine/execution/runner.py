@@ -1,9 +1,9 @@
 """The async runner: carries out what the conductor decides, against the store and the dispatcher.
 
-``engine/conductor.py`` decides each next action of a run and how its outcome changes the
+``engine/execution/conductor.py`` decides each next action of a run and how its outcome changes the
 workflow, with no I/O; the runner takes the leases, calls the dispatcher, saves and builds the
-results. Approve, rollback and cancel are composed here from what ``engine/approval.py`` and
-``engine/undo.py`` decide and record, so neither of them calls back into the runner.
+results. Approve, rollback and cancel are composed here from what ``engine/execution/approval.py`` and
+``engine/execution/undo.py`` decide and record, so neither of them calls back into the runner.
 
 Every change goes through ``commit``: apply a change function, recompute ``diff_report`` and save
 with the expected version; on a conflict reload and apply it again, so a concurrent writer is
@@ -28,9 +28,10 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import approval, conductor, gate_records, handout, undo
-from vmware_pilot.engine.conductor import NOT_EXECUTED_REASON
+from vmware_pilot.engine import handout
 from vmware_pilot.engine.diff import build_diff_report
+from vmware_pilot.engine.execution import approval, conductor, gate_records, undo
+from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.inspection import inspect_gate
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import (
@@ -311,7 +312,7 @@ class Runner:
         self, wf: Workflow, actor: Actor, progress: ProgressFn | None = None
     ) -> dict[str, Any]:
         """Walk from the first pending step to the next gate, the end, or a failure: carry out
-        the conductor's actions (``engine.conductor.next_action``) one after the other."""
+        the conductor's actions (``engine.execution.conductor.next_action``) one after the other."""
 
         def start(w: Workflow) -> None:
             self.refuse_handback(w, actor)  # again on the stored record: another process may race
@@ -465,7 +466,7 @@ class Runner:
 
     @staticmethod
     def _record(w: Workflow, indices: Sequence[int], outcomes: Sequence[StepOutcome], actor: Actor) -> bool:
-        """Record the outcomes (``engine.conductor.record_outcomes``); the run gives up its claim
+        """Record the outcomes (``engine.execution.conductor.record_outcomes``); the run gives up its claim
         on the workflow once no step of it is in flight."""
         ok = conductor.record_outcomes(w, indices, outcomes, actor.label, utcnow())
         if not any(s.status is S.RUNNING for s in w.steps):
@@ -495,7 +496,7 @@ class Runner:
         channel: str = "mcp",
     ) -> dict[str, Any]:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
-        approvals the gate requires, release it and continue the run. ``engine.approval`` decides
+        approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
         and records (docs/contract.md#approve, plus digest, expiry and quorum); this carries it out."""
         who = approver.strip()
         gate, digest, so_far, required = approval.precheck(
@@ -536,7 +537,7 @@ class Runner:
     # --- rollback and cancel ----------------------------------------------------------------
     async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> dict[str, Any]:
         """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest
-        (``engine.undo`` decides and records). ``include_unknown`` (the caller acknowledged unknown
+        (``engine.execution.undo`` decides and records). ``include_unknown`` (the caller acknowledged unknown
         effects) also attempts the undo of steps whose effect is unknown."""
         wf, _ = await self.save(wf, functools.partial(undo.start_rollback, actor=actor))
         for index in undo.to_undo(wf, include_unknown):
@@ -559,7 +560,7 @@ class Runner:
         return out
 
     def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
-        """Move to the terminal 'cancelled' state (``engine.undo.cancel``); pending steps become
+        """Move to the terminal 'cancelled' state (``engine.execution.undo.cancel``); pending steps become
         skipped and the literal secrets held for the workflow are forgotten."""
         wf, _ = self.commit(
             wf, functools.partial(undo.cancel, actor=actor, reason=reason, rejected_by=rejected_by)

@@ -6,7 +6,7 @@ hand steps back to the calling agent (``HandBack``), stop at an approval gate (`
 finish (``Finish``) or fail (``Fail``). ``after`` moves the walk past an action that was carried
 out. The ``start_run``, ``mark_running``, ``record_outcomes``, ``record_handback``,
 ``reach_gate``, ``finish``, ``fail`` and ``mark_interrupted`` functions write a decision or an
-outcome into the workflow; the runner (``engine/runner.py``) passes them to its save, which may
+outcome into the workflow; the runner (``engine/execution/runner.py``) passes them to its save, which may
 apply them again to a reloaded record after a concurrent write.
 
 Nothing here touches the store, a dispatcher, the clock, the environment or a logger: times
@@ -26,7 +26,8 @@ from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import reference_problems
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine import gate_records, handout
+from vmware_pilot.engine import handout
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import StateRefused
 
 __all__ = [
