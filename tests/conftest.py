@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,13 @@ import pytest
 from tests.backends import BACKENDS, Database, sqlite_database
 from tests.pg_server import PgServer
 from vmware_pilot.config import Settings
+
+# Byte-code caches on, whatever the machine says: some images set PYTHONDONTWRITEBYTECODE, and then
+# every run compiles each test module again (assertion rewriting) and every Python process the
+# suite starts (entry points, servers, replicas: hundreds) compiles Pilot and its tests from
+# source. The caches land in __pycache__ folders, which git ignores.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"

@@ -114,6 +114,7 @@ def test_no_module_imports_outside_what_its_layer_allows() -> None:
 @pytest.mark.parametrize(
     ("lower", "higher"), [("domain", "engine"), ("store", "server"), ("safety", "dispatch")]
 )
+@pytest.mark.slow
 def test_an_upward_import_is_caught(lower: str, higher: str) -> None:
     """The check can fail: a row that may not import a higher one is reported when it does."""
     rows = documented_layers()

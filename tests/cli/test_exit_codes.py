@@ -93,6 +93,7 @@ SETTINGS_COMMANDS = [
 
 
 @pytest.mark.parametrize("command", SETTINGS_COMMANDS)
+@pytest.mark.slow
 def test_invalid_settings_exit_2_from_every_command(
     monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
 ) -> None:
@@ -104,6 +105,7 @@ def test_invalid_settings_exit_2_from_every_command(
     assert "fix the VMWARE_PILOT_* environment variables" in done.stderr
 
 
+@pytest.mark.slow
 def test_done_refused_and_usage_through_the_entry_point(settings: Settings) -> None:
     done = _run("vmware-pilot", "workflows")
     assert done.returncode == 0, done.stderr

@@ -195,6 +195,7 @@ def test_run_of_a_steps_file_refuses_aliases_and_empty_plans_without_quoting_the
     assert invoke("run", "--steps", str(empty), "--yes").exit_code == 2
 
 
+@pytest.mark.slow
 def test_a_skills_stderr_stays_off_the_operators_terminal(tmp_path: Path, settings: Settings) -> None:
     """The real entry point (the skill inherits file descriptors, which CliRunner does not capture)."""
     path = steps_file(tmp_path, [GATE, {"action": "noise", "skill": "aiops", "tool": "noisy", "params": {}}])

@@ -42,6 +42,7 @@ def _pilot(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("command", [pytest.param(["workflows"], id="workflows")])
+@pytest.mark.slow
 def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
     settings: Settings, command: list[str]
 ) -> None:

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -49,6 +50,7 @@ main()
 """
 
 
+@pytest.mark.slow
 async def test_plain_stdio_server_imports_no_cli_http_yaml_or_jsonschema(tmp_path: Path) -> None:
     report = tmp_path / "imports.json"
     env = {**os.environ, "IMPORT_REPORT": str(report), "FORBIDDEN": json.dumps(FORBIDDEN)}
@@ -134,6 +136,7 @@ async def test_initialize_and_tools_list_load_no_store_engine_or_templates(tmp_p
     assert await _serve_and_report(tmp_path, call_a_tool=False) == []
 
 
+@pytest.mark.slow
 async def test_the_first_tool_call_loads_the_store_and_engine(tmp_path: Path) -> None:
     """The report itself works: once a tool is called, the app's modules are there."""
     loaded = await _serve_and_report(tmp_path, call_a_tool=True)

@@ -62,6 +62,7 @@ async def _open(d: StdioDispatcher, skill: str, count: int) -> None:
     raise AssertionError(f"{count} sessions of {skill} never opened: {d.open_sessions()}")
 
 
+@pytest.mark.slow
 async def test_prepared_sessions_run_concurrent_calls_side_by_side(
     dispatcher: StdioDispatcher, tmp_path: Path
 ) -> None:
@@ -211,6 +212,7 @@ async def test_preview_and_tool_errors_are_judged(dispatcher: StdioDispatcher) -
     assert unknown_tool.kind is OutcomeKind.FAILED
 
 
+@pytest.mark.slow
 async def test_idle_sessions_are_closed() -> None:
     d = StdioDispatcher(options(idle_seconds=0.2), env=dict(os.environ))
     try:

@@ -97,6 +97,7 @@ async def test_failure_and_rollback_are_posted(settings: Settings, receiver: Rec
     ]
 
 
+@pytest.mark.slow
 async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
     settings: Settings, actor: Actor
 ) -> None:
@@ -112,6 +113,7 @@ async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
     assert got.event["event"] == "awaiting_approval"
 
 
+@pytest.mark.slow
 async def test_a_receiver_that_always_fails_never_fails_the_workflow(
     settings: Settings, actor: Actor
 ) -> None:
@@ -129,6 +131,7 @@ async def test_a_receiver_that_always_fails_never_fails_the_workflow(
     assert receiver.attempts == 4 and receiver.received == []
 
 
+@pytest.mark.slow
 async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
     settings: Settings, actor: Actor
 ) -> None:

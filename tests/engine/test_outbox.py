@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from tests.backends import Database
@@ -34,6 +35,7 @@ def rows(database: Database) -> list[tuple[str, str, int, str]]:
         return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in found]
 
 
+@pytest.mark.slow
 async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
     settings: Settings, database: Database, actor: Actor
 ) -> None:
@@ -59,6 +61,7 @@ async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
     assert rows(database)[0][1:3] == ("delivered", 1)
 
 
+@pytest.mark.slow
 async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marked(
     settings: Settings, database: Database, actor: Actor
 ) -> None:
@@ -102,6 +105,7 @@ def _age(database: Database, seconds: float) -> None:
         conn.execute(text("UPDATE notifications SET created_at = created_at - :s"), {"s": seconds})
 
 
+@pytest.mark.slow
 async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pending_ones_never(
     settings: Settings, database: Database, actor: Actor
 ) -> None:
@@ -132,6 +136,7 @@ async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pend
     assert delivered[1] == "delivered"
 
 
+@pytest.mark.slow
 async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
     settings: Settings, database: Database, actor: Actor
 ) -> None:

@@ -100,6 +100,7 @@ async def fuzz(settings: Settings) -> AsyncIterator[Fuzz]:
 
 @pytest.mark.parametrize("tool", TOOLS)
 @given(data=st.data())
+@pytest.mark.slow
 async def test_each_tool_answers_any_arguments(fuzz: Fuzz, tool: str, data: st.DataObject) -> None:
     await fuzz.call(tool, data.draw(arguments_for(tool), label="arguments"))
 

@@ -10,6 +10,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -57,6 +59,7 @@ async def test_steps_handed_to_one_caller_are_refused_to_another_and_relisted_to
         assert run_events == ["token:alice", "token:alice"]  # the refused run changed nothing
 
 
+@pytest.mark.slow
 async def test_racing_callers_get_the_steps_once(pilot_app: PilotApp) -> None:
     async with connect(pilot_app, ALICE) as owner:
         wf = await owner.custom([READ_STEP, READ_AGAIN])

@@ -35,6 +35,7 @@ async def serve(command: str, args: list[str], home: Path) -> AsyncIterator[tupl
 
 
 @pytest.mark.parametrize("entry", list(COMMANDS))
+@pytest.mark.slow
 async def test_entry_point_serves_stdio_with_name_and_version(entry: str, pilot_home: Path) -> None:
     command, args = COMMANDS[entry]
     async with serve(command, args, pilot_home) as (client, name, version):

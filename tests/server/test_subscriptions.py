@@ -73,6 +73,7 @@ async def test_run_gate_and_approval_each_notify_the_subscriber(fast_app: PilotA
         await updates.wait(uri, after=seen)
 
 
+@pytest.mark.slow
 async def test_a_change_made_by_another_process_reaches_the_subscriber(fast_app: PilotApp) -> None:
     async with subscriber(fast_app) as (client, updates):
         workflow_id = await client.incident()

@@ -73,6 +73,7 @@ def _write_begins(app: PilotApp) -> Iterator[threading.Event]:
         ("cancel_workflow", _fresh_for_cancel),
     ],
 )
+@pytest.mark.slow
 async def test_a_status_read_is_answered_while_a_writing_tool_waits_for_the_write_lock(
     pilot_app: PilotApp, settings: Settings, tool: str, prepare: Prepare
 ) -> None:

@@ -194,6 +194,7 @@ async def test_an_imported_template_is_usable_through_a_pilot_started_before_the
         assert again.exit_code == 2 and "no custom template named 'restart_web'" in again.stderr
 
 
+@pytest.mark.slow
 async def test_a_catalog_refresh_on_one_host_reaches_a_running_pilot(
     two_apps: tuple[PilotApp, PilotApp],
     shared: Settings,

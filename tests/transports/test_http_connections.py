@@ -110,6 +110,7 @@ async def _until_closed(
             await writer.wait_closed()
 
 
+@pytest.mark.slow
 async def test_half_open_and_slow_connections_are_closed_and_others_are_served(quick: Served) -> None:
     head = f"POST /mcp HTTP/1.1\r\nHost: {quick.host}\r\n".encode()
     slow_body = (
@@ -150,6 +151,7 @@ async def test_a_kept_alive_connection_gets_a_fresh_header_deadline_per_request(
     assert await _until_closed(reader, writer, drip=b"X-Padding: 1\r\n") is not None
 
 
+@pytest.mark.slow
 async def test_one_address_cannot_hold_more_than_its_connections_and_others_are_served(
     capped: Served,
 ) -> None:
@@ -200,6 +202,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     yield from _serve(tmp_path_factory.mktemp("tls"), tls=True, http_header_timeout="1")
 
 
+@pytest.mark.slow
 async def test_a_connection_that_never_starts_tls_is_closed_and_others_are_served(tls: Served) -> None:
     idle = [await _open(tls, f"127.0.0.{80 + i}") for i in range(5)]
     half = await _open(tls, "127.0.0.90")

@@ -86,6 +86,7 @@ async def test_stdio_subscriber_hears_a_change_made_by_another_process(tmp_path:
     errors.close()
 
 
+@pytest.mark.slow
 def test_stdio_answers_an_unknown_method_with_method_not_found_and_a_quiet_log(tmp_path: Path) -> None:
     lines = [
         INIT,
