@@ -70,6 +70,9 @@ class TemplateRegistry:
         self.home = home if home is not None else Path.home()
         self.rows = rows
         self._builtins: dict[str, BuiltinTemplate[Any]] = {b.name: b for b in BUILTINS}
+        # The built-ins' step counts for the catalog they were counted against: planning every
+        # built-in again cost most of each list_workflows call.
+        self._counted: tuple[Catalog, dict[str, int | None]] | None = None
 
     @property
     def where(self) -> str:
@@ -101,6 +104,14 @@ class TemplateRegistry:
 
         return ToolFacts(schema)
 
+    def _step_counts(self, catalog: Catalog) -> dict[str, int | None]:
+        """Each built-in's step count from its defaults (or first example) against ``catalog``,
+        counted again only when the catalog is another one (a refresh)."""
+        if self._counted is None or self._counted[0] is not catalog:
+            facts = self._facts(catalog)
+            self._counted = (catalog, {b.name: b.default_step_count(facts) for b in BUILTINS})
+        return self._counted[1]
+
     def _shown(self, path: Path) -> str:
         """``~/<path relative to home>``, or the absolute path outside the home."""
         if self.rows is not None:
@@ -123,8 +134,8 @@ class TemplateRegistry:
 
         Each usable entry has ``parameters`` and an ``example`` call (``templates.discovery``).
         """
-        facts = self._facts(self._current_catalog())
-        out: list[dict[str, Any]] = [self._builtin_entry(b, facts) for b in BUILTINS]
+        counts = self._step_counts(self._current_catalog())
+        out: list[dict[str, Any]] = [self._builtin_entry(b, counts[b.name]) for b in BUILTINS]
         good, broken = self._load()
         entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._custom_entry(t)) for t in good]
         entries += [
@@ -145,13 +156,13 @@ class TemplateRegistry:
         return entry
 
     @staticmethod
-    def _builtin_entry(b: BuiltinTemplate[Any], facts: ToolFacts) -> dict[str, Any]:
+    def _builtin_entry(b: BuiltinTemplate[Any], steps: int | None) -> dict[str, Any]:
         parameters = builtin_parameters(b)
         return {
             "name": b.name,
             "type": "builtin",
             "description": b.description,
-            "steps": b.default_step_count(facts),
+            "steps": steps,
             "parameters": parameters,
             "example": example_call(b.name, parameters, b.examples),
         }
