@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import os
 import queue
+import random
 import subprocess
 import sys
 import threading
@@ -15,7 +19,7 @@ import pytest
 
 from tests.transports.server_proc import clean_env
 from vmware_pilot.limits import MAX_REQUEST_BYTES
-from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, leading_id
+from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, _PipeChannel, leading_id
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
 INIT = {
@@ -192,3 +196,97 @@ def test_blank_lines_are_ignored(raw: RawStdio) -> None:
 )
 def test_the_id_of_a_too_long_line_is_read_from_its_top_level_prefix(prefix: bytes, expected: object) -> None:
     assert leading_id(prefix) == expected
+
+
+def _script(*messages: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+
+
+REQUESTS = _script(
+    INIT,
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "list_workflows", "arguments": {}},
+    },
+)
+
+
+def _answers(stdout: bytes) -> dict[object, dict[str, Any]]:
+    return {m["id"]: m for m in map(json.loads, stdout.splitlines()) if "id" in m}
+
+
+def test_requests_from_a_file_are_all_answered(tmp_path: Path) -> None:
+    """stdin a regular file (no pipe for the event loop to watch): the threaded reader serves it."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(REQUESTS + b"not json\n")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [str(PILOT), "mcp"],
+            check=False,
+            stdin=stdin,
+            capture_output=True,
+            env=clean_env(tmp_path),
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = _answers(done.stdout)
+    assert answers[1]["result"]["isError"] is False
+    assert [m["error"]["code"] for m in map(json.loads, done.stdout.splitlines()) if "error" in m] == [
+        PARSE_ERROR
+    ]
+
+
+def test_the_server_leaves_its_pipes_in_blocking_mode(tmp_path: Path) -> None:
+    """The event loop reads and writes the pipes without blocking while it serves; a process
+    sharing them afterwards (a shell, the next command in a pipeline) finds them as they were."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [str(PILOT), "mcp"],
+            stdin=stdin_read,
+            stdout=stdout_write,
+            stderr=subprocess.DEVNULL,
+            env=clean_env(tmp_path),
+        )
+        os.write(stdin_write, REQUESTS)
+        os.close(stdin_write)
+        stdin_write = -1
+        os.close(stdout_write)
+        stdout_write = -1
+        with os.fdopen(os.dup(stdout_read), "rb") as out:
+            answers = _answers(out.read())
+        assert process.wait(timeout=60) == 0
+        assert answers[1]["result"]["isError"] is False
+        # stdin_read is the very open file the server read from: its mode is shared with ours.
+        assert os.get_blocking(stdin_read)
+    finally:
+        for fd in (stdin_read, stdin_write, stdout_read, stdout_write):
+            if fd >= 0:
+                os.close(fd)
+
+
+@pytest.mark.parametrize("seed", range(20))
+async def test_the_pipe_reader_splits_lines_as_a_file_does(seed: int) -> None:
+    """``_PipeChannel.readline(limit)`` returns what ``BinaryIO.readline(limit)`` returns, however
+    the bytes arrive in chunks."""
+    rng = random.Random(seed)
+    data = b"".join(
+        rng.choice([b"", b"x" * rng.randrange(1, 40), b"\n", b"{}\n", b"y" * rng.randrange(40, 120) + b"\n"])
+        for _ in range(60)
+    )
+    reader = asyncio.StreamReader()
+    at = 0
+    while at < len(data):
+        size = rng.randrange(1, 50)
+        reader.feed_data(data[at : at + size])
+        at += size
+    reader.feed_eof()
+    channel = _PipeChannel(reader, None, ())  # type: ignore[arg-type]
+    expected = io.BytesIO(data)
+    limits = [rng.choice([8, 33, 64, 1000]) for _ in range(400)]
+    got = [await channel.readline(limit) for limit in limits]
+    assert got == [expected.readline(limit) for limit in limits]

@@ -11,11 +11,15 @@ as the SDK does.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import stat
 import sys
 from collections.abc import Awaitable, Callable
 from json.decoder import WHITESPACE  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol
 
 import anyio
 import anyio.to_thread
@@ -129,7 +133,9 @@ async def stdio_loop(
 ) -> None:
     """Frame ``stdin``/``stdout`` for ``run(read_stream, write_stream)`` until stdin ends.
 
-    Blocking reads and writes run in worker threads, as in the SDK's own stdio transport.
+    On asyncio with pipes or sockets at both ends (how an MCP client starts a server), the event
+    loop reads and writes them itself; otherwise (a file, a terminal, another event loop) blocking
+    reads and writes run in worker threads, as in the SDK's own stdio transport.
     """
     read_send: MemoryObjectSendStream[SessionMessage | Exception]
     read_receive: MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -138,17 +144,13 @@ async def stdio_loop(
     write_receive: MemoryObjectReceiveStream[SessionMessage]
     write_send, write_receive = anyio.create_memory_object_stream(0)
     lock = anyio.Lock()
-
-    def write(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
+    channel = await _open_channel(stdin, stdout)
 
     async def emit(text: str) -> None:
         async with lock:
-            await anyio.to_thread.run_sync(write, text.encode("utf-8") + b"\n")
+            await channel.write(text.encode("utf-8") + b"\n")
 
-    async def readline(limit: int) -> bytes:
-        return await anyio.to_thread.run_sync(stdin.readline, limit)
+    readline = channel.readline
 
     async def refuse_long(start: bytes) -> None:
         """Read past the rest of a too-long line (keeping nothing of it) and answer it."""
@@ -208,10 +210,106 @@ async def stdio_loop(
                 if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
                     settle(root.id)
 
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(reader)
-        tasks.start_soon(writer)
-        await run(read_receive, write_send)
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(reader)
+            tasks.start_soon(writer)
+            await run(read_receive, write_send)
+    finally:
+        channel.close()
+
+
+class _Channel(Protocol):
+    async def readline(self, limit: int) -> bytes: ...
+    async def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
+class _ThreadedChannel:
+    """Blocking reads and writes, each in a worker thread."""
+
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self._stdin, self._stdout = stdin, stdout
+
+    async def readline(self, limit: int) -> bytes:
+        return await anyio.to_thread.run_sync(self._stdin.readline, limit)
+
+    def _write(self, data: bytes) -> None:
+        self._stdout.write(data)
+        self._stdout.flush()
+
+    async def write(self, data: bytes) -> None:
+        await anyio.to_thread.run_sync(self._write, data)
+
+    def close(self) -> None:
+        pass
+
+
+class _PipeChannel:
+    """The event loop's own non-blocking pipe transports: no thread hand-off per line (each cost
+    a worker-thread round trip, a good part of a short call's time). The descriptors are put back
+    in blocking mode when the session ends."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fds: tuple[int, int]
+    ) -> None:
+        self._reader, self._writer, self._fds = reader, writer, fds
+        self._buffer = bytearray()
+        self._eof = False
+
+    async def readline(self, limit: int) -> bytes:
+        """What ``BinaryIO.readline(limit)`` returns: a line, or its first ``limit`` bytes."""
+        while True:
+            end = self._buffer.find(b"\n", 0, limit)
+            if end >= 0 or len(self._buffer) >= limit or self._eof:
+                size = end + 1 if end >= 0 else min(limit, len(self._buffer))
+                line = bytes(self._buffer[:size])
+                del self._buffer[:size]
+                return line
+            chunk = await self._reader.read(1 << 16)
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+
+    async def write(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
+        for fd in self._fds:
+            with contextlib.suppress(OSError):  # already closed
+                os.set_blocking(fd, True)
+
+
+def _is_pipe(stream: BinaryIO) -> bool:
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def _open_channel(stdin: BinaryIO, stdout: BinaryIO) -> _Channel:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        return _ThreadedChannel(stdin, stdout)
+    if not (_is_pipe(stdin) and _is_pipe(stdout)):
+        return _ThreadedChannel(stdin, stdout)
+    # The transports get duplicates to close; the open files are shared with the originals, whose
+    # blocking mode ``close`` restores.
+    fds = (stdin.fileno(), stdout.fileno())
+    reader = asyncio.StreamReader(limit=1 << 16)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(fds[0]), "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(os.dup(fds[1]), "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return _PipeChannel(reader, writer, fds)
 
 
 async def serve_stdio(app: PilotApp | AppOnDemand, actor: Actor) -> None:
