@@ -134,6 +134,33 @@ class StateRefused(PilotError):
     """A guard refused because of the workflow's state (payload shape is the caller's choice)."""
 
 
+class StepsNotExecuted(StateRefused):
+    """An approval refused because steps before the gate were handed out and Pilot has no record
+    that they ran (field ``not_executed_before_gate``: their ``{index, skill, tool}``)."""
+
+    def __init__(self, message: str, *, workflow_id: str, state: str, steps: list[dict[str, Any]]) -> None:
+        super().__init__(message, workflow_id=workflow_id, state=state, not_executed_before_gate=steps)
+        self.steps = steps
+
+
+class AlreadyApproved(StateRefused):
+    """An approval refused because this approver already approved the gate (fields ``refused``:
+    ``same_approver``, and ``approvals``: who approved so far)."""
+
+    def __init__(
+        self, message: str, *, hint: str, workflow_id: str, state: str, approvals: list[str]
+    ) -> None:
+        super().__init__(
+            message,
+            hint=hint,
+            workflow_id=workflow_id,
+            state=state,
+            refused="same_approver",
+            approvals=approvals,
+        )
+        self.approvals = approvals
+
+
 class InvalidInput(PilotError):
     def __init__(self, message: str, *, field: str = "", hint: str = "", **fields: Any) -> None:
         super().__init__(message, hint=hint, **fields)

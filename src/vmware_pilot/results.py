@@ -59,6 +59,7 @@ __all__ = [
     "PlannedStep",
     "Preview",
     "RecordStep",
+    "Refusal",
     "Result",
     "ReviewResult",
     "ReviewSummary",
@@ -93,16 +94,22 @@ def _compact(schema: dict[str, Any]) -> None:
 class Result(BaseModel):
     """A typed result written back with exactly the keys it was built with, in that order."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra=_compact)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_compact)
 
-    _keys: tuple[str, ...] = PrivateAttr(default=())
+    # The mapping the result was built from (its keys, in order), or () for one built otherwise.
+    _keys: Mapping[str, Any] | tuple[()] = PrivateAttr(default=())
+    # Set by ``result_of`` on the model it returns: the engine's plain mapping, which is already
+    # what ``payload`` would write (a frozen model cannot drift from it), so it is written as is.
+    _source: Mapping[str, Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod
     def _remember_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         made = handler(data)
         if isinstance(data, Mapping) and isinstance(made, Result):
-            made._keys = tuple(str(k) for k in data)
+            # Straight into the private store (not through __setattr__): this runs for every
+            # object inside a result, hundreds in a listing.
+            made.__pydantic_private__["_keys"] = data  # type: ignore[index]
         return made
 
     @model_serializer(mode="wrap")
@@ -119,6 +126,8 @@ class Result(BaseModel):
 
     def payload(self) -> dict[str, Any]:
         """The JSON object a client receives."""
+        if self._source is not None:
+            return dict(self._source)
         dumped: dict[str, Any] = self.model_dump(mode="json")
         return dumped
 
@@ -145,7 +154,10 @@ def result_of(model: type[M], payload: Mapping[str, Any] | M) -> M:
     """``payload`` (the engine's dict) as ``model``; a model passes through."""
     if isinstance(payload, model):
         return payload
-    return model.model_validate(payload)
+    made = model.model_validate(payload)
+    if isinstance(made, Result):
+        made.__pydantic_private__["_source"] = payload  # type: ignore[index]
+    return made
 
 
 # --- the workflow record (docs/contract.md#the-workflow-record) -------------------------------
@@ -435,6 +447,18 @@ class ReviewSummary(Result):
     approval_gates: int
     parallel_groups: int
     est_duration_min: int | float  # a whole number stays one on the wire
+
+
+class Refusal(Result):
+    """A refusal as a client receives it (``isError`` true): ``error`` first, the keys a client
+    acts on, then ``hint``. Other keys a refusal carries are kept as they came."""
+
+    error: str
+    workflow_id: str | None = None
+    state: str | None = None
+    field: str | None = None
+    not_executed_before_gate: list[StepRef] | None = None
+    hint: str | None = None
 
 
 class ReviewResult(Result):

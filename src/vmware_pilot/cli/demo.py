@@ -34,11 +34,13 @@ from vmware_pilot.results import (
     PlannedStep,
     Preview,
     RecordStep,
+    Refusal,
     Result,
     ReviewResult,
     RunResult,
     StatusView,
     StepRef,
+    result_of,
 )
 
 __all__ = ["DEMO_PARAMS", "DEMO_TEMPLATE", "demo"]
@@ -173,16 +175,19 @@ async def _walk(walk: _Walk) -> None:
         style="dim",
     )
 
-    refused = await walk.answer(
-        "approve (refused)", "approve", {"workflow_id": wf_id, "approver": DEMO_APPROVER}, expect_error=True
+    refused = result_of(
+        Refusal,
+        await walk.answer(
+            "approve (refused)",
+            "approve",
+            {"workflow_id": wf_id, "approver": DEMO_APPROVER},
+            expect_error=True,
+        ),
     )
-    unrun = ", ".join(
-        f"step {s.get('index')} ({s.get('skill')}.{s.get('tool')})"
-        for s in refused.get("not_executed_before_gate", [])
-    )
+    unrun = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in refused.not_executed_before_gate or [])
     walk.show(
         "4. approve without acknowledgement → refused",
-        f"{refused.get('error')}\n\nnot_executed_before_gate: {unrun}",
+        f"{refused.error}\n\nnot_executed_before_gate: {unrun}",
         style="red",
     )
 

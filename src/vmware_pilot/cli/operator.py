@@ -34,7 +34,7 @@ from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
 from vmware_pilot.engine.execution.approval import release_notice
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.progress import ProgressFn
-from vmware_pilot.errors import PilotError
+from vmware_pilot.errors import PilotError, StepsNotExecuted
 from vmware_pilot.results import (
     ActiveWorkflow,
     ApproveResult,
@@ -223,7 +223,7 @@ def approve(
         try:  # the engine's own refusals, before the person is asked (nothing changes)
             app.service.check_approval(workflow_id, person.label, ack_not_executed, digest)
         except PilotError as exc:
-            if exc.fields.get("not_executed_before_gate") and not ack_not_executed:
+            if isinstance(exc, StepsNotExecuted):
                 exc.hint = (
                     "Add --ack-not-executed only if they were performed and you checked their results; "
                     f"otherwise `vmware-pilot reject {workflow_id} --reason ...`."

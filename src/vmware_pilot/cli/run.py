@@ -32,7 +32,7 @@ from vmware_pilot.cli.operator import printer
 from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.gateview import GateView
-from vmware_pilot.errors import PilotError
+from vmware_pilot.errors import AlreadyApproved, PilotError
 from vmware_pilot.results import ApproveResult, CreateResult, FromTemplateResult, RunResult, result_of
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
 
@@ -111,10 +111,8 @@ async def _drive(
             return result  # --yes cannot state that steps printed a moment ago were performed
         try:  # the engine's own refusals, before the person is asked
             app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest)
-        except PilotError as exc:
-            if exc.fields.get("refused") == "same_approver":
-                return result  # this person already approved; others still have to
-            raise
+        except AlreadyApproved:
+            return result  # this person already approved; others still have to
         question = f"Approve this gate as {person.label}?"
         if unrun:
             question = (

@@ -9,7 +9,7 @@ available.
 
 Every refusal of a call, whoever raises it (the door in ``server.arguments``, the role check here,
 the engine), is a ``PilotError`` that ``call_tool`` turns into a result in one place
-(``server.errors.refusal_result``); a tool's own result is framed by ``server.errors.result_of``.
+(``server.errors.refusal_result``); a tool's own result is framed by ``server.errors.tool_result``.
 
 Calls never wait for each other, except quick writes to one existing workflow (the tool table's
 ``queued`` tools), which take turns per workflow so many callers editing one draft never conflict.
@@ -36,7 +36,7 @@ from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.server import sdk
 from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_tool_refusal
-from vmware_pilot.server.errors import refusal_result, result_of, unexpected_failure
+from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_failure
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
 __all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
@@ -126,7 +126,7 @@ class PilotFastMCP(FastMCP[Any]):
         except PilotError as exc:
             framed = refusal_result(exc, arguments)
         else:
-            framed = result_of(result, arguments)
+            framed = tool_result(result, arguments)
         # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
         return framed  # type: ignore[return-value]
 

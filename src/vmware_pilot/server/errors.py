@@ -21,11 +21,12 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel
 
 from vmware_pilot.errors import PilotError
+from vmware_pilot.results import Result
 from vmware_pilot.server.bounds import bound_refusal, long_strings
 from vmware_pilot.server.results import to_result
 from vmware_pilot.tooltable import DEFAULT_FAILURE_HINT, spec_of
 
-__all__ = ["refusal_result", "result_of", "unexpected_failure"]
+__all__ = ["refusal_result", "tool_result", "unexpected_failure"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -37,11 +38,17 @@ def refusal_result(exc: PilotError, arguments: Mapping[str, Any]) -> CallToolRes
     return to_result(bound_refusal(exc.payload(), long_strings(arguments)))
 
 
-def result_of(result: Mapping[str, Any] | BaseModel, arguments: Mapping[str, Any]) -> CallToolResult:
+def tool_result(result: Mapping[str, Any] | BaseModel, arguments: Mapping[str, Any]) -> CallToolResult:
     """A tool's own result (a mapping or a pydantic model) framed. One that carries an ``error``
     (a run, approval or rollback that ended in a failure) has the long inputs it quotes cut; its
     size is the plan's."""
-    payload = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    payload: Mapping[str, Any]
+    if isinstance(result, Result):
+        payload = result.payload()
+    elif isinstance(result, BaseModel):
+        payload = result.model_dump(mode="json")
+    else:
+        payload = result
     if payload.get("error"):
         squeeze = "outcome" not in payload  # no outcome: a refusal after all, kept small
         return to_result(bound_refusal(payload, long_strings(arguments), squeeze=squeeze))

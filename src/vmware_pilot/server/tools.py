@@ -270,7 +270,7 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
         title=spec.title,
         description=spec.description,
         annotations=_ANNOTATIONS[spec.effect],
-        structured_output=False,  # the result is framed by server.errors.result_of
+        structured_output=False,  # the result is framed by server.errors.tool_result
     )
     tool = sdk.close_arguments(tool.model_copy(update={"output_schema": output_schema(fn)}))
     _REGISTERED[key] = tool

@@ -21,7 +21,7 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import handout
 from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.errors import StateRefused
+from vmware_pilot.errors import StateRefused, StepsNotExecuted
 
 __all__ = [
     "PERSON_DOORS",
@@ -100,13 +100,13 @@ def precheck(
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
     if unrun and not acknowledge_not_executed:
         labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
-        raise StateRefused(
+        raise StepsNotExecuted(
             f"Refusing to approve: {labels} before this gate were handed out and Pilot has no record "
             "that they ran. Call approve again with acknowledge_not_executed=True only if you "
             "performed them and showed the user their results; otherwise cancel_workflow.",
             workflow_id=wf.id,
             state=wf.state.value,
-            not_executed_before_gate=[s.ref() for s in unrun],
+            steps=[s.ref() for s in unrun],
         )
     return gate, digest, so_far, required
 

@@ -23,7 +23,7 @@ from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.gateview import build_view, empty_view
-from vmware_pilot.errors import StateRefused
+from vmware_pilot.errors import AlreadyApproved, StateRefused
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
@@ -172,13 +172,12 @@ def admit(
         )
     names = approver_names(record)
     if identity_key(approver) in {identity_key(n) for n in names}:
-        raise StateRefused(
+        raise AlreadyApproved(
             f"Refusing to approve {where}: {approver} already approved this gate; it needs "
             f"{_required(wf, gate, record)} distinct approvers",
             hint="Another person has to approve it.",
             workflow_id=wf.id,
             state=wf.state.value,
-            refused="same_approver",
             approvals=names,
         )
     return current, len(names), _required(wf, gate, record)
