@@ -5,17 +5,23 @@
 Starts `vmware-pilot mcp` as a subprocess (throw-away pilot home) and:
 1. stores 100 workflows through the tools, lists them, and reads the server's RSS; then stores up
    to --workflows, lists again and reads the RSS again (target: at most 1.2x the RSS at 100);
-2. times get_workflow_status, create_workflow and run_workflow calls (p50/p95 in ms);
+2. times get_workflow_status, create_workflow and run_workflow calls (p50/p95 in ms) through the
+   MCP Python SDK's client, which validates every result against the tool's outputSchema in the
+   client's own process, and get_workflow_status and create_workflow again from a raw JSON-RPC
+   client (a request line written, the answer line read, nothing validated): the server's own time;
 3. times process start to a completed `initialize` (--starts);
 4. with --large N (0 skips): a new home with N workflows written straight into its database
    (as bench/store.py does), a new server, and `list_workflows()` without arguments: p50, the
-   answer's size and the server's RSS before and after (targets: < 20 ms, < 64 KiB, < 20 MiB).
+   answer's size and the server's RSS before and after (targets: < 20 ms, < 64 KiB, < 20 MiB),
+   and the same list from the raw client.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
 import os
 import random
 import statistics
@@ -79,6 +85,85 @@ def server_rss_mib() -> float:
     raise SystemExit("the server process was not found under /proc")
 
 
+class RawClient:
+    """JSON-RPC lines to a `vmware-pilot mcp` subprocess: no SDK session and no client-side
+    validation, so a call's time is the server's (and the pipe's)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.ids = itertools.count(1)
+
+    @classmethod
+    async def start(cls, env: dict[str, str]) -> RawClient:
+        command, args = server_command()
+        process = await asyncio.create_subprocess_exec(
+            command,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **env},
+            limit=1 << 24,
+        )
+        client = cls(process)
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
+        await client.request("initialize", init)
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return client
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.process.stdin.drain()
+
+    async def request(self, method: str, params: dict[str, Any]) -> bytes:
+        """The answer line (not parsed: reading it is the client's work, not the server's)."""
+        request_id = next(self.ids)
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise SystemExit("the server closed its stdout")
+            if b'"method"' not in line[:200]:  # skip server notifications
+                return line
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> bytes:
+        line = await self.request("tools/call", {"name": tool, "arguments": arguments})
+        if b'"isError":true' in line.replace(b" ", b""):
+            raise SystemExit(f"{tool} failed: {line[:300]!r}")
+        return line
+
+    async def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        await self.process.wait()
+
+
+async def _raw_calls(env: dict[str, str], ids: list[str], samples: int) -> dict[str, list[float]]:
+    raw = await RawClient.start(env)
+    try:
+        rng = random.Random(7)
+        await raw.call("get_workflow_status", {"workflow_id": ids[0]})
+        return {
+            "get_workflow_status": await _timed(
+                samples, lambda i: raw.call("get_workflow_status", {"workflow_id": rng.choice(ids)})
+            ),
+            "create_workflow": await _timed(
+                samples,
+                lambda i: raw.call(
+                    "create_workflow", {"name": f"raw-{i}", "description": "bench", "steps": CUSTOM_STEPS}
+                ),
+            ),
+        }
+    finally:
+        await raw.close()
+
+
 async def _store(client: PilotClient, ids: list[str], upto: int) -> None:
     t0 = time.perf_counter()
     before = len(ids)
@@ -137,7 +222,9 @@ async def _latency(
         }
         listed = await _ok(client, "list_workflows", {"limit": 1})
         print(f"active workflows in the store: {listed.get('active_total')}")
-        return results
+    for tool, values in (await _raw_calls(env, ids, samples)).items():
+        results[f"{tool} (raw)"] = values
+    return results
 
 
 async def _startups(home: Path, starts: int) -> list[float]:
@@ -170,7 +257,14 @@ async def _large_list(home: Path, size: int) -> dict[str, float]:
         size_bytes = sum(len(b.text.encode()) for b in result.content if isinstance(b, TextContent))
         after = server_rss_mib()
         total = (result.structuredContent or {}).get("active_total")
+    raw = await RawClient.start(env)
+    try:
+        await raw.call("list_workflows", {})
+        raw_times = await _timed(30, lambda i: raw.call("list_workflows", {}))
+    finally:
+        await raw.close()
     return {
+        "raw_p50": statistics.median(raw_times),
         "p50": statistics.median(times),
         "kib": size_bytes / 1024,
         "rss_before": before,
@@ -195,9 +289,11 @@ def main() -> None:
         startups = asyncio.run(_startups(home, opts.starts))
         large = asyncio.run(_large_list(Path(tmp) / "large", opts.large)) if opts.large else None
     print(f"vmware-pilot MCP over stdio, {opts.workflows} workflows stored, {opts.samples} calls per tool")
-    print(f"{'tool':<22}{'p50 ms':>10}{'p95 ms':>10}")
+    print("(raw: a JSON-RPC client that validates nothing; the others through the MCP Python SDK's")
+    print(" client, which validates each result against the tool's outputSchema)")
+    print(f"{'tool':<28}{'p50 ms':>10}{'p95 ms':>10}")
     for tool, values in latency.items():
-        print(f"{tool:<22}{statistics.median(values):>10.2f}{_p(values, 0.95):>10.2f}")
+        print(f"{tool:<28}{statistics.median(values):>10.2f}{_p(values, 0.95):>10.2f}")
     base = statistics.median(latency["get_workflow_status"])
     for tool in ("create_workflow", "run_workflow"):
         print(f"ratio {tool} / get_workflow_status (p50): {statistics.median(latency[tool]) / base:.2f}")
@@ -213,7 +309,8 @@ def main() -> None:
     if large is not None:
         print(
             f"list_workflows() with {opts.large:,} stored ({large['active_total']:,.0f} active): "
-            f"p50 {large['p50']:.2f} ms (target < 20), answer {large['kib']:.1f} KiB (target < 64), "
+            f"p50 {large['p50']:.2f} ms (target < 20; raw {large['raw_p50']:.2f} ms), "
+            f"answer {large['kib']:.1f} KiB (target < 64), "
             f"server RSS {large['rss_before']:.1f} -> {large['rss_after']:.1f} MiB "
             f"(+{large['rss_after'] - large['rss_before']:.1f}; target < 20)"
         )
