@@ -116,18 +116,31 @@ def _app_modules(loaded: list[str]) -> list[str]:
     return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in APP_ONLY)]
 
 
-async def _serve_and_report(tmp_path: Path, call_a_tool: bool) -> list[str]:
+async def _loaded(tmp_path: Path, list_tools: bool = True, call_a_tool: bool = False) -> list[str]:
     report = tmp_path / "modules.json"
     env = {**os.environ, "IMPORT_REPORT": str(report)}
     params = StdioServerParameters(command=sys.executable, args=["-c", REPORTING_SERVER], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        tools = {t.name for t in (await session.list_tools()).tools}
-        assert {"create_workflow", "get_workflow_status"} <= tools
+        if list_tools:
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert {"create_workflow", "get_workflow_status"} <= tools
         if call_a_tool:
             assert not (await session.call_tool("list_workflows", {})).isError
     loaded: list[str] = json.loads(report.read_text())
-    return _app_modules(loaded)
+    return loaded
+
+
+async def _serve_and_report(tmp_path: Path, call_a_tool: bool) -> list[str]:
+    return _app_modules(await _loaded(tmp_path, call_a_tool=call_a_tool))
+
+
+async def test_initialize_alone_builds_no_result_models(tmp_path: Path) -> None:
+    """The typed results (a few dozen pydantic models, tens of ms to build) are first needed for
+    the output schemas of tools/list: the handshake does not wait for them."""
+    loaded = await _loaded(tmp_path, list_tools=False)
+    assert "vmware_pilot.server" in loaded  # the server itself did start
+    assert "vmware_pilot.results" not in loaded
 
 
 async def test_initialize_and_tools_list_load_no_store_engine_or_templates(tmp_path: Path) -> None:

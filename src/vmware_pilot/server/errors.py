@@ -21,7 +21,6 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel
 
 from vmware_pilot.errors import PilotError
-from vmware_pilot.results import Result
 from vmware_pilot.server.bounds import bound_refusal, long_strings
 from vmware_pilot.server.results import to_result
 from vmware_pilot.tooltable import DEFAULT_FAILURE_HINT, spec_of
@@ -42,6 +41,8 @@ def tool_result(result: Mapping[str, Any] | BaseModel, arguments: Mapping[str, A
     """A tool's own result (a mapping or a pydantic model) framed. One that carries an ``error``
     (a run, approval or rollback that ended in a failure) has the long inputs it quotes cut; its
     size is the plan's."""
+    from vmware_pilot.results import Result  # not at import: `initialize` needs no result model
+
     payload: Mapping[str, Any]
     if isinstance(result, Result):
         payload = result.payload()
