@@ -45,6 +45,21 @@ def test_fastmcp_keeps_its_tool_manager_and_a_tool_keeps_its_argument_model() ->
     assert list(inspect.signature(tool.run).parameters)[:2] == ["arguments", "context"]
 
 
+async def test_a_built_tool_can_be_added_to_fastmcp_as_it_is() -> None:
+    from mcp.server.fastmcp.tools import Tool
+
+    from vmware_pilot.server.sdk import add_tools, find_tool
+
+    def later(text: str) -> str:
+        return text
+
+    tool = Tool.from_function(later, title="Later")
+    server = FastMCP("probe")
+    add_tools(server, [tool])
+    assert find_tool(server, "later") is tool
+    assert [(t.name, t.title) for t in await server.list_tools()] == [("later", "Later")]
+
+
 def test_the_low_level_server_keeps_replaceable_run_and_capabilities() -> None:
     from mcp.server.lowlevel import NotificationOptions
 

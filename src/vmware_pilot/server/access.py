@@ -26,6 +26,7 @@ from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.tools import Tool
 from mcp.types import ContentBlock
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
@@ -68,11 +69,15 @@ class PilotFastMCP(FastMCP[Any]):
     def __init__(
         self,
         *args: Any,
+        tools: Callable[[], list[Tool]],
         caller: ActorSource,
         role_of: RoleOf | None,
         load_workflow: LoadWorkflow,
         **kwargs: Any,
     ) -> None:
+        # The tools are built when first listed or called: building them (argument models, output
+        # schemas, the result models) is a good part of a start-up, and `initialize` needs none.
+        self._build_tools: Callable[[], list[Tool]] | None = tools
         self._caller = caller
         self._role_of = role_of
         self._load_workflow = load_workflow
@@ -83,6 +88,11 @@ class PilotFastMCP(FastMCP[Any]):
         lowlevel = logging.getLogger("mcp.server.lowlevel.server")
         if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
             lowlevel.addFilter(_HiddenToolNotice())
+
+    def _tools_built(self) -> None:
+        if self._build_tools is not None:
+            build, self._build_tools = self._build_tools, None
+            sdk.add_tools(self, build())
 
     def _role(self) -> tuple[Actor, Role]:
         assert self._role_of is not None
@@ -108,6 +118,7 @@ class PilotFastMCP(FastMCP[Any]):
         )
 
     async def list_tools(self) -> list[MCPTool]:
+        self._tools_built()
         tools = await super().list_tools()
         if self._role_of is None:
             return tools
@@ -133,6 +144,7 @@ class PilotFastMCP(FastMCP[Any]):
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,
         arguments over a limit or against the schema, the caller's role, the engine's rules."""
+        self._tools_built()
         tool = sdk.find_tool(self, name)
         if tool is None:
             raise unknown_tool_refusal(name, TOOL_NAMES)

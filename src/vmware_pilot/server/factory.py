@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.fastmcp.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
 
 from vmware_pilot import __version__
@@ -23,7 +24,6 @@ from vmware_pilot.server.prompts import register_prompts
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runlog import register_logging
 from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
-from vmware_pilot.server.tools import build_tools
 from vmware_pilot.server.wire import guard
 
 if TYPE_CHECKING:
@@ -50,6 +50,12 @@ def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
     register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
     guard(lowlevel, on_end=hub.drop)
     sdk.declare_subscriptions(lowlevel)
+
+
+def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
+    from vmware_pilot.server.tools import build_tools  # and the result models: not for `initialize`
+
+    return build_tools(lambda: source.get().service, caller)
 
 
 def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
@@ -79,7 +85,7 @@ def create_server(
     server = PilotFastMCP(
         SERVER_NAME,
         instructions=instructions(source.dispatching),
-        tools=build_tools(lambda: source.get().service, caller),
+        tools=functools.partial(_tools, source, caller),
         log_level=cast(_LogLevel, level if level in _LEVELS else "INFO"),
         caller=caller,
         role_of=role_of,

@@ -1,7 +1,7 @@
 """The MCP SDK internals Pilot relies on, in one place (FastMCP has no public door for these).
 
 Nothing else in ``src`` reads a private attribute of an SDK object or replaces an SDK method:
-FastMCP's low-level server (``_mcp_server``) and tool manager (``_tool_manager``), the argument
+FastMCP's low-level server (``_mcp_server``) and tool manager (``_tool_manager`` and its ``_tools``), the argument
 model inside a tool's metadata (``Tool.fn_metadata.arg_model``), and the low-level server's
 ``run`` and ``get_capabilities``. A test (tests/server/test_sdk.py) fails when an SDK release
 moves or retypes any of them.
@@ -22,6 +22,7 @@ from mcp.types import ServerCapabilities
 from pydantic import ConfigDict
 
 __all__ = [
+    "add_tools",
     "close_arguments",
     "declare_subscriptions",
     "find_tool",
@@ -43,6 +44,12 @@ def lowlevel(server: FastMCP[Any]) -> Server[Any, Any]:
 def find_tool(server: FastMCP[Any], name: str) -> Tool | None:
     """The registered tool called ``name``, or None (FastMCP only offers calling it by name)."""
     return server._tool_manager.get_tool(name)
+
+
+def add_tools(server: FastMCP[Any], tools: list[Tool]) -> None:
+    """Register ``tools`` as built (FastMCP's ``add_tool`` builds a tool anew from a function)."""
+    for tool in tools:
+        server._tool_manager._tools[tool.name] = tool
 
 
 def set_version(server: FastMCP[Any], version: str) -> None:
