@@ -296,8 +296,8 @@ async def _open_channel(stdin: BinaryIO, stdout: BinaryIO) -> _Channel:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # another event loop (trio)
         return _ThreadedChannel(stdin, stdout)
-    if not (_is_pipe(stdin) and _is_pipe(stdout)):
-        return _ThreadedChannel(stdin, stdout)
+    if sys.platform == "win32" or not (_is_pipe(stdin) and _is_pipe(stdout)):
+        return _ThreadedChannel(stdin, stdout)  # (Windows: the proactor loop has no such pipes)
     # The transports get duplicates to close; the open files are shared with the originals, whose
     # blocking mode ``close`` restores.
     fds = (stdin.fileno(), stdout.fileno())
