@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import shutil
 import statistics
@@ -26,10 +25,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mcp.types import TextContent
 
+from common import devnull, ok, startups_in_turns
 from vmware_pilot.transports.client import PilotClient, connect_stdio
 
 BASELINE = "vmware-pilot==2.4.0"
@@ -83,13 +82,6 @@ async def _timed(samples: int, call: Callable[[int], Awaitable[object]]) -> list
     return out
 
 
-async def _ok(client: PilotClient, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    reply = await client.call(tool, args)
-    if reply.is_error:
-        raise SystemExit(f"{tool} failed: {str(reply.payload)[:300]}")
-    return reply.payload
-
-
 async def _text_size(client: PilotClient, tool: str) -> int:
     result = await client.session.call_tool(tool, {})
     return sum(len(b.text.encode()) for b in result.content if isinstance(b, TextContent))
@@ -101,21 +93,13 @@ def _env(home: Path) -> dict[str, str]:
 
 
 async def _startups(subjects: list[Subject], homes: dict[str, Path], starts: int) -> None:
-    """Start-ups taken in turns (one of each subject per round), so a busy machine weighs on all alike."""
-    times: dict[str, list[float]] = {s.name: [] for s in subjects}
-    for _ in range(starts):
-        for subject in subjects:
-            started = time.perf_counter()
-            async with connect_stdio(
-                subject.command, subject.args, env=_env(homes[subject.name]), errlog=_devnull()
-            ):
-                times[subject.name].append(time.perf_counter() - started)
-    for subject in subjects:
-        subject.figures["start-up to initialize"] = _ms(times[subject.name])
+    servers = [(s.command, s.args, _env(homes[s.name])) for s in subjects]
+    for subject, times in zip(subjects, await startups_in_turns(servers, starts), strict=True):
+        subject.figures["start-up to initialize"] = _ms(times)
 
 
 async def _floor_calls(subject: Subject, home: Path, samples: int) -> None:
-    async with connect_stdio(subject.command, subject.args, env=_env(home), errlog=_devnull()) as client:
+    async with connect_stdio(subject.command, subject.args, env=_env(home), errlog=devnull()) as client:
         await client.session.call_tool("ping", {"text": "warm"})
         times = await _timed(samples, lambda i: client.session.call_tool("ping", {"text": str(i)}))
     subject.figures["trivial call (floor)"] = _ms(times)
@@ -124,7 +108,7 @@ async def _floor_calls(subject: Subject, home: Path, samples: int) -> None:
 async def _create(client: PilotClient, n: int) -> list[str]:
     ids = []
     for _ in range(n):
-        created = await _ok(
+        created = await ok(
             client,
             "create_workflow_from_template",
             {"workflow_type": "incident_response", "params": INCIDENT},
@@ -140,17 +124,17 @@ async def _list(subject: Subject, client: PilotClient, label: str) -> None:
 
 
 async def _pilot(subject: Subject, home: Path, samples: int, large: int) -> None:
-    async with connect_stdio(subject.command, subject.args, env=_env(home), errlog=_devnull()) as client:
+    async with connect_stdio(subject.command, subject.args, env=_env(home), errlog=devnull()) as client:
         ids = await _create(client, 100)
         await _list(subject, client, "100")
         rng = random.Random(7)
-        await _ok(client, "get_workflow_status", {"workflow_id": ids[0]})
+        await ok(client, "get_workflow_status", {"workflow_id": ids[0]})
         status = await _timed(
-            samples, lambda i: _ok(client, "get_workflow_status", {"workflow_id": rng.choice(ids)})
+            samples, lambda i: ok(client, "get_workflow_status", {"workflow_id": rng.choice(ids)})
         )
         create = await _timed(
             samples,
-            lambda i: _ok(
+            lambda i: ok(
                 client, "create_workflow", {"name": f"bench-{i}", "description": "bench", "steps": STEPS}
             ),
         )
@@ -160,10 +144,6 @@ async def _pilot(subject: Subject, home: Path, samples: int, large: int) -> None
         await _create(client, max(0, large - 100 - samples))
         print(f"  {subject.name}: stored {large:,} in {time.perf_counter() - started:.0f} s", flush=True)
         await _list(subject, client, f"{large:,}")
-
-
-def _devnull() -> Any:
-    return open(os.devnull, "w")  # lives as long as the server it is given to
 
 
 def _baseline_venv(given: str | None, scratch: Path) -> Path:

@@ -42,6 +42,7 @@ from typing import Any
 
 from mcp.types import TextContent
 
+from common import devnull, ok, startups_in_turns
 from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
 
 INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU", "target": "lab"}
@@ -85,13 +86,6 @@ class Subject:
 def _p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-async def _ok(client: PilotClient, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    reply = await client.call(tool, args)
-    if reply.is_error:
-        raise SystemExit(f"{tool} failed: {reply.payload}")
-    return reply.payload
 
 
 async def _alternating(
@@ -185,7 +179,7 @@ class RawClient:
 
 
 async def _from_template(client: PilotClient) -> str:
-    created = await _ok(
+    created = await ok(
         client, "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
     )
     return str(created["workflow_id"])
@@ -204,7 +198,7 @@ async def _latency(subjects: list[Subject], workflows: int, samples: int) -> Non
     async with contextlib.AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
-                connect_stdio(s.command, s.args, env=s.env(s.scratch / "pilot"), errlog=_devnull())
+                connect_stdio(s.command, s.args, env=s.env(s.scratch / "pilot"), errlog=devnull())
             )
             for s in subjects
         ]
@@ -212,7 +206,7 @@ async def _latency(subjects: list[Subject], workflows: int, samples: int) -> Non
         for size in (100, workflows):
             for subject, client, own in zip(subjects, clients, ids, strict=True):
                 await _store(subject, client, own, size)
-                await _ok(client, "list_workflows", {})
+                await ok(client, "list_workflows", {})
                 subject.memory[f"{size:,}"] = server_rss_mib(subject.command)
         # Fresh workflows to run (created untimed), so every timed run does the same work.
         to_run = [[await _from_template(c) for _ in range(samples)] for c in clients]
@@ -222,7 +216,7 @@ async def _latency(subjects: list[Subject], workflows: int, samples: int) -> Non
             "get_workflow_status",
             samples,
             [
-                lambda i, c=c, own=own: _ok(c, "get_workflow_status", {"workflow_id": rng.choice(own)})
+                lambda i, c=c, own=own: ok(c, "get_workflow_status", {"workflow_id": rng.choice(own)})
                 for c, own in zip(clients, ids, strict=True)
             ],
         )
@@ -231,7 +225,7 @@ async def _latency(subjects: list[Subject], workflows: int, samples: int) -> Non
             "create_workflow",
             samples,
             [
-                lambda i, c=c: _ok(
+                lambda i, c=c: ok(
                     c,
                     "create_workflow",
                     {"name": f"bench-{i}", "description": "bench", "steps": CUSTOM_STEPS},
@@ -244,12 +238,12 @@ async def _latency(subjects: list[Subject], workflows: int, samples: int) -> Non
             "run_workflow",
             samples,
             [
-                lambda i, c=c, runs=runs: _ok(c, "run_workflow", {"workflow_id": runs[i]})
+                lambda i, c=c, runs=runs: ok(c, "run_workflow", {"workflow_id": runs[i]})
                 for c, runs in zip(clients, to_run, strict=True)
             ],
         )
         for subject, client in zip(subjects, clients, strict=True):
-            listed = await _ok(client, "list_workflows", {"limit": 1})
+            listed = await ok(client, "list_workflows", {"limit": 1})
             print(f"{subject.name}: active workflows in the store: {listed.get('active_total')}")
     await _raw_calls(subjects, ids, samples)
 
@@ -300,15 +294,9 @@ async def _raw_calls(subjects: list[Subject], ids: list[list[str]], samples: int
 
 
 async def _startups(subjects: list[Subject], starts: int) -> None:
-    for subject in subjects:
-        subject.times["start-up"] = []
-    for _ in range(starts):
-        for subject in subjects:
-            start = time.perf_counter()
-            async with connect_stdio(
-                subject.command, subject.args, env=subject.env(subject.scratch / "pilot"), errlog=_devnull()
-            ):
-                subject.times["start-up"].append((time.perf_counter() - start) * 1000)
+    servers = [(s.command, s.args, s.env(s.scratch / "pilot")) for s in subjects]
+    for subject, times in zip(subjects, await startups_in_turns(servers, starts), strict=True):
+        subject.times["start-up"] = [t * 1000 for t in times]
 
 
 def _populate(subjects: list[Subject], size: int) -> None:
@@ -326,12 +314,12 @@ async def _large_list(subjects: list[Subject]) -> None:
     async with contextlib.AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
-                connect_stdio(s.command, s.args, env=s.env(s.scratch / "large"), errlog=_devnull())
+                connect_stdio(s.command, s.args, env=s.env(s.scratch / "large"), errlog=devnull())
             )
             for s in subjects
         ]
         for subject, client in zip(subjects, clients, strict=True):
-            await _ok(client, "get_skill_catalog", {})  # the first call builds the app
+            await ok(client, "get_skill_catalog", {})  # the first call builds the app
             subject.large["rss_before"] = server_rss_mib(subject.command)
         await _alternating(
             subjects, "list", 30, [lambda i, c=c: c.session.call_tool("list_workflows", {}) for c in clients]
@@ -348,10 +336,6 @@ async def _large_list(subjects: list[Subject]) -> None:
         await _alternating(
             subjects, "list (raw)", 30, [lambda i, r=r: r.call("list_workflows", {}) for r in raws]
         )
-
-
-def _devnull() -> Any:
-    return open(os.devnull, "w")
 
 
 def _report_one(subject: Subject, opts: argparse.Namespace) -> None:
