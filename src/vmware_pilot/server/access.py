@@ -89,7 +89,7 @@ class PilotFastMCP(FastMCP[Any]):
         if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
             lowlevel.addFilter(_HiddenToolNotice())
 
-    def _tools_built(self) -> None:
+    def _build_tools_once(self) -> None:
         if self._build_tools is not None:
             build, self._build_tools = self._build_tools, None
             sdk.add_tools(self, build())
@@ -118,7 +118,7 @@ class PilotFastMCP(FastMCP[Any]):
         )
 
     async def list_tools(self) -> list[MCPTool]:
-        self._tools_built()
+        self._build_tools_once()
         tools = await super().list_tools()
         if self._role_of is None:
             return tools
@@ -144,7 +144,7 @@ class PilotFastMCP(FastMCP[Any]):
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,
         arguments over a limit or against the schema, the caller's role, the engine's rules."""
-        self._tools_built()
+        self._build_tools_once()
         tool = sdk.find_tool(self, name)
         if tool is None:
             raise unknown_tool_refusal(name, TOOL_NAMES)

@@ -150,13 +150,11 @@ async def stdio_loop(
         async with lock:
             await channel.write(text.encode("utf-8") + b"\n")
 
-    readline = channel.readline
-
     async def refuse_long(start: bytes) -> None:
         """Read past the rest of a too-long line (keeping nothing of it) and answer it."""
         size, chunk = len(start), start
         while chunk and not chunk.endswith(b"\n"):
-            chunk = await readline(MAX_REQUEST_BYTES)
+            chunk = await channel.readline(MAX_REQUEST_BYTES)
             size += len(chunk)
         message = (
             f"Invalid Request: the message has {size} bytes or more; the limit is "
@@ -179,7 +177,7 @@ async def stdio_loop(
     async def reader() -> None:
         nonlocal ended
         async with read_send:
-            while line := await readline(MAX_REQUEST_BYTES + 1):
+            while line := await channel.readline(MAX_REQUEST_BYTES + 1):
                 if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
                     await refuse_long(line)
                     continue
