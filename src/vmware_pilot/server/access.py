@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
@@ -40,7 +40,7 @@ from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_
 from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_failure
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
-__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
+__all__ = ["ActorSource", "PilotFastMCP", "RoleOf", "read_refusal"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -54,6 +54,25 @@ _APPROVE_HINT = (
     "Have someone whose role allows approving (approve: any, or approve: others for a workflow "
     "they did not create or edit) approve it."
 )
+
+
+def read_refusal(actor: Actor, role: Role, tools: Collection[str]) -> AccessRefused | None:
+    """Why ``actor`` (with ``role``) may not see what ``tools`` show, or None when any one of them
+    is the role's: the one rule for reads outside the tools themselves (resources, completions,
+    subscriptions, the web console's pages)."""
+    if any(tool_refusal(role, tool) is None for tool in tools):
+        return None
+    first = next(iter(tools))
+    how = (
+        "a group of yours mapped to it in the roles file"
+        if actor.kind == "oidc"
+        else f"`vmware-pilot token set-role {actor.name} ROLE`"
+    )
+    return AccessRefused(
+        f"{tool_refusal(role, first)}.",
+        hint=f"Ask an administrator for a role that includes {' or '.join(tools)} ({how}).",
+        role=role.name,
+    )
 
 
 class _HiddenToolNotice(logging.Filter):
@@ -107,15 +126,7 @@ class PilotFastMCP(FastMCP[Any]):
             actor, role = self._role()
         except PilotError as exc:
             return exc
-        reason = tool_refusal(role, tool)
-        if reason is None:
-            return None
-        return AccessRefused(
-            f"{reason}.",
-            hint=f"Ask an administrator for a role that includes {tool} (`vmware-pilot token set-role "
-            f"{actor.name} ROLE`).",
-            role=role.name,
-        )
+        return read_refusal(actor, role, (tool,))
 
     async def list_tools(self) -> list[MCPTool]:
         self._build_tools_once()

@@ -31,7 +31,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.duties import Role
 from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
-from vmware_pilot.transports.tokens import Tokens
+from vmware_pilot.transports.tokens import TokenEntry, Tokens
 
 __all__ = [
     "PRM_PATH",
@@ -65,6 +65,15 @@ class CallerVerifier:
                 token="", client_id=entry.name, scopes=scopes, subject=entry.name, claims={"role": entry.role}
             )
         return await self._jwt.verify(token) if self._jwt is not None else None
+
+    def token_named(self, name: str) -> TokenEntry | None:
+        """The static token called ``name`` as it stands now (None once revoked, or while the
+        token store cannot be read: nothing is assumed then)."""
+        try:
+            entries = self._tokens.entries()
+        except PilotError:
+            return None
+        return next((e for e in entries if e.name == name), None)
 
 
 def actor_of(token: AccessToken) -> Actor:

@@ -8,6 +8,13 @@ after authentication has run (an unauthenticated request passes untouched and ge
 its body being read), reads at most ``MAX_REQUEST_BYTES`` (413 past it, before reading when
 ``Content-Length`` says so) and answers such a body with 400 and a JSON-RPC parse error.
 Everything else is handed on unchanged.
+
+``FormLimit`` does the same for the console's forms, before anything else runs (the sign-in form
+is posted before authentication): a POST body is read into memory up to ``MAX_REQUEST_BYTES``
+(413 past it, before reading when ``Content-Length`` says so, chunked bodies as soon as they pass
+it) and handed on whole, so no form parser ever sees more; a body that is not a plain
+``application/x-www-form-urlencoded`` form (multipart, whose parts the form parser would spool to
+temporary files) is refused with 415. The console's pages post nothing else.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from vmware_pilot.errors import PilotError
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 
-__all__ = ["BodyCheck", "body_problem", "check_bodies"]
+__all__ = ["BodyCheck", "FormLimit", "body_problem", "check_bodies", "read_limited"]
 
 PARSE_ERROR: Final = -32700
 # Below this many opening brackets no JSON can nest deep enough to exhaust the recursion limit,
@@ -61,6 +68,43 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def read_limited(scope: Scope, receive: Receive) -> bytes | None:
+    """The request's whole body, or None once it is (or says it will be) over ``MAX_REQUEST_BYTES``
+    or the client went away; never more than the limit plus one message is held."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None  # the client went away
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_REQUEST_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands on ``body`` whole, then whatever the connection sends next."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+_TOO_LARGE = f"Request too large: at most {MAX_REQUEST_BYTES} bytes per message"
+
+
 class BodyCheck:
     """ASGI wrapper of the ``/mcp`` endpoint (see the module docstring)."""
 
@@ -76,39 +120,60 @@ class BodyCheck:
         ):
             await self.app(scope, receive, send)
             return
-        too_large = f"Request too large: at most {MAX_REQUEST_BYTES} bytes per message"
-        declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
-            await _answer(send, 413, too_large)
+        body = await read_limited(scope, receive)
+        if body is None:
+            await _answer(send, 413, _TOO_LARGE)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > MAX_REQUEST_BYTES:
-                await _answer(send, 413, too_large)
-                return
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
         problem = body_problem(body)
         if problem is not None:
             await _answer(send, 400, f"Parse error: {problem}")
             return
-        replayed = False
+        await self.app(scope, _replaying(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+_FORM = b"application/x-www-form-urlencoded"
+
+
+async def _plain(send: Send, status: int, message: str) -> None:
+    body = message.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class FormLimit:
+    """ASGI wrapper of the console (see the module docstring): every POST body bounded before
+    any route reads it, and only plain URL-encoded forms accepted."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await read_limited(scope, receive)
+        if body is None:
+            await _plain(
+                send, 413, _TOO_LARGE + ". Console forms are small: reload the page and send it again."
+            )
+            return
+        kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+        if body and kind != _FORM:
+            await _plain(
+                send, 415, "The console takes forms as application/x-www-form-urlencoded only (no multipart)."
+            )
+            return
+        await self.app(scope, _replaying(body, receive), send)
 
 
 def check_bodies(app: Starlette, path: str) -> None:

@@ -2,7 +2,9 @@
 
 ``start`` makes one sign-in attempt: a random ``state``, ``nonce`` and PKCE verifier (S256), kept
 here under a random key that the browser holds in the pre-login cookie, and the provider's
-authorization URL. ``finish`` takes the callback's query and that key: the attempt is taken out
+authorization URL. Attempts in progress are bounded per client address: a client's new attempt
+past ``_PER_CLIENT`` replaces that client's own oldest one, never someone else's, and once
+``_MAX_ATTEMPTS`` are in progress new ones are refused (``OidcBusy``) rather than evicting any. ``finish`` takes the callback's query and that key: the attempt is taken out
 (so a callback replayed is refused), must not have expired, and its ``state`` must equal the
 callback's; the code is exchanged at the provider's token endpoint (with the verifier, and the
 client secret for a confidential client); the ID token is validated with the issuer's published
@@ -34,11 +36,12 @@ from vmware_pilot.errors import PilotError
 from vmware_pilot.transports.jwks import IssuerKeys, _secure_enough, discovery_url
 from vmware_pilot.transports.oauth import CLOCK_SKEW, claim_values, display_name
 
-__all__ = ["ATTEMPT_SECONDS", "CALLBACK_PATH", "OidcLogin", "OidcRefused"]
+__all__ = ["ATTEMPT_SECONDS", "CALLBACK_PATH", "OidcBusy", "OidcLogin", "OidcRefused"]
 
 CALLBACK_PATH: Final = "/console/oidc/callback"
 ATTEMPT_SECONDS: Final = 600  # how long the person may take at the provider's login page
 _MAX_ATTEMPTS: Final = 10_000
+_PER_CLIENT: Final = 10
 _MAX_BODY: Final = 1 << 20
 _TIMEOUT: Final = 15.0
 _AGAIN: Final = "Start again from the console's sign-in page."
@@ -48,6 +51,10 @@ class OidcRefused(PilotError):
     """A sign-in through the identity provider that cannot be completed (message and hint shown)."""
 
 
+class OidcBusy(OidcRefused):
+    """No new sign-in attempt is taken: too many are in progress from everywhere."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Attempt:
     state: str
@@ -55,6 +62,7 @@ class _Attempt:
     verifier: str
     next: str
     started: float
+    client: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +115,9 @@ class OidcLogin:
         )
 
     # --- the attempt ------------------------------------------------------------------------
-    async def start(self, next_path: str) -> tuple[str, str]:
-        """A new attempt: the pre-login cookie value and the URL to send the browser to."""
+    async def start(self, next_path: str, client: str = "") -> tuple[str, str]:
+        """A new attempt from ``client`` (its address): the pre-login cookie value and the URL to
+        send the browser to; raises ``OidcBusy`` when too many attempts are in progress."""
         endpoints = await self._discover()
         attempt = _Attempt(
             state=secrets.token_urlsafe(32),
@@ -116,10 +125,20 @@ class OidcLogin:
             verifier=secrets.token_urlsafe(64),  # 86 characters: within PKCE's 43-128
             next=next_path,
             started=time.monotonic(),
+            client=client,
         )
         key = secrets.token_urlsafe(32)
         with self._lock:
             self._drop_old()
+            mine = [k for k, a in self._attempts.items() if a.client == client]
+            if len(mine) >= _PER_CLIENT:
+                del self._attempts[mine[0]]  # this client's own oldest (dicts keep insertion order)
+            elif len(self._attempts) >= _MAX_ATTEMPTS:
+                raise OidcBusy(
+                    "Too many sign-ins at the identity provider are in progress",
+                    hint=f"Try again in a few minutes (an unfinished sign-in lapses after "
+                    f"{ATTEMPT_SECONDS // 60} minutes), or sign in with a token.",
+                )
             self._attempts[key] = attempt
         query = {
             "response_type": "code",
@@ -138,8 +157,6 @@ class OidcLogin:
         now = time.monotonic()
         for key in [k for k, a in self._attempts.items() if now - a.started > ATTEMPT_SECONDS]:
             del self._attempts[key]
-        while len(self._attempts) >= _MAX_ATTEMPTS:  # the oldest first (dicts keep insertion order)
-            del self._attempts[next(iter(self._attempts))]
 
     async def finish(self, key: str, params: dict[str, str]) -> tuple[Actor, str]:
         """The person the callback ``params`` sign in, and the console path to go on to."""

@@ -1,11 +1,19 @@
 """The console's pages and forms: sign-in, workflows, one workflow, a gate, approve and reject.
 
-Every page but the sign-in form needs a session (``sessions``); every POST carries the session's
-CSRF token (the sign-in form a double-submit cookie) and is refused with 403 without it. Deciding
+Every page but the sign-in form needs a session (``sessions``), checked again on every request:
+a session signed in with a static token ends once that token is revoked or replaced, and the
+role is read now (the token's current role; an OIDC person's from their groups), so a changed
+role applies to the next click. A page shows only what the role may read through the MCP tools
+(``server.access.read_refusal``, the rule the MCP resources follow): the list needs
+``list_workflows``, a workflow, its steps and its events ``get_workflow_status``, a gate that or
+``approve``. Every POST body is bounded before any form is read (``http_body.FormLimit``: 413
+past 1 MiB) and carries the session's CSRF token (the sign-in form a double-submit cookie),
+refused with 403 without it. Nothing here writes the store on the event loop: sign-in, sign-out
+and reject run in a worker thread, approve through the engine's runner, which does. Deciding
 a gate follows the same rules as the MCP ``approve`` tool, in the same code: the caller's role
 (``safety.duties.approve_refusal``), then the engine's checks (``engine.execution.approval.precheck``:
-expiry, the plan digest the page showed, four eyes) and the engine's approve path, with the
-signed-in person as the approver. Pages render the engine's typed results and nothing else.
+expiry, the plan digest the page showed, which the form must carry, four eyes) and the engine's
+approve path, with the signed-in person as the approver. Pages render the engine's typed results and nothing else.
 With an OIDC client configured (oidc.py), people may also sign in at the identity provider; that
 ends in the same session as a token sign-in.
 """
@@ -16,10 +24,12 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -36,10 +46,11 @@ from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.results import StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact
-from vmware_pilot.transports.callers import actor_of
+from vmware_pilot.server.access import read_refusal
+from vmware_pilot.transports.callers import CallerVerifier, actor_of
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.headers import SecurityHeaders
-from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcLogin, OidcRefused
+from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcBusy, OidcLogin, OidcRefused
 from vmware_pilot.transports.console.sessions import (
     COOKIE,
     LOGIN_COOKIE,
@@ -47,7 +58,10 @@ from vmware_pilot.transports.console.sessions import (
     Session,
     SessionBook,
     same_secret,
+    token_fingerprint,
 )
+from vmware_pilot.transports.http_body import FormLimit
+from vmware_pilot.transports.tokens import hash_secret
 
 __all__ = ["Console", "mount_console"]
 
@@ -58,12 +72,39 @@ _AUDIT_TAIL: Final = 20
 _TOKEN_MAX: Final = 8192
 _REASON_MAX: Final = 2000
 _EXPIRY_NOTICE_SECONDS: Final = 600
+_MAX_PAGE: Final = 1_000_000
 
 RoleOf = Callable[[Actor], Role]
+# What each page shows is what these tools show: the role needs one of them (read_refusal).
+_LIST: Final = ("list_workflows",)
+_STATUS: Final = ("get_workflow_status",)
+_GATE: Final = ("get_workflow_status", "approve")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The signed-in person as of this request: the session (its actor as it stands now) and role."""
+
+    session: Session
+    role: Role
+
+    @property
+    def actor(self) -> Actor:
+        return self.session.actor
+
+
+class _Denied(Exception):
+    """Why a request with a session may not go on: the response to send instead."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__()
+        self.response = response
 
 
 class Console:
-    def __init__(self, app: PilotApp, verifier: Any, role_of: RoleOf, oidc: OidcLogin | None = None) -> None:
+    def __init__(
+        self, app: PilotApp, verifier: CallerVerifier, role_of: RoleOf, oidc: OidcLogin | None = None
+    ) -> None:
         self.app = app
         self.oidc = oidc
         self.verifier = verifier
@@ -76,35 +117,69 @@ class Console:
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
-    def session_of(self, request: Request) -> tuple[Session | None, Response | None]:
-        """The signed-in session, or the redirect to the sign-in form (saying when it expired)."""
-        session, expired = self.sessions.get(request.cookies.get(COOKIE, ""))
-        if session is not None:
-            return session, None
-        target = quote(request.url.path, safe="/")
-        url = f"/console/login?next={target}" + ("&expired=1" if expired else "")
-        return None, RedirectResponse(url, status_code=303)
+    def current(self, session: Session) -> Session | None:
+        """``session`` with its person as they stand now, or None when it no longer holds: a static
+        token's session ends with that token (revoked, or replaced under the same name), and
+        carries the token's current role."""
+        actor = session.actor
+        if actor.kind != "token":
+            return session
+        entry = self.verifier.token_named(actor.name)
+        if entry is None or not same_secret(token_fingerprint(entry.hash), session.token):
+            return None
+        return replace(session, actor=replace(actor, role=entry.role))
+
+    def caller(self, request: Request, reads: tuple[str, ...] = ()) -> Caller:
+        """The signed-in person and role, allowed to see what ``reads`` show; raises ``_Denied``
+        with the redirect to the sign-in form (saying why the session ended) or the refusal."""
+        found, expired = self.sessions.get(request.cookies.get(COOKIE, ""))
+        session = self.current(found) if found is not None else None
+        if session is None:
+            target = quote(request.url.path, safe="/")
+            why = "&expired=1" if expired else "&ended=1" if found is not None else ""
+            raise _Denied(RedirectResponse(f"/console/login?next={target}{why}", status_code=303))
+        try:
+            role = self.role_of(session.actor)
+        except PilotError as exc:
+            raise _Denied(self.forbidden(request, f"{exc.message}. {exc.hint}".strip())) from None
+        refusal = read_refusal(session.actor, role, reads) if reads else None
+        if refusal is not None:
+            raise _Denied(self.forbidden(request, f"{refusal.message} {refusal.hint}", session))
+        return Caller(session, role)
 
     @staticmethod
-    async def posted(request: Request, session: Session) -> dict[str, str] | None:
-        """The form fields of a POST, or None when its CSRF token is missing or wrong."""
+    async def fields(request: Request) -> dict[str, str]:
+        """The fields of a posted form (its body already bounded and checked by ``FormLimit``)."""
         form = await request.form()
-        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        return {k: v for k, v in form.items() if isinstance(v, str)}
+
+    @classmethod
+    async def posted(cls, request: Request, session: Session) -> dict[str, str] | None:
+        """The form fields of a POST, or None when its CSRF token is missing or wrong."""
+        fields = await cls.fields(request)
         return fields if same_secret(fields.get("csrf", ""), session.csrf) else None
 
-    def forbidden(self, request: Request, why: str) -> Response:
-        return self.page(request, "error.html", 403, title="Refused", message=why, session=None)
+    def forbidden(self, request: Request, why: str, session: Session | None = None) -> Response:
+        return self.page(request, "error.html", 403, title="Refused", message=why, session=session)
 
     # --- sign-in ----------------------------------------------------------------------------
     async def login_form(self, request: Request) -> Response:
         nonce = secrets.token_urlsafe(32)
         expired = request.query_params.get("expired") == "1"
+        ended = request.query_params.get("ended") == "1"
+        notice = (
+            "Your session expired: sign in again."
+            if expired
+            else "Your session ended: the token you signed in with was revoked or replaced."
+            if ended
+            else ""
+        )
         response = self.page(
             request,
             "login.html",
             csrf=nonce,
             next=_safe_next(request.query_params.get("next", "")),
-            notice="Your session expired: sign in again." if expired else "",
+            notice=notice,
             error="",
             oidc=self.oidc is not None,
             session=None,
@@ -113,8 +188,7 @@ class Console:
         return response
 
     async def login(self, request: Request) -> Response:
-        form = await request.form()
-        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        fields = await self.fields(request)
         if not same_secret(fields.get("csrf", ""), request.cookies.get(LOGIN_COOKIE, "")):
             return self.forbidden(request, "The sign-in form was not sent from this console (CSRF check).")
         token = fields.get("token", "").strip()[:_TOKEN_MAX]
@@ -140,12 +214,14 @@ class Console:
                 session=None,
             )
         response = RedirectResponse(_safe_next(fields.get("next", "")) or "/console/workflows", 303)
-        self._signed_in(response, request, actor)
+        # A static token's session is bound to that token (current() checks it on every request).
+        bound = token_fingerprint(hash_secret(token)) if actor.kind == "token" else ""
+        await self._signed_in(response, request, actor, bound)
         response.delete_cookie(LOGIN_COOKIE, path="/console")
         return response
 
-    def _signed_in(self, response: Response, request: Request, actor: Actor) -> None:
-        key, _ = self.sessions.open(actor)
+    async def _signed_in(self, response: Response, request: Request, actor: Actor, token: str = "") -> None:
+        key, _ = await anyio.to_thread.run_sync(self.sessions.open, actor, token)
         _log.info("console: %s signed in", actor.label)
         # The cookie outlives the session a little, so the next page can say it expired (the
         # server's expiry is what counts).
@@ -159,9 +235,10 @@ class Console:
                 request, "error.html", 404, title="Not found", message="No such page.", session=None
             )
         try:
-            key, url = await self.oidc.start(_safe_next(request.query_params.get("next", "")))
+            client = request.client.host if request.client else ""
+            key, url = await self.oidc.start(_safe_next(request.query_params.get("next", "")), client)
         except OidcRefused as exc:
-            return self._oidc_failed(request, exc, 502)
+            return self._oidc_failed(request, exc, 503 if isinstance(exc, OidcBusy) else 502)
         response = RedirectResponse(url, 303)
         # SameSite=Lax, not Strict: the provider sends the browser back with a top-level GET from
         # its own site, and a Strict cookie is not sent on such a cross-site navigation, so the
@@ -197,7 +274,7 @@ class Console:
             response = self.page(
                 request, "signed_in.html", target=target, who=actor.display or actor.name, session=None
             )
-            self._signed_in(response, request, actor)
+            await self._signed_in(response, request, actor)
         response.delete_cookie(OIDC_COOKIE, path="/console/oidc")
         return response
 
@@ -206,12 +283,12 @@ class Console:
         return self.page(request, "oidc_error.html", status, message=exc.message, hint=exc.hint, session=None)
 
     async def logout(self, request: Request) -> Response:
-        session, redirect = self.session_of(request)
+        session, _ = self.sessions.get(request.cookies.get(COOKIE, ""))
         if session is None:
-            return redirect or RedirectResponse("/console/login", 303)
+            return RedirectResponse("/console/login", 303)
         if await self.posted(request, session) is None:
             return self.forbidden(request, "Sign-out refused: the form carried no valid CSRF token.")
-        self.sessions.close(request.cookies.get(COOKIE, ""))
+        await anyio.to_thread.run_sync(self.sessions.close, request.cookies.get(COOKIE, ""))
         response = RedirectResponse("/console/login", 303)
         response.delete_cookie(COOKIE, path="/console")
         return response
@@ -233,15 +310,20 @@ class Console:
         return RedirectResponse("/console/workflows", 303)
 
     async def workflows(self, request: Request) -> Response:
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
+        session = self.caller(request, _LIST).session
         wanted = request.query_params.get("state", "")
         states = [WorkflowState(wanted)] if wanted in {s.value for s in WorkflowState} else None
-        try:
-            page = max(1, int(request.query_params.get("page", "1")))
-        except ValueError:
-            page = 1
+        shown = request.query_params.get("page", "1")
+        if not (shown.isascii() and shown.isdigit() and 1 <= int(shown) <= _MAX_PAGE):
+            return self.page(
+                request,
+                "error.html",
+                400,
+                title="Bad request",
+                message=f"page must be a whole number from 1 to {_MAX_PAGE:,} (got {shown[:40]!r}).",
+                session=session,
+            )
+        page = int(shown)
         rows = self.app.store.list_all(PAGE_SIZE + 1, (page - 1) * PAGE_SIZE, states)
         return self.page(
             request,
@@ -259,9 +341,7 @@ class Console:
         return str(request.path_params["workflow_id"])
 
     async def workflow(self, request: Request) -> Response:
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
+        session = self.caller(request, _STATUS).session
         try:
             # The version before the read: a change in between makes the page reload, never stick.
             wf = self.app.store.load(self._id(request))
@@ -289,9 +369,7 @@ class Console:
         )
 
     async def step_result(self, request: Request) -> Response:
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
+        session = self.caller(request, _STATUS).session
         try:
             status = result_of(StatusView, self.app.service.get_workflow_status(self._id(request)))
             step = status.steps[int(request.path_params["index"])]
@@ -302,9 +380,8 @@ class Console:
         return self.page(request, "result.html", session=session, wf=status, step=redact(step.payload()))
 
     async def gate(self, request: Request, error: str = "", status: int = 200) -> Response:
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
+        caller = self.caller(request, _GATE)
+        session = caller.session
         workflow_id = self._id(request)
         try:
             view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
@@ -314,39 +391,45 @@ class Console:
             )
         except PilotError:
             return RedirectResponse(f"/console/workflows/{quote(workflow_id)}", 303)
-        refusal = self._refusal(session.actor, workflow_id)
+        refusal = self._refusal(caller, workflow_id)
         return self.page(
             request, "gate.html", status, session=session, view=view, error=error, may_decide=refusal
         )
 
-    def _refusal(self, actor: Actor, workflow_id: str) -> str:
+    def _refusal(self, caller: Caller, workflow_id: str) -> str:
         """Why this person may not approve the workflow (empty when they may): the role's rule."""
         try:
-            return approve_refusal(self.role_of(actor), actor, self.app.store.load(workflow_id)) or ""
+            return approve_refusal(caller.role, caller.actor, self.app.store.load(workflow_id)) or ""
         except PilotError as exc:
             return exc.message
 
     # --- decisions --------------------------------------------------------------------------
-    async def _decision(self, request: Request, what: str) -> tuple[Actor, str, dict[str, str]] | Response:
+    async def _decision(self, request: Request, what: str) -> tuple[Caller, str, dict[str, str]]:
         """A posted approve or reject form: the signed-in person, the workflow and the form's
-        fields; or the sign-in redirect, or the refusal of a form without a valid CSRF token."""
-        session, redirect = self.session_of(request)
-        if session is None:
-            return redirect  # type: ignore[return-value]
-        fields = await self.posted(request, session)
+        fields; raises ``_Denied`` with the sign-in redirect, or the refusal of a form without a
+        valid CSRF token."""
+        caller = self.caller(request)
+        fields = await self.posted(request, caller.session)
         if fields is None:
-            return self.forbidden(request, f"{what} refused: the form carried no valid CSRF token.")
-        return session.actor, self._id(request), fields
+            raise _Denied(self.forbidden(request, f"{what} refused: the form carried no valid CSRF token."))
+        return caller, self._id(request), fields
 
     async def approve(self, request: Request) -> Response:
-        decided = await self._decision(request, "Approval")
-        if isinstance(decided, Response):
-            return decided
-        actor, workflow_id, fields = decided
-        refusal = self._refusal(actor, workflow_id)
+        caller, workflow_id, fields = await self._decision(request, "Approval")
+        actor = caller.actor
+        refusal = self._refusal(caller, workflow_id)
         if refusal:
             return await self.gate(request, f"Refused: {refusal}.", 403)
-        digest = fields.get("digest", "")
+        digest = fields.get("digest", "").strip()
+        if not digest:
+            # Without the digest of the plan the page showed, the approval would bind to whatever
+            # the plan is now, which the person never saw.
+            return await self.gate(
+                request,
+                "Refused: the form carried no plan digest, so it cannot show which plan you approve. "
+                "Approve from this page, which shows the plan and sends its digest.",
+                400,
+            )
         acknowledge = fields.get("ack_not_executed") == "yes"
         try:
             precheck(self.app.store.load(workflow_id), actor.label, acknowledge, digest)
@@ -367,40 +450,56 @@ class Console:
             _log.warning("console approval ended with: %s", getattr(exc, "message", exc))
 
     async def reject(self, request: Request) -> Response:
-        decided = await self._decision(request, "Rejection")
-        if isinstance(decided, Response):
-            return decided
-        actor, workflow_id, fields = decided
-        try:
-            role = self.role_of(actor)
-        except PilotError as exc:
-            return await self.gate(request, f"Refused: {exc.message}", 403)
-        why_not = tool_refusal(role, "cancel_workflow")
+        caller, workflow_id, fields = await self._decision(request, "Rejection")
+        why_not = tool_refusal(caller.role, "cancel_workflow")
         if why_not:
             return await self.gate(request, f"Refused: {why_not}.", 403)
+        reason = fields.get("reason", "")[:_REASON_MAX]
         try:
-            self.app.service.reject(actor, workflow_id, fields.get("reason", "")[:_REASON_MAX])
+            await anyio.to_thread.run_sync(self.app.service.reject, caller.actor, workflow_id, reason)
         except PilotError as exc:
             return await self.gate(request, f"Refused: {exc.message}", 409)
         return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=rejected", 303)
 
     # --- live updates -----------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
-        session, _ = self.session_of(request)
-        if session is None:
-            return Response("sign in first", 401, media_type="text/plain")
-        return workflow_events(self.app, self._id(request), request, self._still(request))
+        refused = self._stream_refusal(request, _STATUS)
+        if refused is not None:
+            return refused
+        return workflow_events(self.app, self._id(request), request, self._still(request, _STATUS))
 
     async def list_events(self, request: Request) -> Response:
-        session, _ = self.session_of(request)
-        if session is None:
-            return Response("sign in first", 401, media_type="text/plain")
-        return workflows_events(self.app, request, self._still(request))
+        refused = self._stream_refusal(request, _LIST)
+        if refused is not None:
+            return refused
+        return workflows_events(self.app, request, self._still(request, _LIST))
 
-    def _still(self, request: Request) -> Callable[[], bool]:
-        """Whether the request's session still holds (asked again by a long event stream)."""
-        cookie = request.cookies.get(COOKIE, "")
-        return lambda: self.sessions.get(cookie)[0] is not None
+    def _stream_refusal(self, request: Request, reads: tuple[str, ...]) -> Response | None:
+        try:
+            self.caller(request, reads)
+        except _Denied as denied:
+            if denied.response.status_code == 303:
+                return Response("sign in first", 401, media_type="text/plain")
+            return Response("your role may not read this", 403, media_type="text/plain")
+        return None
+
+    def _still(self, request: Request, reads: tuple[str, ...]) -> Callable[[], bool]:
+        """Whether the request's session still holds and may still read the stream (asked again
+        by a long event stream: signed out, token revoked, role changed)."""
+
+        def holds() -> bool:
+            try:
+                self.caller(request, reads)
+            except _Denied:
+                return False
+            return True
+
+        return holds
+
+    @staticmethod
+    async def _denied(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _Denied)
+        return exc.response
 
     def asgi(self) -> Starlette:
         wid = "/workflows/{workflow_id:str}"
@@ -421,7 +520,7 @@ class Console:
             Route(wid + "/steps/{index:int}", self.step_result),
             Mount("/static", app=StaticFiles(directory=str(_HERE / "static")), name="static"),
         ]
-        return Starlette(routes=routes)
+        return Starlette(routes=routes, exception_handlers={_Denied: self._denied})
 
 
 def _safe_next(path: str) -> str:
@@ -430,10 +529,14 @@ def _safe_next(path: str) -> str:
 
 
 def mount_console(
-    starlette: Starlette, app: PilotApp, verifier: Any, role_of: RoleOf, oidc: OidcLogin | None = None
+    starlette: Starlette,
+    app: PilotApp,
+    verifier: CallerVerifier,
+    role_of: RoleOf,
+    oidc: OidcLogin | None = None,
 ) -> Console:
     """Serve the console under ``/console`` of the transport's Starlette app (with ``oidc``, people
-    may also sign in at the identity provider)."""
+    may also sign in at the identity provider); every POST body bounded first (``FormLimit``)."""
     console = Console(app, verifier, role_of, oidc)
-    starlette.router.routes.insert(0, Mount("/console", app=SecurityHeaders(console.asgi())))
+    starlette.router.routes.insert(0, Mount("/console", app=SecurityHeaders(FormLimit(console.asgi()))))
     return console

@@ -21,7 +21,15 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.store.sql import SqlStore
 
-__all__ = ["COOKIE", "LOGIN_COOKIE", "OIDC_COOKIE", "Session", "SessionBook", "same_secret"]
+__all__ = [
+    "COOKIE",
+    "LOGIN_COOKIE",
+    "OIDC_COOKIE",
+    "Session",
+    "SessionBook",
+    "same_secret",
+    "token_fingerprint",
+]
 
 COOKIE: Final = "pilot_console"
 # Double-submit CSRF cookie of the sign-in form (there is no session yet to hold the token).
@@ -44,9 +52,19 @@ def csrf_of(cookie: str) -> str:
 
 @dataclass
 class Session:
+    """A signed-in person: the identity at sign-in and, for a static token, ``token``: the
+    fingerprint of the token signed in with (``token_fingerprint``), so the console can tell on
+    every request whether that very token still exists (routes.py)."""
+
     actor: Actor
     csrf: str
     expires: datetime
+    token: str = ""
+
+
+def token_fingerprint(token_hash: str) -> str:
+    """What a session keeps of its token: the SHA-256 of the token's stored hash (never the secret)."""
+    return hashlib.sha256(token_hash.encode()).hexdigest()
 
 
 def _actor_of(identity: dict[str, Any]) -> Actor | None:
@@ -69,12 +87,15 @@ class SessionBook:
         self.store = store
         self.lifetime = timedelta(minutes=minutes)
 
-    def open(self, actor: Actor) -> tuple[str, Session]:
-        """A new session for ``actor``: the cookie value and the session."""
+    def open(self, actor: Actor, token: str = "") -> tuple[str, Session]:
+        """A new session for ``actor`` (signed in with the token of fingerprint ``token``, if a
+        static one): the cookie value and the session. Writes the database: call it in a worker
+        thread from the event loop."""
         key = secrets.token_urlsafe(32)
         seconds = self.lifetime.total_seconds()
-        self.store.open_session(key, asdict(actor), seconds, KEEP_EXPIRED_SECONDS)
-        return key, Session(actor, csrf_of(key), utcnow() + self.lifetime)
+        identity = {**asdict(actor), "token": token}
+        self.store.open_session(key, identity, seconds, KEEP_EXPIRED_SECONDS)
+        return key, Session(actor, csrf_of(key), utcnow() + self.lifetime, token)
 
     def get(self, key: str) -> tuple[Session | None, bool]:
         """(the live session for cookie value ``key``, whether it existed but has expired)."""
@@ -86,8 +107,10 @@ class SessionBook:
         actor = _actor_of(row.identity)
         if row.expired or actor is None:
             return None, row.expired
-        return Session(actor, csrf_of(key), utcnow() + timedelta(seconds=row.remaining)), False
+        token = str(row.identity.get("token") or "")
+        return Session(actor, csrf_of(key), utcnow() + timedelta(seconds=row.remaining), token), False
 
     def close(self, key: str) -> None:
+        """End the session (writes the database: a worker thread's job, as ``open``)."""
         if key and len(key) <= _COOKIE_MAX:
             self.store.close_session(key)
