@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.console.conftest import make_pilot_home, run
+from tests.console.locking import Sent, while_locked
 from tests.transports.oidc_provider import Person, Provider, free_port, new_key
 from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.client import connect_http
@@ -194,6 +195,45 @@ def test_an_id_token_for_another_nonce_or_client_is_refused(provider: Provider) 
             asyncio.run(claims(provider.sign(body)))
     with pytest.raises(OidcRefused, match="InvalidSignatureError"):
         asyncio.run(claims(provider.sign(good, key=new_key("k1"))))
+
+
+def test_a_flood_of_sign_in_starts_leaves_a_sign_in_in_progress_alone(provider: Provider) -> None:
+    login = OidcLogin(IssuerKeys(provider.issuer), "pilot-console", "", "openid", "groups", "http://x/cb")
+
+    async def flood() -> tuple[str, int]:
+        mine, _ = await login.start("/console/workflows", "10.0.0.1")
+        for _ in range(10_001):  # from one address: it only ever replaces its own attempts
+            await login.start("", "10.6.6.6")
+        busy = 0
+        for n in range(10_050):  # from everywhere: once full, new attempts are refused, none evicted
+            try:
+                await login.start("", f"10.7.{n // 250}.{n % 250}")
+            except OidcRefused as exc:
+                assert "Too many sign-ins" in exc.message
+                busy += 1
+        return mine, busy
+
+    mine, busy = asyncio.run(flood())
+    assert busy > 0
+    # Still known: refused for its state, not as an unknown attempt.
+    with pytest.raises(OidcRefused, match=r"does not belong to this sign-in \(state\)"):
+        asyncio.run(login.finish(mine, {"state": "forged", "code": "x"}))
+
+
+def test_the_sign_in_at_the_provider_waits_for_the_database_lock_off_the_event_loop(
+    pilot: PilotProcess,
+) -> None:
+    database = pilot.log.parent / ".vmware" / "pilot.db"
+    with httpx.Client(timeout=30) as http:
+        callback = _to_callback(http, pilot, "alice")
+        cookie = {"cookie": f"pilot_console_oidc={http.cookies.get('pilot_console_oidc')}"}
+        path = callback.removeprefix(pilot.base)
+        # The callback asks the provider first (code, ID token, userinfo), then opens the session.
+        answer = while_locked(
+            pilot, database, lambda: Sent(pilot, path, b"", cookie, method="GET"), reads=300
+        )
+    assert answer.status == 200 and b"Welcome, Alice Example" in answer.body, answer.body[:500]
+    assert "pilot_console=" in answer.headers["set-cookie"]
 
 
 async def _at_gate(pilot: PilotProcess, provider: Provider) -> str:

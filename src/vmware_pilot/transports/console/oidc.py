@@ -96,7 +96,8 @@ class OidcLogin:
         self.scopes = " ".join(dict.fromkeys(["openid", *scopes.split()]))
         self.roles_claim = roles_claim
         self.redirect_uri = redirect_uri
-        self._attempts: dict[str, _Attempt] = {}
+        self._attempts: dict[str, _Attempt] = {}  # in the order they started
+        self._of_client: dict[str, list[str]] = {}  # each client's attempt keys, oldest first
         self._lock = threading.Lock()
         self._endpoints: _Endpoints | None = None
 
@@ -130,9 +131,9 @@ class OidcLogin:
         key = secrets.token_urlsafe(32)
         with self._lock:
             self._drop_old()
-            mine = [k for k, a in self._attempts.items() if a.client == client]
+            mine = self._of_client.get(client, [])
             if len(mine) >= _PER_CLIENT:
-                del self._attempts[mine[0]]  # this client's own oldest (dicts keep insertion order)
+                self._forget(mine[0])  # this client's own oldest
             elif len(self._attempts) >= _MAX_ATTEMPTS:
                 raise OidcBusy(
                     "Too many sign-ins at the identity provider are in progress",
@@ -140,6 +141,7 @@ class OidcLogin:
                     f"{ATTEMPT_SECONDS // 60} minutes), or sign in with a token.",
                 )
             self._attempts[key] = attempt
+            self._of_client.setdefault(client, []).append(key)
         query = {
             "response_type": "code",
             "client_id": self.client_id,
@@ -154,14 +156,28 @@ class OidcLogin:
         return key, endpoints.authorize + separator + urlencode(query)
 
     def _drop_old(self) -> None:
+        """Forget the attempts that expired (the oldest come first)."""
         now = time.monotonic()
-        for key in [k for k, a in self._attempts.items() if now - a.started > ATTEMPT_SECONDS]:
-            del self._attempts[key]
+        while self._attempts:
+            key, attempt = next(iter(self._attempts.items()))
+            if now - attempt.started <= ATTEMPT_SECONDS:
+                return
+            self._forget(key)
+
+    def _forget(self, key: str) -> _Attempt | None:
+        """Take attempt ``key`` out (None when there is none); the caller holds the lock."""
+        attempt = self._attempts.pop(key, None)
+        if attempt is not None:
+            keys = self._of_client[attempt.client]
+            keys.remove(key)
+            if not keys:
+                del self._of_client[attempt.client]
+        return attempt
 
     async def finish(self, key: str, params: dict[str, str]) -> tuple[Actor, str]:
         """The person the callback ``params`` sign in, and the console path to go on to."""
         with self._lock:
-            attempt = self._attempts.pop(key, None) if key else None
+            attempt = self._forget(key) if key else None
         if attempt is None:
             raise OidcRefused(
                 "This sign-in attempt is unknown to the console: it was already used, or this browser "
