@@ -1,21 +1,98 @@
 """Holding SQLite's write lock on a Pilot's database while a request waits for it (see
-test_store_lock.py): the lock, a request written in full on its own connection, the check."""
+test_store_lock.py): the lock, a request written in full on its own connection, the check, and a
+real HTTP server run on a thread of the test's process, so the test sees when its store asks for
+the lock (``write_begins``) instead of guessing."""
 
 from __future__ import annotations
 
 import select
 import socket
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
+import uvicorn
+from sqlalchemy import event
 
-from tests.transports.server_proc import PilotProcess
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.cli.network import role_book, token_store
+from vmware_pilot.config import Settings
+from vmware_pilot.transports.http import HttpOptions, build_http_app
 
-__all__ = ["Answer", "Sent", "while_locked", "write_lock"]
+__all__ = ["Answer", "InProcess", "Sent", "serving", "while_locked", "write_begins", "write_lock"]
+
+
+class Server(Protocol):
+    """A listening Pilot (a process of its own, or ``InProcess``)."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def base(self) -> str: ...
+
+
+@dataclass
+class InProcess:
+    app: PilotApp
+    port: int
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[InProcess]:
+    """``vmware-pilot mcp --transport http``'s app for ``settings``, served by uvicorn on a socket
+    of its own from a thread of this process (stopped when the block ends)."""
+    app = build_app(settings)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = int(sock.getsockname()[1])
+    options = HttpOptions("http").validated()
+    asgi = build_http_app(app, options, port, token_store(settings), role_book(settings))
+    config = uvicorn.Config(asgi, ws="none", lifespan="on", log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the server stopped while starting"
+            time.sleep(0.01)
+        yield InProcess(app, port)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+        app.close()
+
+
+@contextmanager
+def write_begins(app: PilotApp) -> Iterator[threading.Event]:
+    """Set once ``app``'s store starts a write transaction (asks for the write lock)."""
+    asking = threading.Event()
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.strip().upper() == "BEGIN IMMEDIATE":
+            asking.set()
+
+    event.listen(app.store.engine, "before_cursor_execute", before)
+    try:
+        yield asking
+    finally:
+        event.remove(app.store.engine, "before_cursor_execute", before)
 
 
 @contextmanager
@@ -41,7 +118,7 @@ class Sent:
     """One HTTP request written in full on a connection of its own; its answer is read later."""
 
     def __init__(
-        self, server: PilotProcess, path: str, body: bytes, headers: dict[str, str], method: str = "POST"
+        self, server: Server, path: str, body: bytes, headers: dict[str, str], method: str = "POST"
     ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
         fields = {
@@ -98,14 +175,24 @@ def _unchunked(data: bytes) -> bytes:
 
 
 def while_locked(
-    server: PilotProcess, db: Path, send: Callable[[], Sent], *, waits: bool = True, reads: int = 20
+    server: Server,
+    db: Path,
+    send: Callable[[], Sent],
+    *,
+    waits: bool = True,
+    asking: threading.Event | None = None,
+    reads: int = 3,
 ) -> Answer:
-    """Send a write to ``server`` while its database ``db`` is locked, check that ``reads``
-    unrelated reads in turn are answered meanwhile (and, when ``waits``, that the write itself is
-    still waiting), release the lock, and return the write's answer. A write that first talks to
-    another server (an identity provider) needs more reads to be sure it has reached the lock."""
+    """Send a write to ``server`` while its database ``db`` is locked; once it asks for the lock
+    (``asking``, from ``write_begins``), check that ``reads`` unrelated reads in turn are answered
+    (and, when ``waits``, that the write itself is still waiting); release the lock and return the
+    write's answer. Without ``asking`` (a server in another process) the reads start at once, and
+    a write that first talks to another server (an identity provider) needs more of them."""
     with write_lock(db), httpx.Client(base_url=server.base, timeout=120) as http:
         pending = send()
+        if asking is not None:
+            # A guard against a hang only: the write asks for the lock promptly.
+            assert asking.wait(60), "the write never asked for the database's write lock"
         for _ in range(reads):
             assert http.get("/healthz").status_code == 200
             if waits:

@@ -1,12 +1,14 @@
-"""No store write on the event loop: while another process holds SQLite's write lock, every console
-and MCP write path of a real `vmware-pilot mcp --transport http` waits for it in a worker thread,
-and unrelated requests (``/healthz``) are answered meanwhile.
+"""No store write on the event loop: while another connection holds SQLite's write lock, every
+console and MCP write path of a real HTTP server (the transport's app under uvicorn, on a thread
+of this process) waits for it in a worker thread, and unrelated requests (``/healthz``) are
+answered meanwhile.
 
-The lock is a raw connection's ``BEGIN IMMEDIATE``, held until the reads are answered. A write made
-on the event loop would keep the loop from answering them until it gave up on the lock (the
-store's busy timeout), so it would fail while the lock is still held; a write in a worker thread
-waits, and succeeds once the lock is released. Each request is written in full on a connection of
-its own before the reads start, and its answer is read only after the lock is released.
+The lock is a raw connection's ``BEGIN IMMEDIATE``, held until the reads are answered. Each
+request is written in full on a connection of its own; the reads start once the server's store
+has asked for the write lock (a SQLAlchemy event on its engine). A write made on the event loop
+would keep the loop from answering them until it gave up on the lock (the store's busy timeout),
+so it would fail while the lock is still held; a write in a worker thread waits, and succeeds
+once the lock is released.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import pytest
 
-from tests.console.conftest import Team, make_pilot_home, run
-from tests.console.locking import Answer, Sent, while_locked
-from tests.transports.server_proc import INIT, start_server
+from tests.console.conftest import make_pilot_home, run
+from tests.console.locking import Answer, InProcess, Sent, serving, while_locked, write_begins
+from tests.transports.server_proc import INIT
+from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
@@ -38,16 +43,27 @@ OFF = {
 READ = {"action": "read", "skill": "aiops", "tool": "get_vm_info", "params": {"vm_name": "web-01"}}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    folder = tmp_path_factory.mktemp("store-lock")
-    home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin"})
-    with start_server(folder, ["--transport", "http"], env={"VMWARE_PILOT_HOME": str(home)}) as server:
+@dataclass
+class Team:
+    server: InProcess
+    tokens: dict[str, str]
+    pilot_home: Path
+
+    @property
+    def base(self) -> str:
+        return self.server.base
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Team]:
+    home, tokens = make_pilot_home(tmp_path, {"alice": "admin", "bob": "admin"})
+    with serving(Settings(home=home)) as server:
         yield Team(server, tokens, home)
 
 
 def locked_in(team: Team, send: Callable[[], Sent], *, waits: bool = True) -> Answer:
-    return while_locked(team.server, team.pilot_home / "pilot.db", send, waits=waits)
+    with write_begins(team.server.app) as asking:
+        return while_locked(team.server, team.pilot_home / "pilot.db", send, waits=waits, asking=asking)
 
 
 # --- the console ------------------------------------------------------------------------------
