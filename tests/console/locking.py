@@ -23,13 +23,15 @@ from sqlalchemy import event
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli.network import role_book, token_store
 from vmware_pilot.config import Settings
-from vmware_pilot.transports.http import HttpOptions, build_http_app
+from vmware_pilot.transports.http import HttpOptions, build_http_app, public_base
+from vmware_pilot.transports.jwks import IssuerKeys
+from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
 
 __all__ = ["Answer", "InProcess", "Sent", "serving", "while_locked", "write_begins", "write_lock"]
 
 
 class Server(Protocol):
-    """A listening Pilot (a process of its own, or ``InProcess``)."""
+    """A listening Pilot."""
 
     @property
     def port(self) -> int: ...
@@ -62,7 +64,10 @@ def serving(settings: Settings) -> Iterator[InProcess]:
     sock.listen(128)
     port = int(sock.getsockname()[1])
     options = HttpOptions("http").validated()
-    asgi = build_http_app(app, options, port, token_store(settings), role_book(settings))
+    # With an issuer, OAuth access tokens and the console's OIDC sign-in too (keys fetched when used).
+    oauth = OAuthConfig.from_settings(settings, f"{public_base(options, port, settings.public_url)}/mcp")
+    jwt = JwtVerifier(oauth, IssuerKeys(oauth.issuer)) if oauth is not None else None
+    asgi = build_http_app(app, options, port, token_store(settings), role_book(settings), jwt)
     config = uvicorn.Config(asgi, ws="none", lifespan="on", log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -175,25 +180,17 @@ def _unchunked(data: bytes) -> bytes:
 
 
 def while_locked(
-    server: Server,
-    db: Path,
-    send: Callable[[], Sent],
-    *,
-    waits: bool = True,
-    asking: threading.Event | None = None,
-    reads: int = 3,
+    server: Server, db: Path, send: Callable[[], Sent], asking: threading.Event, *, waits: bool = True
 ) -> Answer:
     """Send a write to ``server`` while its database ``db`` is locked; once it asks for the lock
-    (``asking``, from ``write_begins``), check that ``reads`` unrelated reads in turn are answered
-    (and, when ``waits``, that the write itself is still waiting); release the lock and return the
-    write's answer. Without ``asking`` (a server in another process) the reads start at once, and
-    a write that first talks to another server (an identity provider) needs more of them."""
+    (``asking``, from ``write_begins``), check that unrelated reads are answered (and, when
+    ``waits``, that the write itself is still waiting); release the lock and return the write's
+    answer."""
     with write_lock(db), httpx.Client(base_url=server.base, timeout=120) as http:
         pending = send()
-        if asking is not None:
-            # A guard against a hang only: the write asks for the lock promptly.
-            assert asking.wait(60), "the write never asked for the database's write lock"
-        for _ in range(reads):
+        # A guard against a hang only: the write asks for the lock promptly.
+        assert asking.wait(60), "the write never asked for the database's write lock"
+        for _ in range(3):
             assert http.get("/healthz").status_code == 200
             if waits:
                 assert not pending.answered(), (

@@ -9,9 +9,11 @@ console reads the name and groups from the userinfo endpoint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
@@ -20,9 +22,10 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.console.conftest import make_pilot_home, run
-from tests.console.locking import Sent, while_locked
+from tests.console.locking import Sent, serving, while_locked, write_begins
 from tests.transports.oidc_provider import Person, Provider, free_port, new_key
 from tests.transports.server_proc import PilotProcess, start_server
+from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.console.oidc import CALLBACK_PATH, OidcLogin, OidcRefused
 from vmware_pilot.transports.jwks import IssuerKeys
@@ -69,9 +72,10 @@ def pilot(tmp_path_factory: pytest.TempPathFactory, provider: Provider, port: in
     assert "console-secret" not in proc.stderr()
 
 
-def _to_callback(http: httpx.Client, pilot: PilotProcess, login: str) -> str:
-    """Start a sign-in and play the person at the provider: the callback URL it sends back."""
-    response = http.get(f"{pilot.base}/console/oidc/start")
+def _to_callback(http: httpx.Client, pilot: PilotProcess, login: str, start: str = "") -> str:
+    """Start a sign-in (at ``start``, by default ``pilot``'s base) and play the person at the
+    provider: the callback URL it sends back (to ``pilot``, the one the provider knows)."""
+    response = http.get(f"{start or pilot.base}/console/oidc/start")
     assert response.status_code == 303, response.text
     for _ in range(20):
         location = response.headers.get("location", "")
@@ -221,17 +225,31 @@ def test_a_flood_of_sign_in_starts_leaves_a_sign_in_in_progress_alone(provider: 
 
 
 def test_the_sign_in_at_the_provider_waits_for_the_database_lock_off_the_event_loop(
-    pilot: PilotProcess,
+    pilot: PilotProcess, provider: Provider, tmp_path: Path
 ) -> None:
-    database = pilot.log.parent / ".vmware" / "pilot.db"
-    with httpx.Client(timeout=30) as http:
-        callback = _to_callback(http, pilot, "alice")
+    """The callback asks the provider first (code, ID token, userinfo), then opens the session: a
+    Pilot on a thread of this process, so the lock is held until its store asks for it. It
+    names the module's Pilot as its public URL, the redirect the provider knows; the test
+    carries the callback to it."""
+    home = tmp_path / ".vmware"
+    home.mkdir(mode=0o700)
+    (home / "roles.yaml").write_text(ROLES)
+    (home / "roles.yaml").chmod(0o600)
+    settings = Settings(
+        home=home,
+        oauth_issuer=provider.issuer,
+        console_oidc_client_id="pilot-console",
+        console_oidc_client_secret="console-secret",
+        console_oidc_scopes="openid profile groups",
+        public_url=pilot.base,
+    )
+    with serving(settings) as server, httpx.Client(timeout=30) as http:
+        callback = _to_callback(http, pilot, "alice", start=server.base)
         cookie = {"cookie": f"pilot_console_oidc={http.cookies.get('pilot_console_oidc')}"}
         path = callback.removeprefix(pilot.base)
-        # The callback asks the provider first (code, ID token, userinfo), then opens the session.
-        answer = while_locked(
-            pilot, database, lambda: Sent(pilot, path, b"", cookie, method="GET"), reads=300
-        )
+        with write_begins(server.app) as asking:
+            send = functools.partial(Sent, server, path, b"", cookie, "GET")
+            answer = while_locked(server, home / "pilot.db", send, asking)
     assert answer.status == 200 and b"Welcome, Alice Example" in answer.body, answer.body[:500]
     assert "pilot_console=" in answer.headers["set-cookie"]
 

@@ -63,7 +63,7 @@ def served(tmp_path: Path) -> Iterator[Team]:
 
 def locked_in(team: Team, send: Callable[[], Sent], *, waits: bool = True) -> Answer:
     with write_begins(team.server.app) as asking:
-        return while_locked(team.server, team.pilot_home / "pilot.db", send, waits=waits, asking=asking)
+        return while_locked(team.server, team.pilot_home / "pilot.db", send, asking, waits=waits)
 
 
 # --- the console ------------------------------------------------------------------------------
