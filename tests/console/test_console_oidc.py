@@ -139,6 +139,20 @@ def test_the_start_cookie_is_httponly_lax_and_scoped(pilot: PilotProcess) -> Non
     assert len(query["state"]) >= 43 and len(query["nonce"]) >= 43 and query["state"] != query["nonce"]
 
 
+def test_a_signed_in_persons_role_is_read_from_their_groups_at_every_request(pilot: PilotProcess) -> None:
+    roles = pilot.log.parent / ".vmware" / "roles.yaml"
+    with httpx.Client(timeout=30) as http:
+        assert http.get(_to_callback(http, pilot, "bob")).status_code == 200
+        assert http.get(f"{pilot.base}/console/workflows").status_code == 200
+        try:
+            roles.write_text(ROLES.replace("vmware-operators: operator", "vmware-operators: ~"))
+            refused = http.get(f"{pilot.base}/console/workflows", follow_redirects=False)
+            assert refused.status_code == 403 and "None of your groups (vmware-operators)" in refused.text
+        finally:
+            roles.write_text(ROLES)
+        assert http.get(f"{pilot.base}/console/workflows").status_code == 200
+
+
 def test_a_tampered_state_is_refused_and_uses_up_the_attempt(pilot: PilotProcess) -> None:
     with httpx.Client(timeout=30) as http:
         callback = _to_callback(http, pilot, "alice")
