@@ -255,10 +255,15 @@ def test_an_approval_without_the_digest_the_page_showed_is_refused(served: Team)
 
 
 # --- query values -----------------------------------------------------------------------------
-def test_a_bad_page_number_is_a_400_saying_what_is_allowed(served: Team) -> None:
+def test_a_bad_page_number_or_state_is_a_400_saying_what_is_allowed(served: Team) -> None:
     with signed_in(served, "alice") as client:
         for value in ("1e21", "99999999999999999999999", "0", "-1", "abc", "\uff11", ""):
             answer = client.get("/console/workflows", params={"page": value})
             assert answer.status_code == 400, (value, answer.text[:500])
             assert "page must be a whole number from 1 to" in answer.text
         assert client.get("/console/workflows", params={"page": "2"}).status_code == 200
+        unknown = client.get("/console/workflows", params={"state": "<b>nope</b>"})
+        assert unknown.status_code == 400 and "state must be one of draft" in unknown.text
+        assert "<b>nope" not in unknown.text
+        for state in ("", "cancelled"):
+            assert client.get("/console/workflows", params={"state": state}).status_code == 200

@@ -312,17 +312,20 @@ class Console:
     async def workflows(self, request: Request) -> Response:
         session = self.caller(request, _LIST).session
         wanted = request.query_params.get("state", "")
-        states = [WorkflowState(wanted)] if wanted in {s.value for s in WorkflowState} else None
+        known = [s.value for s in WorkflowState]
         shown = request.query_params.get("page", "1")
-        if not (shown.isascii() and shown.isdigit() and 1 <= int(shown) <= _MAX_PAGE):
+        problem = (
+            f"state must be one of {', '.join(known)}, or empty for any (got {wanted[:40]!r})."
+            if wanted and wanted not in known
+            else f"page must be a whole number from 1 to {_MAX_PAGE:,} (got {shown[:40]!r})."
+            if not (shown.isascii() and shown.isdigit() and 1 <= int(shown) <= _MAX_PAGE)
+            else ""
+        )
+        if problem:
             return self.page(
-                request,
-                "error.html",
-                400,
-                title="Bad request",
-                message=f"page must be a whole number from 1 to {_MAX_PAGE:,} (got {shown[:40]!r}).",
-                session=session,
+                request, "error.html", 400, title="Bad request", message=problem, session=session
             )
+        states = [WorkflowState(wanted)] if wanted else None
         page = int(shown)
         rows = self.app.store.list_all(PAGE_SIZE + 1, (page - 1) * PAGE_SIZE, states)
         return self.page(
@@ -333,7 +336,7 @@ class Console:
             more=len(rows) > PAGE_SIZE,
             page=page,
             state=wanted if states else "",
-            states=[s.value for s in WorkflowState],
+            states=known,
         )
 
     @staticmethod
