@@ -1,4 +1,6 @@
-"""POST bodies to ``/mcp`` that the SDK could not parse are refused here, as the client's error.
+"""Request bodies bounded before anything parses them: ``/mcp``'s (``BodyCheck``) and the
+console's forms (``FormLimit``). POST bodies to ``/mcp`` that the SDK could not parse are refused
+here, as the client's error.
 
 The SDK reads a POST body with ``json.loads(bytes)``: bytes that are not valid UTF-8 (or start
 with a NUL byte, which makes it guess UTF-16/32) raise ``UnicodeDecodeError`` and JSON nested
