@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import anyio.to_thread
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.exceptions import McpError
@@ -102,8 +103,7 @@ def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
     return view
 
 
-def _read(service: PilotService, refusal: Refusal, uri: str) -> str:
-    view = readable(service, refusal, uri)
+def _dump(view: _View, uri: str) -> str:
     try:
         return dump_json(view.read())
     except WorkflowNotFound as exc:
@@ -183,4 +183,8 @@ def register_resources(lowlevel: Server[Any, Any], service: PilotService, refusa
 
     @lowlevel.read_resource()  # type: ignore[no-untyped-call,untyped-decorator]
     async def read_resource(uri: Any) -> Iterable[ReadResourceContents]:
-        return [ReadResourceContents(_read(service, refusal, str(uri)), JSON)]
+        # The caller's role is resolved here, on the request; the store and the templates are read
+        # in a worker thread (a changed template is parsed there, never on the event loop).
+        view = readable(service, refusal, str(uri))
+        text = await anyio.to_thread.run_sync(_dump, view, str(uri))
+        return [ReadResourceContents(text, JSON)]
