@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import anyio.to_thread
 from mcp.server.lowlevel import Server
@@ -34,7 +34,7 @@ from vmware_pilot.server.results import dump_json
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.service import PilotService
 
-__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "register_resources", "workflow_of"]
+__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "canonical_uri", "register_resources", "workflow_of"]
 
 RESOURCE_NOT_FOUND = -32002
 JSON = "application/json"
@@ -57,6 +57,17 @@ def workflow_of(uri: str) -> str | None:
     """The workflow id a workflow or audit URI names (None for any other URI)."""
     found = _WORKFLOW.fullmatch(uri) or _AUDIT.fullmatch(uri)
     return unquote(found.group(1)) if found else None
+
+
+def canonical_uri(uri: str) -> str | None:
+    """The one spelling of a workflow or audit URI (its id percent-encoded only where it must
+    be): ``pilot://workflows/%77f-1`` and ``pilot://workflows/wf%2D1`` are ``pilot://workflows/wf-1``.
+    None for any other URI."""
+    workflow_id = workflow_of(uri)
+    if workflow_id is None:
+        return None
+    tail = "/audit" if _AUDIT.fullmatch(uri) else ""
+    return f"pilot://workflows/{quote(workflow_id, safe='')}{tail}"
 
 
 def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
