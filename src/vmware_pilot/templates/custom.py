@@ -23,6 +23,7 @@ placeholder without a value is an error, never left in place.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -175,8 +176,8 @@ class CustomTemplate:
                         spec.name,
                         f"parameter '{spec.name}' must be one of {allowed}, got {values[spec.name]!r}",
                     )
-            elif spec.has_default:
-                values[spec.name] = spec.default
+            elif spec.has_default:  # a copy: the template is kept, checked, across calls
+                values[spec.name] = copy.deepcopy(spec.default)
             elif spec.required:
                 raise self._param_error(spec.name, f"missing required parameter '{spec.name}'")
         return values
@@ -197,7 +198,7 @@ class CustomTemplate:
         """The steps with every placeholder replaced (TemplateParamError when one has no value)."""
         out = []
         for i, raw in enumerate(self.raw_steps):
-            step = dict(raw)
+            step = copy.deepcopy(raw)  # the template is kept, checked, across calls: never shared
             for key in ("params", "rollback_params"):
                 if isinstance(step.get(key), Mapping):
                     step[key] = self._fill(step[key], values, f"step {i} {key}")

@@ -432,13 +432,19 @@ class TemplateRegistry:
         return f"{name[:90]}_new"
 
     @staticmethod
-    def _refuse_saving(name: str, text: str) -> None:
-        """Refuse a template text over ``MAX_SAVED_BYTES``: every Pilot that lists it parses it."""
+    def _oversized(text: str) -> str:
+        """Why ``text`` is too large for Pilot to save or import ("" when it is not): every Pilot
+        that lists a template parses it."""
         size = len(text.encode("utf-8"))
-        if size > MAX_SAVED_BYTES:
+        if size <= MAX_SAVED_BYTES:
+            return ""
+        return f"{size} bytes of YAML, and a template Pilot saves may be at most {MAX_SAVED_BYTES} bytes"
+
+    def _refuse_saving(self, name: str, text: str) -> None:
+        too_large = self._oversized(text)
+        if too_large:
             raise InvalidInput(
-                f"Cannot save the template as '{name}': it would be {size} bytes of YAML, and a saved "
-                f"template may be at most {MAX_SAVED_BYTES} bytes; nothing was saved",
+                f"Cannot save the template as '{name}': it would be {too_large}; nothing was saved",
                 field="save_as_template",
                 hint="Call again with save_as_template=false (the workflow itself is not limited by "
                 "this), or save a smaller plan: fewer steps, shorter texts.",
@@ -564,13 +570,11 @@ class TemplateRegistry:
             report.append((path.name, entry))
         return [entry for _, entry in sorted(report, key=lambda e: e[0])]
 
-    @staticmethod
-    def _refuse_size(what: str, text: str) -> None:
-        size = len(text.encode("utf-8"))
-        if size > MAX_SAVED_BYTES:
+    def _refuse_size(self, what: str, text: str) -> None:
+        too_large = self._oversized(text)
+        if too_large:
             raise TemplateError(
-                f"{what} is {size} bytes of YAML; a template may be at most {MAX_SAVED_BYTES} bytes "
-                "(every Pilot that lists it parses it); nothing was stored",
+                f"{what} is {too_large}; nothing was stored",
                 hint="Split it into several smaller templates, or shorten its texts and parameters.",
             )
 
