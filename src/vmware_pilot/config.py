@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,21 @@ from vmware_pilot.safety.redaction import redact_text
 __all__ = ["ENV_PREFIX", "Settings", "settings_problem"]
 
 ENV_PREFIX = "VMWARE_PILOT_"
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,30}")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` for a refusal: whatever stands before its last ``@`` (a login, a password, a
+    token, however it is written) shown as ``***``, the rest masked as text, at most 200
+    characters."""
+    if "@" in url:
+        scheme, sep, _ = url.partition("://")
+        lead = f"{scheme}://" if sep and _SCHEME.fullmatch(scheme) else ""
+        url = f"{lead}***@{url.rpartition('@')[2]}"
+    shown = redact_text(url)
+    return shown if len(shown) <= 200 else shown[:199] + "…"
 
 
 class Settings(BaseSettings):
@@ -197,15 +213,19 @@ class Settings(BaseSettings):
         url = value.strip()
         if not url:
             return url
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError:  # an unreadable host or port: refused as not a URL
+            parts, hostname = urlsplit(""), None
+        if parts.scheme not in ("http", "https") or not hostname:
             raise ValueError(
-                f"VMWARE_PILOT_NOTIFY_URL={redact_text(url)!r} is not an http(s) URL with a host; set it to "
+                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} is not an http(s) URL with a host; set it to "
                 "the receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
             )
         if parts.username is not None or parts.password is not None:
             raise ValueError(
-                f"VMWARE_PILOT_NOTIFY_URL={redact_text(url)!r} carries credentials (user:password@), which "
+                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} carries credentials (user:password@), which "
                 "Pilot does not send as a login and would keep in clear; remove them and let the receiver "
                 "check the X-Pilot-Signature header signed with VMWARE_PILOT_NOTIFY_SECRET"
             )

@@ -307,6 +307,7 @@ Returns the full workflow record.""",
         name="list_workflows",
         title="List workflows and templates",
         effect="read",
+        threaded=True,  # custom templates are parsed when their text changed: never on the loop
         failure_hint="The workflow store or template registry failed; the server log has the details.",
         summary="""\
 List the templates (built-in and custom YAML) and the active workflows.

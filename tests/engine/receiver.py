@@ -35,6 +35,8 @@ class Receiver:
     keys: list[str] = field(default_factory=list)  # the Idempotency-Key of every attempt
     arrived: threading.Condition = field(default_factory=threading.Condition)
     url: str = ""
+    location: str = ""  # sent with a 3xx status as the Location to go to
+    other_requests: list[str] = field(default_factory=list)  # "<method> <path>" of every non-POST
 
     def wait_for(self, count: int, timeout: float = 20.0) -> list[Received]:
         """Block until ``count`` requests were accepted (2xx); the test fails on timeout."""
@@ -62,12 +64,24 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 receiver.hold.wait(30)
                 return  # never answered: the connection closes without a response
             self.send_response(status)
+            if 300 <= status < 400 and receiver.location:
+                self.send_header("Location", receiver.location)
             self.send_header("Content-Length", "0")
             self.end_headers()
             if 200 <= status < 300:
                 with receiver.arrived:
                     receiver.received.append(Received(body, dict(self.headers.items())))
                     receiver.arrived.notify_all()
+
+        def do_GET(self) -> None:  # what a followed redirect of a POST becomes: answered 200
+            with receiver.arrived:
+                receiver.other_requests.append(f"{self.command} {self.path}")
+                receiver.arrived.notify_all()
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_PUT = do_GET
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -155,3 +155,23 @@ async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
         finally:
             assert app.notifier is not None and app.notifier.close(10) is True
             app.close()
+
+
+@pytest.mark.parametrize("status", [302, 307])
+async def test_a_redirect_is_never_followed_and_counts_as_a_failed_attempt(
+    settings: Settings, database: Database, actor: Actor, status: int
+) -> None:
+    with serve(Receiver()) as elsewhere, serve(Receiver(statuses=[status])) as receiver:
+        receiver.location = elsewhere.url
+        app = pilot(settings, database, receiver, notify_attempts=1)
+        try:
+            wid = app.service.create_workflow(actor, "outbox", "d", [GATE])["workflow_id"]
+            await app.service.run_workflow(actor, wid)
+            receiver.wait_attempts(1)
+        finally:
+            assert app.notifier is not None and app.notifier.close(10) is True
+            app.close()
+    # The signed POST went to the configured URL only, and was not taken as delivered.
+    assert (elsewhere.attempts, elsewhere.other_requests) == (0, [])
+    ((_, outcome, attempts, _),) = rows(database)
+    assert (outcome, attempts) == ("dropped", 1)

@@ -39,6 +39,9 @@ MASKED_KEYS = [
     "db_passwords",
     "pwds",
     "sshKeys",
+    "creds",
+    "cred",
+    "db_creds",
 ]
 
 KEPT_KEYS = [
@@ -128,6 +131,10 @@ def test_redact_scrub_text_also_masks_secrets_inside_strings() -> None:
         ("?token_ttl=3600&token=abc&x=1", f"?token_ttl=3600&token={MASK}&x=1"),
         ("login failed: password=vc-pass-9", f"login failed: password={MASK}"),
         ("note=password:abc", f"note=password:{MASK}"),
+        ("creds: [admin, pw-1]", f"creds: {MASK}"),
+        ("--creds=[admin,pw-1] -v", f"--creds={MASK} -v"),
+        ("redis://:pw-2@cache.local:6379/0", f"redis://:{MASK}@cache.local:6379/0"),
+        ("cache at rediss://:pw-3@c.local/1 down", f"cache at rediss://:{MASK}@c.local/1 down"),
     ],
 )
 def test_redact_text_masks_secret_shapes(text: str, expected: str) -> None:
@@ -141,6 +148,8 @@ def test_redact_text_masks_secret_shapes(text: str, expected: str) -> None:
         "Basic configuration failed",
         "the bearer of news",
         "password_count=3 auth_mode=sso token_ttl=60",
+        "tags: [web, db] credit: [1, 2]",
+        "redis://cache.local:6379/0",
         "Approved by alice",
         f"password={MASK}",
         "",

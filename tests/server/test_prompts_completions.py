@@ -126,3 +126,47 @@ async def test_run_progress_is_logged_at_the_level_the_client_set(
         assert message.params.data["workflow_id"] == workflow_id
     if heard:
         assert "waiting for approval" in logs.messages[-1].params.data["message"]
+
+
+async def test_a_completion_with_a_long_prefix_is_invalid_params_without_a_path(
+    client: Client, pilot_app: PilotApp
+) -> None:
+    await client.incident()  # a row for the prefix to be compared with
+    workflow = ResourceTemplateReference(type="ref/resource", uri="pilot://workflows/{workflow_id}")
+    for typed in ("w" * 60_000, "%" * 30_000, "w" * 257):
+        with pytest.raises(McpError) as refused:
+            await client.session.complete(workflow, {"name": "workflow_id", "value": typed})
+        error = refused.value.error
+        assert error.code == -32602 and "at most 256" in error.message, error
+        assert len(error.message) < 300 and "pilot.db" not in str(error) and "/" not in error.message
+        assert error.data["hint"]
+    longest = (
+        await client.session.complete(workflow, {"name": "workflow_id", "value": "w" * 256})
+    ).completion
+    assert longest.values == []
+    assert (
+        await client.session.complete(workflow, {"name": "workflow_id", "value": "wf-"})
+    ).completion.values
+
+
+async def test_a_completion_the_store_cannot_answer_is_an_internal_error_without_a_path(
+    client: Client, pilot_app: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vmware_pilot.errors import StoreError
+
+    def unavailable(*_: Any) -> list[str]:  # a fault the real store gives on a broken disk
+        raise StoreError(
+            f"The workflow database is unavailable (SQLite database {pilot_app.settings.home}/pilot.db)"
+        )
+
+    monkeypatch.setattr(pilot_app.store, "workflow_ids", unavailable)
+    workflow = ResourceTemplateReference(type="ref/resource", uri="pilot://workflows/{workflow_id}")
+    with pytest.raises(McpError) as refused:
+        await client.session.complete(workflow, {"name": "workflow_id", "value": "wf-"})
+    error = refused.value.error
+    assert (
+        error.code == -32603
+        and "pilot.db" not in str(error)
+        and str(pilot_app.settings.home) not in str(error)
+    )
+    assert error.data["hint"]

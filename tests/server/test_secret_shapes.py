@@ -110,3 +110,38 @@ def test_a_notify_url_with_credentials_is_refused_at_start_up() -> None:
         assert "VMWARE_PILOT_NOTIFY_URL" in result.stderr and "credentials" in result.stderr
         assert "X-Pilot-Signature" in result.stderr  # the hint: what to use instead
         assert_masked(result.output)
+
+
+def test_a_notify_url_refusal_never_prints_the_credentials_it_refuses() -> None:
+    for url in (
+        "https://:np-empty-user@hooks.example.com/pilot",  # a password with no user
+        "https://np-token-only@hooks.example.com/pilot",  # a token as the user
+        "https://hooks:np-with@at-sign@hooks.example.com/",  # a password holding '@'
+        "ftp://hooks:np-not-http@hooks.example.com/",  # refused for its scheme
+        "hooks:np-no-scheme@hooks.example.com",  # refused as not a URL
+        "http://[::1:np-bad-host@x",  # an unreadable host
+    ):
+        result = runner.invoke(cli, ["workflows"], env={"VMWARE_PILOT_NOTIFY_URL": url})
+        assert result.exit_code == 2, (url, result.output)
+        assert "VMWARE_PILOT_NOTIFY_URL" in result.stderr
+        assert "np-" not in result.output and "at-sign" not in result.output, result.output
+
+
+async def test_a_list_of_credentials_and_a_password_only_url_are_masked_at_rest(
+    client: Client, settings: Settings
+) -> None:
+    step = {
+        **STEP,
+        "params": {
+            "vm_name": "web-01",
+            "creds": ["admin", "cr-pw-list"],
+            "cache": "redis://:cr-pw-redis@cache.local:6379/0",
+            "note": "login with creds: [admin, cr-pw-text]",
+        },
+    }
+    created = await client.ok("create_workflow", name="creds", description="d", steps=[GATE, step])
+    params = (await client.status(created["workflow_id"]))["steps"][1]["params"]
+    assert params["creds"] == "***"
+    assert params["cache"] == "redis://:***@cache.local:6379/0"
+    assert params["note"] == "login with creds: ***"
+    assert "cr-pw-" not in everything_stored(settings)

@@ -118,3 +118,28 @@ async def test_subscribing_to_something_that_cannot_change_is_refused(
         with pytest.raises(McpError) as refused:
             await client.session.subscribe_resource(uri)  # type: ignore[arg-type]
         assert refused.value.error.code == code
+
+
+async def test_percent_encoded_aliases_of_one_uri_are_one_subscription(fast_app: PilotApp) -> None:
+    async with subscriber(fast_app) as (client, updates):
+        workflow_id, sentinel = await client.incident(), await client.incident()
+        assert workflow_id.startswith("wf-")
+        uri = f"pilot://workflows/{workflow_id}"
+        aliases = [
+            uri,
+            f"pilot://workflows/%77{workflow_id[1:]}",  # %77 is 'w'
+            f"pilot://workflows/wf%2D{workflow_id[3:]}",  # %2D is '-'
+            f"pilot://workflows/wf%2d{workflow_id[3:]}",
+        ]
+        for alias in aliases:
+            await client.session.subscribe_resource(alias)  # type: ignore[arg-type]
+            await client.session.subscribe_resource(f"{alias}/audit")  # type: ignore[arg-type]
+        await client.ok("run_workflow", workflow_id=workflow_id)  # runs to the gate
+        await updates.wait(uri)
+        await updates.wait(f"{uri}/audit")
+        # A later change of another workflow: every notification of the first change came before.
+        await client.session.subscribe_resource(f"pilot://workflows/{sentinel}")  # type: ignore[arg-type]
+        await client.ok("run_workflow", workflow_id=sentinel)
+        await updates.wait(f"pilot://workflows/{sentinel}")
+    assert set(updates.uris) == {uri, f"{uri}/audit", f"pilot://workflows/{sentinel}"}
+    assert updates.uris.count(uri) == updates.uris.count(f"{uri}/audit")

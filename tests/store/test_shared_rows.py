@@ -3,6 +3,7 @@ written only over the text its writer read, so two replicas saving one name cann
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.errors import InvalidInput
 from vmware_pilot.store.sql import SqlStore
+from vmware_pilot.templates.custom import digest_of
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.templates.steps import steps_from_dicts
 
@@ -27,6 +29,16 @@ def test_a_template_is_written_only_over_the_text_its_writer_read(store: SqlStor
     assert not store.delete_template("ops", "v1")
     assert store.delete_template("ops", "v2")
     assert store.template_rows() == []
+
+
+def test_the_digests_of_the_templates_are_the_sha256_of_their_text(store: SqlStore) -> None:
+    texts = {"ops": "name: ops # é, ✓, 𝄞\n", "web": "v1", "empty": ""}
+    for name, body in texts.items():
+        assert store.put_template(name, body, None, "alice")
+    assert store.template_digests() == [(n, digest_of(texts[n])) for n in sorted(texts)]
+    assert digest_of("v1") == hashlib.sha256(b"v1").hexdigest()
+    assert store.put_template("web", "v2", "v1", "alice")
+    assert dict(store.template_digests())["web"] == digest_of("v2")
 
 
 def test_of_many_first_saves_of_one_name_at_once_exactly_one_wins(store: SqlStore) -> None:
@@ -55,6 +67,9 @@ def test_a_registry_refuses_a_save_when_the_row_changed_after_it_was_read(
 
         def template_rows(self, name: str | None = None) -> list[tuple[str, str]]:
             return store.template_rows(name)
+
+        def template_digests(self) -> list[tuple[str, str]]:
+            return store.template_digests()
 
         def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool:
             store.put_template(name, body.replace("alice", "carol"), previous, "carol")

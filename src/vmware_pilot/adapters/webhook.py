@@ -8,7 +8,7 @@ params masked, risk tier and undo, the targets' state, the plan digest) and, wit
 configured, ``gate_url``, the gate's page in the web console.
 with a secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body.
 Every attempt carries ``Idempotency-Key: <event_id>`` (stable per event, across retries and
-processes).
+processes). A redirect is never followed: a 3xx answer is a failed attempt.
 
 Delivery goes through a transactional outbox (store/outbox.py): the event row is written in the
 transaction of the workflow change that announces it, so a process that dies after its commit loses
@@ -56,6 +56,19 @@ W = WorkflowState
 
 SIGNATURE_HEADER: Final = "X-Pilot-Signature"
 IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx answer is the receiver's answer, not a new address: following it would send the
+    signed event elsewhere (and a 301/302/303 turns the POST into a GET without its body, which
+    would then count as delivered). The 3xx is raised as an HTTPError: a failed attempt."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# Proxies from the environment as urlopen would, but never a redirect.
+_OPENER: Final = urllib.request.build_opener(_NoRedirects)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -339,7 +352,7 @@ class Notifier:
             headers[SIGNATURE_HEADER] = sign(self._secret, body)
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:  # noqa: S310
+            with _OPENER.open(request, timeout=self.timeout) as reply:
                 reply.read()
             return True
         except (urllib.error.URLError, OSError, ValueError) as exc:

@@ -4,8 +4,9 @@ Custom templates live in the templates folder on a single host, or as rows of th
 VMWARE_PILOT_DATABASE_URL is set (so every replica sees the same). ``import`` checks each
 ``*.yaml``/``*.yml`` file of DIR exactly as the folder loader does and stores each usable one whole
 (or not at all), reporting per file; ``export`` writes each usable template as ``<name>.yaml``,
-which ``import`` takes back unchanged. Exit 0 when every file or template was handled, 1 when
-one could not be, 2 when DIR cannot be used.
+which ``import`` takes back unchanged, into a new folder (created 0700) or an empty one (its mode
+left alone). Exit 0 when every file or template was handled, 1 when one could not be, 2 when DIR
+cannot be used (for ``export``: not a folder, or not empty).
 """
 
 from __future__ import annotations
@@ -86,11 +87,10 @@ def import_templates(folder: DirArg, json_output: JsonOption = False) -> None:
 def export_templates(folder: DirArg, json_output: JsonOption = False) -> None:
     """Write each usable custom template as DIR/<name>.yaml, secrets masked.
 
-    `templates import DIR` takes the files back unchanged; templates that cannot be used are reported, not written."""
-    from vmware_pilot.templates.saving import write_text
+    DIR is created (mode 0700) when missing; an existing DIR must be empty, and its mode is left as it is. `templates import DIR` takes the files back unchanged; templates that cannot be used are reported, not written."""
+    from vmware_pilot.templates.saving import write_into
 
-    if folder.exists() and not folder.is_dir():
-        refuse(f"{folder} is not a folder", "Give a folder to write the template files into.", EXIT_USAGE)
+    _export_folder(folder)
     out = Output(json_output)
     with open_app() as pilot:
         try:
@@ -100,7 +100,7 @@ def export_templates(folder: DirArg, json_output: JsonOption = False) -> None:
     rows: list[dict[str, Any]] = []
     for name, text in texts:
         try:
-            write_text(folder, name, text)
+            write_into(folder, name, text)
         except OSError as exc:
             refuse(f"cannot write {folder / (name + '.yaml')}: {exc.strerror or exc}", "", EXIT_USAGE)
         rows.append({"file": f"{name}.yaml", "name": name, "written": str(folder / f"{name}.yaml")})
@@ -111,6 +111,27 @@ def export_templates(folder: DirArg, json_output: JsonOption = False) -> None:
         out.show(f"{len(texts)} template(s) exported, {len(broken)} not usable (not written).")
     if broken:
         raise typer.Exit(EXIT_REFUSED)
+
+
+def _export_folder(folder: Path) -> None:
+    """Make ``folder`` ready for an export: created private when missing; an existing one must be
+    an empty folder, and is never changed (a shared folder keeps its mode)."""
+    if folder.is_symlink() or folder.exists():
+        if not folder.is_dir():
+            refuse(f"{folder} is not a folder", "Give a folder to write the template files into.", EXIT_USAGE)
+        try:
+            empty = next(folder.iterdir(), None) is None
+        except OSError as exc:
+            refuse(f"cannot read the folder {folder}: {exc.strerror or exc}", "", EXIT_USAGE)
+        if not empty:
+            refuse(
+                f"{folder} is not empty; nothing was exported (give a new or empty folder)", "", EXIT_USAGE
+            )
+        return
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+    except OSError as exc:
+        refuse(f"cannot create the folder {folder}: {exc.strerror or exc}", "", EXIT_USAGE)
 
 
 @app.command(name="remove")

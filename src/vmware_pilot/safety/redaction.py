@@ -43,6 +43,7 @@ _SECRET_WORDS = frozenset(
         "apikey",
         "apikeys",
         "auth",
+        "cred",
         "credential",
         "credentials",
         "bearer",
@@ -179,11 +180,11 @@ _PROBE = "Xmasked0secret0Xmasked"
 # A free-standing credential after an HTTP auth scheme (the Basic one must look like base64:
 # some digit, ``+``, ``/`` or ``=`` after its leading letters).
 _AUTH_SCHEME = re.compile(r"\b((?i:bearer)|Basic(?=\s++[A-Za-z]*+[0-9+/=]))(\s++)[A-Za-z0-9\-._~+/=]{8,}+")
-# ``scheme://user:password@``; digits, ``+``, ``.`` and ``-`` before the scheme's first letter are
+# ``scheme://user:password@`` (the user may be empty: ``redis://:password@host``); digits, ``+``, ``.`` and ``-`` before the scheme's first letter are
 # kept (``9http://`` still names ``http``).
 _URL_USERINFO = re.compile(
     r"(?<![A-Za-z0-9+.\-])(?P<lead>[0-9+.\-]*+)"
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*+://[^\s/:@]++:)(?P<secret>[^\s/@]++)@"
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*+://[^\s/:@]*+:)(?P<secret>[^\s/@]++)@"
 )
 # A key and its separator. The key is a whole run of key characters, less any leading digits,
 # dots or dashes (``9password=`` names ``password``); a quoted key is closed by the same quote.
@@ -191,10 +192,11 @@ _KEY = re.compile(
     r"""(?P<q>["']?)(?<![\w.\-])(?:[^\W_A-Za-z]|[.\-])*+(?P<key>[A-Za-z_][\w.\-]*+)(?P=q)"""
     r"""\s*+[:=]\s*+""",
 )
-# The value after a secret key: an optional auth scheme, then a quoted string or a bare word.
+# The value after a secret key: an optional auth scheme, then a quoted string, a one-line list
+# (``creds: [user, pw]``) or a bare word.
 _VALUE = re.compile(
     r"""(?P<scheme>(?i:Bearer|Basic|Token)\s++)?"""
-    r"""(?P<val>"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+'|[^\s,;&'"{}\[\]()<>]++)""",
+    r"""(?P<val>"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+'|\[[^\[\]\n]*+\]|[^\s,;&'"{}\[\]()<>]++)""",
 )
 
 

@@ -9,33 +9,42 @@
   boolean.
 
 Anything else completes to nothing. At most 100 values are returned (``hasMore`` says if more
-matched).
+matched). A typed value longer than ``MAX_TYPED`` characters is refused (-32602), and a failure
+reading the store is a -32603 error that names no file or database (the log has the details).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
 from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
     Completion,
     CompletionArgument,
     CompletionContext,
+    ErrorData,
     PromptReference,
     ResourceTemplateReference,
 )
 
 from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.errors import PilotError
 from vmware_pilot.server.resources import Refusal
 
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.service import PilotService
 
-__all__ = ["register_completions"]
+__all__ = ["MAX_TYPED", "register_completions"]
 
 _MAX = 100
+MAX_TYPED = 256
+_log = logging.getLogger("vmware_pilot.server")
 
 
 def _done(values: list[str], typed: str) -> Completion:
@@ -88,6 +97,25 @@ def register_completions(lowlevel: Server[Any, Any], service: PilotService, refu
         argument: CompletionArgument,
         context: CompletionContext | None,
     ) -> Completion:
+        if len(argument.value) > MAX_TYPED:
+            raise McpError(
+                ErrorData(
+                    code=INVALID_PARAMS,
+                    message=f"argument.value is {len(argument.value)} characters; a completion takes at "
+                    f"most {MAX_TYPED} (no id or name is longer)",
+                    data={"hint": "Send the first characters typed, not a whole text."},
+                )
+            )
         # The caller's role is resolved here, on the request; the store is read in a worker thread.
         refused = {t: refusal(t) for t in ("list_workflows", "get_workflow_status")}
-        return await anyio.to_thread.run_sync(lambda: complete(service, refused.get, ref, argument))
+        try:
+            return await anyio.to_thread.run_sync(lambda: complete(service, refused.get, ref, argument))
+        except Exception as exc:  # the store's message names the database: it stays in the log
+            _log.warning("completion failed: %s", exc, exc_info=not isinstance(exc, PilotError))
+            raise McpError(
+                ErrorData(
+                    code=INTERNAL_ERROR,
+                    message="completion failed: the workflows could not be read",
+                    data={"hint": "Try again; the server log has the details."},
+                )
+            ) from None

@@ -20,8 +20,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
+import anyio.to_thread
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.exceptions import McpError
@@ -33,7 +34,7 @@ from vmware_pilot.server.results import dump_json
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.service import PilotService
 
-__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "register_resources", "workflow_of"]
+__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "canonical_uri", "register_resources", "workflow_of"]
 
 RESOURCE_NOT_FOUND = -32002
 JSON = "application/json"
@@ -56,6 +57,17 @@ def workflow_of(uri: str) -> str | None:
     """The workflow id a workflow or audit URI names (None for any other URI)."""
     found = _WORKFLOW.fullmatch(uri) or _AUDIT.fullmatch(uri)
     return unquote(found.group(1)) if found else None
+
+
+def canonical_uri(uri: str) -> str | None:
+    """The one spelling of a workflow or audit URI (its id percent-encoded only where it must
+    be): ``pilot://workflows/%77f-1`` and ``pilot://workflows/wf%2D1`` are ``pilot://workflows/wf-1``.
+    None for any other URI."""
+    workflow_id = workflow_of(uri)
+    if workflow_id is None:
+        return None
+    tail = "/audit" if _AUDIT.fullmatch(uri) else ""
+    return f"pilot://workflows/{quote(workflow_id, safe='')}{tail}"
 
 
 def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
@@ -102,8 +114,7 @@ def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
     return view
 
 
-def _read(service: PilotService, refusal: Refusal, uri: str) -> str:
-    view = readable(service, refusal, uri)
+def _dump(view: _View, uri: str) -> str:
     try:
         return dump_json(view.read())
     except WorkflowNotFound as exc:
@@ -183,4 +194,8 @@ def register_resources(lowlevel: Server[Any, Any], service: PilotService, refusa
 
     @lowlevel.read_resource()  # type: ignore[no-untyped-call,untyped-decorator]
     async def read_resource(uri: Any) -> Iterable[ReadResourceContents]:
-        return [ReadResourceContents(_read(service, refusal, str(uri)), JSON)]
+        # The caller's role is resolved here, on the request; the store and the templates are read
+        # in a worker thread (a changed template is parsed there, never on the event loop).
+        view = readable(service, refusal, str(uri))
+        text = await anyio.to_thread.run_sync(_dump, view, str(uri))
+        return [ReadResourceContents(text, JSON)]

@@ -8,7 +8,8 @@ every interval, so a change made by any process sharing the database (another st
 operator CLI, an HTTP replica) reaches the subscriber. A push source (e.g. PostgreSQL
 LISTEN/NOTIFY) can replace it without touching the hub.
 
-The hub keeps subscriptions per connection; a connection that ends (``drop``) or whose stream is
+A URI is kept in its one spelling (``resources.canonical_uri``): percent-encoded aliases of one
+workflow URI are one subscription. The hub keeps subscriptions per connection; a connection that ends (``drop``) or whose stream is
 closed loses its subscriptions. The watch task runs only while someone is subscribed.
 """
 
@@ -28,7 +29,7 @@ from mcp.shared.exceptions import McpError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData
 from pydantic import AnyUrl
 
-from vmware_pilot.server.resources import RESOURCE_NOT_FOUND, Refusal, workflow_of
+from vmware_pilot.server.resources import RESOURCE_NOT_FOUND, Refusal, canonical_uri, workflow_of
 from vmware_pilot.server.wire import current_connection
 
 __all__ = ["ChangeSource", "SubscriptionHub", "VersionPolling", "register_subscriptions"]
@@ -191,8 +192,12 @@ def register_subscriptions(
                     data={"uri": str(uri), "hint": "Use list_workflows() to see active workflow IDs."},
                 )
             )
-        await hub.subscribe(current_connection(), lowlevel.request_context.session, str(uri), workflow_id)
+        # Kept under the URI's one spelling: percent-encoded aliases of it are one subscription,
+        # told once per change.
+        canonical = canonical_uri(str(uri)) or str(uri)
+        await hub.subscribe(current_connection(), lowlevel.request_context.session, canonical, workflow_id)
 
     @lowlevel.unsubscribe_resource()  # type: ignore[no-untyped-call,untyped-decorator]
     async def unsubscribe(uri: AnyUrl) -> None:
-        hub.unsubscribe(current_connection(), str(uri), workflow(str(uri)))
+        workflow_id = workflow(str(uri))
+        hub.unsubscribe(current_connection(), canonical_uri(str(uri)) or str(uri), workflow_id)

@@ -1,7 +1,8 @@
 """Custom templates and the skill catalog cache as rows, shared by every replica of one database.
 
 ``custom_templates`` holds one row per template: its name and its YAML text, checked by the same
-loader as a file of the templates folder each time it is read. ``catalog_cache`` holds the
+loader as a file of the templates folder once per change of the text (``template_digests`` tells
+every replica which texts changed without sending them). ``catalog_cache`` holds the
 discovery cache of `vmware-pilot catalog refresh` (the JSON the file ``catalog.json`` holds on a
 single host) in its one row, ``discovered``. Both are used instead of the files whenever a database
 URL is set (app.py, cli/).
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
+from vmware_pilot.templates.custom import digest_of
+
 __all__ = [
     "CATALOG_KEY",
     "catalog_row",
@@ -18,6 +21,7 @@ __all__ = [
     "delete_template",
     "put_catalog",
     "put_template",
+    "template_digests",
     "template_rows",
 ]
 
@@ -31,6 +35,20 @@ def template_rows(conn: Connection, name: str | None = None) -> list[tuple[str, 
     else:
         found = conn.execute(text("SELECT name, body FROM custom_templates WHERE name = :n"), {"n": name})
     return [(str(r.name), str(r.body)) for r in found]
+
+
+def template_digests(conn: Connection) -> list[tuple[str, str]]:
+    """(name, SHA-256 of the UTF-8 text) of every template, by name: computed by PostgreSQL
+    itself (the texts stay on the server), by this process on SQLite (a local file read)."""
+    if conn.dialect.name == "postgresql":
+        found = conn.execute(
+            text(
+                "SELECT name, encode(sha256(convert_to(body, 'UTF8')), 'hex') AS digest "
+                "FROM custom_templates ORDER BY name"
+            )
+        )
+        return [(str(r.name), str(r.digest)) for r in found]
+    return [(name, digest_of(body)) for name, body in template_rows(conn)]
 
 
 def put_template(conn: Connection, name: str, body: str, previous: str | None, at: str, by: str) -> bool:

@@ -440,6 +440,11 @@ class SqlStore:
         with self._tx(write=False) as conn:
             return shared.template_rows(conn, name)
 
+    def template_digests(self) -> list[tuple[str, str]]:
+        """(name, SHA-256 of the YAML text) of every stored template: what changed, cheaply."""
+        with self._tx(write=False) as conn:
+            return shared.template_digests(conn)
+
     def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool:
         """Write template ``name`` if it still holds ``previous`` (None: if there is none); False
         when another writer got there first."""

@@ -2,7 +2,8 @@
 
 See docs/contract.md#custom-yaml-templates.
 
-A file is ``*.yaml`` or ``*.yml`` in the templates folder, re-read on every call. Format::
+A file is ``*.yaml`` or ``*.yml`` in the templates folder (or a row of the database), checked
+once per change of its text (``templates/registry.py`` keeps what was checked by digest). Format::
 
     name: restart_web            # required; not a built-in name
     description: Restart the web tier
@@ -22,6 +23,8 @@ placeholder without a value is an error, never left in place.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import logging
 import re
@@ -32,19 +35,21 @@ from typing import Any
 
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
-from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref
+from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact_text
 from vmware_pilot.templates.steps import IDENTIFIER_KEYS, steps_from_dicts
 
 __all__ = [
+    "MAX_SAVED_BYTES",
     "PARAM_TYPES",
     "BrokenFile",
     "CustomTemplate",
     "ParamSpec",
+    "check_text",
+    "digest_of",
     "literal_secrets",
     "load_file",
-    "load_folder",
-    "load_rows",
     "load_text",
+    "masked_document",
     "name_problem",
     "placeholders_of",
     "read_text",
@@ -53,6 +58,9 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 1 << 20
+# What Pilot itself writes or takes in as a template (a save through MCP, `templates import`):
+# the text is parsed by every Pilot that lists it, once per change, so it is kept small.
+MAX_SAVED_BYTES = 256 << 10
 TOP_KEYS = ("name", "description", "authors", "parameters", "steps")
 SPEC_KEYS = ("type", "default", "required", "description", "enum")
 PARAM_TYPES: dict[str, tuple[type, ...]] = {
@@ -168,8 +176,8 @@ class CustomTemplate:
                         spec.name,
                         f"parameter '{spec.name}' must be one of {allowed}, got {values[spec.name]!r}",
                     )
-            elif spec.has_default:
-                values[spec.name] = spec.default
+            elif spec.has_default:  # a copy: the template is kept, checked, across calls
+                values[spec.name] = copy.deepcopy(spec.default)
             elif spec.required:
                 raise self._param_error(spec.name, f"missing required parameter '{spec.name}'")
         return values
@@ -190,7 +198,7 @@ class CustomTemplate:
         """The steps with every placeholder replaced (TemplateParamError when one has no value)."""
         out = []
         for i, raw in enumerate(self.raw_steps):
-            step = dict(raw)
+            step = copy.deepcopy(raw)  # the template is kept, checked, across calls: never shared
             for key in ("params", "rollback_params"):
                 if isinstance(step.get(key), Mapping):
                     step[key] = self._fill(step[key], values, f"step {i} {key}")
@@ -391,28 +399,34 @@ def read_text(path: Path) -> str:
         raise TemplateError(_bounded(f"{path.name}: {exc}")) from None
 
 
-def load_rows(
-    rows: Sequence[tuple[str, str]], builtin_names: Collection[str]
-) -> tuple[list[CustomTemplate], list[BrokenFile]]:
-    """``load_folder`` for stored templates: (name, YAML text) rows, each checked as a file
-    ``<name>.yaml`` is; a row whose text names another template is broken."""
-    good: list[CustomTemplate] = []
-    broken: list[BrokenFile] = []
-    for key, text in sorted(rows):
-        path = Path(f"{key}.yaml")
-        try:
-            tpl = load_text(text, path, builtin_names)
-            if tpl.name != key:
-                raise TemplateError(f"{path.name}: its text names the template '{excerpt_name(tpl.name)}'")
-        except TemplateError as exc:
-            broken.append(BrokenFile(path, key, exc.message))
-            continue
-        except Exception as exc:  # one row never breaks the listing for everyone
-            _log.exception("stored template %s could not be checked", key)
-            broken.append(BrokenFile(path, key, f"{path.name}: cannot be used ({type(exc).__name__})"))
-            continue
-        good.append(tpl)
-    return good, broken
+def digest_of(text: str) -> str:
+    """The SHA-256 (hex) of a template's text as UTF-8: what a checked template is kept under."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_text(text: str, path: Path, builtin_names: Collection[str]) -> CustomTemplate | BrokenFile:
+    """Parse and check ``text`` once: the template, or why it cannot be used (a ``BrokenFile``
+    named by the ``name`` its text declares when that can be read, else by the file stem).
+
+    Never raises for what the text holds: one template never breaks a listing for everyone."""
+    docs: list[Any] = []
+
+    def parse() -> Any:
+        docs.append(_parse_text(text))
+        return docs[0]
+
+    try:
+        return _checked(parse, path, builtin_names)
+    except TemplateError as exc:
+        return BrokenFile(path, _declared_name(docs[0], path) if docs else path.stem, exc.message)
+    except Exception as exc:
+        _log.exception("template %s could not be checked", path.name)
+        return BrokenFile(path, path.stem, f"{path.name}: cannot be used ({type(exc).__name__})")
+
+
+def _declared_name(doc: Any, path: Path) -> str:
+    name = doc.get("name") if isinstance(doc, Mapping) else None
+    return name if isinstance(name, str) and not name_problem(name) else path.stem
 
 
 def excerpt_name(name: str) -> str:
@@ -420,13 +434,33 @@ def excerpt_name(name: str) -> str:
 
 
 def literal_secrets(tpl: CustomTemplate) -> list[str]:
-    """Where a step's params hold a secret in clear: a value under a secret key that is neither
-    empty, masked, a ``{"$env": …}`` reference nor only ``{{placeholders}}`` (``step N params.key``)."""
+    """Where a template holds a secret in clear: a value under a secret key that is neither
+    empty, masked, a ``{"$env": …}`` reference nor only ``{{placeholders}}`` (``step N
+    params.key``); a secret shape in any text (``password=…``, ``Bearer …``, ``user:pw@`` in a
+    URL: ``step N tool``, ``description``); the default or enum values of a parameter whose name
+    is secret, or a text secret in a parameter's default or description (``parameters.pw.default``)."""
     found: list[str] = []
+    if _text_secret(tpl.description):
+        found.append("description")
     for i, raw in enumerate(tpl.raw_steps):
-        for key in ("params", "rollback_params"):
-            _clear_secrets(raw.get(key), f"step {i} {key}", under_secret=False, found=found)
+        for key, value in raw.items():
+            _clear_secrets(value, f"step {i} {key}", under_secret=False, found=found)
+    for spec in (tpl.parameters or {}).values():
+        secret = is_secret_key(spec.name)
+        where = f"parameters.{spec.name}"
+        if spec.has_default:
+            _clear_secrets(spec.default, f"{where}.default", under_secret=secret, found=found)
+        for n, value in enumerate(spec.enum or ()):
+            _clear_secrets(value, f"{where}.enum[{n}]", under_secret=secret, found=found)
+        if _text_secret(spec.description):
+            found.append(f"{where}.description")
     return found
+
+
+def _text_secret(text: str) -> bool:
+    """True when ``text`` holds a secret shape in clear (a ``{{placeholder}}`` is not one)."""
+    probe = _PLACEHOLDER.sub(MASK, text)
+    return redact_text(probe) != probe
 
 
 def _clear_secrets(value: Any, where: str, *, under_secret: bool, found: list[str]) -> None:
@@ -440,11 +474,71 @@ def _clear_secrets(value: Any, where: str, *, under_secret: bool, found: list[st
         for n, v in enumerate(value):
             _clear_secrets(v, f"{where}[{n}]", under_secret=under_secret, found=found)
         return
-    if not under_secret or value is None or value == "" or isinstance(value, bool) or value == MASK:
+    if not under_secret:
+        if isinstance(value, str) and _text_secret(value):
+            found.append(where)
+        return
+    if value is None or value == "" or isinstance(value, bool) or value == MASK:
         return
     if isinstance(value, str) and not _PLACEHOLDER.sub("", value).strip():
         return
     found.append(where)
+
+
+def masked_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A template document with every secret ``literal_secrets`` finds replaced by ``***``
+    (``{{placeholders}}`` and ``{"$env": …}`` kept): what an export writes for a template that
+    holds one. A masked default that was not text is dropped (``***`` would not be of its type)."""
+    out = dict(doc)
+    if isinstance(out.get("description"), str):
+        out["description"] = _masked_text(out["description"])
+    if isinstance(out.get("steps"), list):
+        out["steps"] = [_masked(step, under_secret=False) for step in out["steps"]]
+    params = out.get("parameters")
+    if isinstance(params, Mapping):
+        out["parameters"] = {k: _masked_spec(str(k), spec) for k, spec in params.items()}
+    return out
+
+
+def _masked_text(text: str) -> str:
+    return redact_text(text) if _text_secret(text) else text
+
+
+def _masked(value: Any, *, under_secret: bool) -> Any:
+    if is_secret_ref(value):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _masked(v, under_secret=under_secret or is_secret_key(str(k))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, under_secret=under_secret) for v in value]
+    if not under_secret:
+        return _masked_text(value) if isinstance(value, str) else value
+    if value is None or value == "" or isinstance(value, bool) or value == MASK:
+        return value
+    if isinstance(value, str) and not _PLACEHOLDER.sub("", value).strip():
+        return value
+    return MASK
+
+
+def _masked_spec(name: str, spec: Any) -> Any:
+    if not isinstance(spec, Mapping):
+        return spec
+    out = dict(spec)
+    secret = is_secret_key(name)
+    if "default" in out:
+        masked = _masked(out["default"], under_secret=secret)
+        if masked == MASK and not isinstance(out["default"], str):
+            del out["default"]
+        else:
+            out["default"] = masked
+    if "enum" in out:
+        if secret:  # the values of a secret are secrets: the parameter takes any value of its type
+            del out["enum"]
+        else:
+            out["enum"] = _masked(out["enum"], under_secret=False)
+    if isinstance(out.get("description"), str):
+        out["description"] = _masked_text(out["description"])
+    return out
 
 
 def _checked(read: Callable[[], Any], path: Path, builtin_names: Collection[str]) -> CustomTemplate:
@@ -519,45 +613,3 @@ def template_files(folder: Path) -> list[Path]:
         ),
         key=lambda p: p.name,
     )
-
-
-def load_folder(
-    folder: Path, builtin_names: Collection[str]
-) -> tuple[list[CustomTemplate], list[BrokenFile]]:
-    """Every usable template (first file wins a name) and every file that cannot be used."""
-    good: list[CustomTemplate] = []
-    broken: list[BrokenFile] = []
-    seen: dict[str, Path] = {}
-    for path in template_files(folder):
-        try:
-            tpl = load_file(path, builtin_names)
-        except TemplateError as exc:
-            broken.append(BrokenFile(path, _name_hint(path), exc.message))
-            continue
-        except Exception as exc:  # one file never breaks the listing for everyone
-            _log.exception("template file %s could not be checked", path.name)
-            broken.append(BrokenFile(path, path.stem, f"{path.name}: cannot be used ({type(exc).__name__})"))
-            continue
-        if tpl.name in seen:
-            broken.append(
-                BrokenFile(
-                    path,
-                    tpl.name,
-                    f"{path.name}: the name '{tpl.name}' is already defined in {seen[tpl.name].name}; "
-                    "rename one of them",
-                )
-            )
-            continue
-        seen[tpl.name] = path
-        good.append(tpl)
-    return good, broken
-
-
-def _name_hint(path: Path) -> str:
-    """The ``name`` a broken file declares if it can still be read, else the file stem."""
-    try:
-        doc = _read(path)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return path.stem
-    name = doc.get("name") if isinstance(doc, Mapping) else None
-    return name if isinstance(name, str) and not name_problem(name) else path.stem

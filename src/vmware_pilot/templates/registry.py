@@ -1,18 +1,28 @@
 """One registry for built-in and custom YAML templates: list, create, validate names, save.
 
 Built-ins come first and cannot be shadowed: a YAML file reusing a built-in name is listed as
-broken with a message to rename it. Custom files are re-read on every call (hot reload).
+broken with a message to rename it. Custom files are looked at on every call (hot reload), but
+each text is parsed and checked once per change: what was checked is kept by file name and the
+SHA-256 of the text, and a listing only reads and hashes the texts (or, on PostgreSQL, asks the
+database for their digests) to know which changed. A text that cannot be used is logged once,
+when it is first seen, with its file, line and column.
 
 With ``rows`` (a database URL is set: several replicas may share it) the custom templates are rows
-of the database instead of files of the folder, read on every call too, with the same checks, the
-same authorship rule and the same names (``<name>.yaml``) in listings and messages.
+of the database instead of files of the folder, with the same checks, the same authorship rule
+and the same names (``<name>.yaml``) in listings and messages; a change saved by another replica
+has another digest, so it is seen at the next call.
+
+Parsing costs time in proportion to the text: the server calls the registry from worker threads,
+never on the event loop, and what Pilot saves or imports is at most ``MAX_SAVED_BYTES``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,15 +33,19 @@ from vmware_pilot.errors import InvalidInput, PilotError, TemplateError, excerpt
 from vmware_pilot.safety.gating import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import (
+    MAX_SAVED_BYTES,
     BrokenFile,
     CustomTemplate,
+    check_text,
+    digest_of,
+    excerpt_name,
     literal_secrets,
     load_file,
-    load_folder,
-    load_rows,
     load_text,
+    masked_document,
     name_problem,
     read_text,
+    template_files,
 )
 from vmware_pilot.templates.discovery import builtin_parameters, custom_parameters, example_call
 from vmware_pilot.templates.steps import check_plan
@@ -46,8 +60,19 @@ class TemplateRows(Protocol):
     """Stored custom templates (``SqlStore``): (name, YAML text) rows, written compare-and-set."""
 
     def template_rows(self, name: str | None = None) -> list[tuple[str, str]]: ...
+    def template_digests(self) -> list[tuple[str, str]]: ...
     def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool: ...
     def delete_template(self, name: str, previous: str | None = None) -> bool: ...
+
+
+@dataclass(slots=True)
+class _Checked:
+    """One custom template's text as checked: its digest, the template or why it cannot be used,
+    and (for a usable one) its listing entry, built once."""
+
+    digest: str
+    result: CustomTemplate | BrokenFile
+    entry: dict[str, Any] | None = field(default=None)
 
 
 class TemplateRegistry:
@@ -73,6 +98,10 @@ class TemplateRegistry:
         # The built-ins' step counts for the catalog they were counted against: planning every
         # built-in again cost most of each list_workflows call.
         self._counted: tuple[Catalog, dict[str, int | None]] | None = None
+        # What each custom text was found to be, by file name (or row name), with its digest;
+        # the lock makes concurrent listings wait for one parse instead of each doing it.
+        self._checked: dict[str, _Checked] = {}
+        self._lock = threading.Lock()
 
     @property
     def where(self) -> str:
@@ -80,9 +109,98 @@ class TemplateRegistry:
         return "the database" if self.rows is not None else str(self.templates_dir)
 
     def _load(self) -> tuple[list[CustomTemplate], list[BrokenFile]]:
-        if self.rows is not None:
-            return load_rows(self.rows.template_rows(), self._builtins)
-        return load_folder(self.templates_dir, self._builtins)
+        """Every usable custom template (the first file wins a name) and every one that cannot be
+        used, each text checked once per change (``_check``)."""
+        checked = self._checked_rows() if self.rows is not None else self._checked_files()
+        good: list[CustomTemplate] = []
+        broken: list[BrokenFile] = []
+        seen: dict[str, Path] = {}
+        for result in checked:
+            if isinstance(result, BrokenFile):
+                broken.append(result)
+            elif result.name in seen:
+                broken.append(
+                    BrokenFile(
+                        result.path,
+                        result.name,
+                        f"{result.path.name}: the name '{result.name}' is already defined in "
+                        f"{seen[result.name].name}; rename one of them",
+                    )
+                )
+            else:
+                seen[result.name] = result.path
+                good.append(result)
+        return good, broken
+
+    def _checked_files(self) -> list[CustomTemplate | BrokenFile]:
+        out: list[CustomTemplate | BrokenFile] = []
+        paths = template_files(self.templates_dir)
+        for path in paths:
+            try:
+                text = read_text(path)
+            except TemplateError as exc:  # a link out of the folder, too large, not UTF-8: not parsed
+                out.append(BrokenFile(path, path.stem, exc.message))
+                continue
+            out.append(self._check(path.name, text, path).result)
+        self._keep({p.name for p in paths})
+        return out
+
+    def _checked_rows(self) -> list[CustomTemplate | BrokenFile]:
+        """The stored templates: their digests are read on every call, a text only when its
+        digest is not the one checked (another replica saved it, or this process never saw it)."""
+        assert self.rows is not None
+        digests = self.rows.template_digests()
+        with self._lock:
+            stale = [n for n, d in digests if (c := self._checked.get(n)) is None or c.digest != d]
+        texts: dict[str, str] = {}
+        if len(stale) == 1:
+            texts = dict(self.rows.template_rows(stale[0]))
+        elif stale:
+            wanted = set(stale)
+            texts = {n: t for n, t in self.rows.template_rows() if n in wanted}
+        out: list[CustomTemplate | BrokenFile] = []
+        for name, _ in digests:
+            path = Path(f"{name}.yaml")
+            if name not in texts and name not in stale:
+                with self._lock:
+                    known = self._checked.get(name)
+                if known is not None:
+                    out.append(known.result)
+                    continue
+                texts.update(self.rows.template_rows(name))  # forgotten meanwhile by another call
+            if name in texts:
+                out.append(self._check(name, texts[name], path, row=name).result)
+            # else: removed between the two reads; not listed
+        self._keep({n for n, _ in digests})
+        return out
+
+    def _check(self, key: str, text: str, path: Path, row: str | None = None) -> _Checked:
+        """``text`` checked: as it was when its digest was last seen under ``key``, else parsed
+        now (once, whoever else asks meanwhile). A text that cannot be used is logged once."""
+        digest = digest_of(text)
+        with self._lock:
+            known = self._checked.get(key)
+            if known is not None and known.digest == digest:
+                return known
+            result = check_text(text, path, self._builtins)
+            if row is not None and isinstance(result, CustomTemplate) and result.name != row:
+                error = f"{path.name}: its text names the template '{excerpt_name(result.name)}'"
+                result = BrokenFile(path, row, error)
+            elif row is not None and isinstance(result, BrokenFile):
+                result = BrokenFile(path, row, result.error)
+            if isinstance(result, BrokenFile):
+                _log.warning("custom template %s cannot be used: %s", self._shown(path), result.error)
+            checked = _Checked(digest, result)
+            if isinstance(result, CustomTemplate):
+                checked.entry = self._custom_entry(result)
+            self._checked[key] = checked
+            return checked
+
+    def _keep(self, keys: set[str]) -> None:
+        """Forget what was checked for texts that are gone."""
+        with self._lock:
+            for key in [k for k in self._checked if k not in keys]:
+                del self._checked[key]
 
     def _path(self, name: str) -> Path:
         """The file of template ``name`` (stored ones are named ``<name>.yaml`` too)."""
@@ -137,7 +255,7 @@ class TemplateRegistry:
         counts = self._step_counts(self._current_catalog())
         out: list[dict[str, Any]] = [self._builtin_entry(b, counts[b.name]) for b in BUILTINS]
         good, broken = self._load()
-        entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._custom_entry(t)) for t in good]
+        entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._entry(t)) for t in good]
         entries += [
             (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
             for b in broken
@@ -166,6 +284,15 @@ class TemplateRegistry:
             "parameters": parameters,
             "example": example_call(b.name, parameters, b.examples),
         }
+
+    def _entry(self, t: CustomTemplate) -> dict[str, Any]:
+        """The listing entry of ``t``, as built when its text was checked."""
+        key = t.name if self.rows is not None else t.path.name
+        with self._lock:
+            known = self._checked.get(key)
+        if known is not None and known.result is t and known.entry is not None:
+            return dict(known.entry)
+        return self._custom_entry(t)
 
     @staticmethod
     def _custom_entry(t: CustomTemplate) -> dict[str, Any]:
@@ -304,6 +431,25 @@ class TemplateRegistry:
                 return candidate
         return f"{name[:90]}_new"
 
+    @staticmethod
+    def _oversized(text: str) -> str:
+        """Why ``text`` is too large for Pilot to save or import ("" when it is not): every Pilot
+        that lists a template parses it."""
+        size = len(text.encode("utf-8"))
+        if size <= MAX_SAVED_BYTES:
+            return ""
+        return f"{size} bytes of YAML, and a template Pilot saves may be at most {MAX_SAVED_BYTES} bytes"
+
+    def _refuse_saving(self, name: str, text: str) -> None:
+        too_large = self._oversized(text)
+        if too_large:
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': it would be {too_large}; nothing was saved",
+                field="save_as_template",
+                hint="Call again with save_as_template=false (the workflow itself is not limited by "
+                "this), or save a smaller plan: fewer steps, shorter texts.",
+            )
+
     @contextlib.contextmanager
     def saving(
         self, name: str, description: str, steps: Sequence[Step], authors: Sequence[str], caller: str
@@ -313,7 +459,12 @@ class TemplateRegistry:
 
         The authors are kept: those of the template it replaces, then ``authors``."""
         # Imported here: writing YAML is needed only when a template is saved, not to serve.
-        from vmware_pilot.templates.saving import restore_template, template_document, write_template
+        from vmware_pilot.templates.saving import (
+            restore_template,
+            template_document,
+            template_text,
+            write_text,
+        )
 
         self.validate_template_name(name)
         if self.rows is not None:
@@ -322,11 +473,11 @@ class TemplateRegistry:
             return
         kept = self._owners(name, caller)
         target = self.templates_dir / f"{name}.yaml"
+        text = template_text(template_document(name, description, steps, [*kept, *authors]))
+        self._refuse_saving(name, text)
         previous = target.read_bytes() if kept else None
         try:
-            path = write_template(
-                self.templates_dir, name, template_document(name, description, steps, [*kept, *authors])
-            )
+            path = write_text(self.templates_dir, name, text)
         except OSError as exc:
             raise TemplateError(
                 f"Could not write the template {name}.yaml in {self.templates_dir} "
@@ -357,6 +508,7 @@ class TemplateRegistry:
         previous = self._stored(name)
         kept = self._owners(name, caller, previous)
         body = template_text(template_document(name, description, steps, [*kept, *authors]))
+        self._refuse_saving(name, body)
         if not self.rows.put_template(name, body, previous, caller):
             raise InvalidInput(
                 f"Cannot save the template as '{name}': it was changed by someone else while this "
@@ -380,48 +532,83 @@ class TemplateRegistry:
     def import_folder(self, folder: Path, by: str) -> list[dict[str, Any]]:
         """Each template file of ``folder``, checked as the folder loader checks it, stored whole
         or not at all: ``{file, name, outcome}`` (added, replaced, unchanged) or ``{file, name,
-        error}``. A template holding a secret in clear is refused when templates are rows."""
-        good, broken = load_folder(folder, self._builtins)
-        report: list[tuple[str, dict[str, Any]]] = [
-            (b.path.name, {"file": b.path.name, "name": b.name, "error": b.error}) for b in broken
-        ]
-        for tpl in good:
-            entry: dict[str, Any] = {"file": tpl.path.name, "name": tpl.name}
+        error}``. A template holding a secret in clear is refused when templates are rows.
+
+        Linear in the files: each is read and parsed once, and the names already defined in the
+        templates folder are read once for the whole import."""
+        report: list[tuple[str, dict[str, Any]]] = []
+        seen: dict[str, Path] = {}
+        taken: dict[str, Path] | None = None  # the templates folder's names, read at the first file
+        for path in template_files(folder):
             try:
-                entry["outcome"] = self._import_one(tpl, by)
+                text = read_text(path)
+            except TemplateError as exc:
+                report.append((path.name, {"file": path.name, "name": path.stem, "error": exc.message}))
+                continue
+            checked = check_text(text, path, self._builtins)  # the text stored is the text checked
+            if isinstance(checked, BrokenFile):
+                report.append((path.name, {"file": path.name, "name": checked.name, "error": checked.error}))
+                continue
+            entry: dict[str, Any] = {"file": path.name, "name": checked.name}
+            if checked.name in seen:
+                entry["error"] = (
+                    f"{path.name}: the name '{checked.name}' is already defined in "
+                    f"{seen[checked.name].name}; rename one of them"
+                )
+                report.append((path.name, entry))
+                continue
+            seen[checked.name] = path
+            try:
+                if self.rows is None:
+                    if taken is None:
+                        taken = {t.name: t.path for t in self._load()[0]}
+                    entry["outcome"] = self._import_file(checked.name, text, taken)
+                else:
+                    entry["outcome"] = self._import_row(checked, text, by)
             except PilotError as exc:
                 entry["error"] = exc.message
-            report.append((tpl.path.name, entry))
+            report.append((path.name, entry))
         return [entry for _, entry in sorted(report, key=lambda e: e[0])]
 
-    def _import_one(self, tpl: CustomTemplate, by: str) -> str:
-        text = read_text(tpl.path)
-        checked = load_text(text, tpl.path, self._builtins)  # the text stored is the text checked
-        if checked.name != tpl.name:
-            raise TemplateError(f"{tpl.path.name}: the file changed while it was imported")
-        name = checked.name
-        if self.rows is None:
-            return self._import_file(name, text)
+    def _refuse_size(self, what: str, text: str) -> None:
+        too_large = self._oversized(text)
+        if too_large:
+            raise TemplateError(
+                f"{what} is {too_large}; nothing was stored",
+                hint="Split it into several smaller templates, or shorten its texts and parameters.",
+            )
+
+    def _import_row(self, checked: CustomTemplate, text: str, by: str) -> str:
+        assert self.rows is not None
+        path, name = checked.path, checked.name
+        self._refuse_size(path.name, text)
         clear = literal_secrets(checked)
         if clear:
             raise TemplateError(
-                f"{tpl.path.name}: holds a secret in clear ({', '.join(clear[:3])}); a template "
+                f"{path.name}: holds a secret in clear ({', '.join(clear[:3])}); a template "
                 'stored in the database may not. Use {"$env": "NAME"} or a {{parameter}}',
             )
         previous = self._stored(name)
         if previous == text:
             return "unchanged"
         if not self.rows.put_template(name, text, previous, by):
-            raise TemplateError(
-                f"{tpl.path.name}: '{name}' was changed by someone else meanwhile; import again"
-            )
+            raise TemplateError(f"{path.name}: '{name}' was changed by someone else meanwhile; import again")
         return "added" if previous is None else "replaced"
 
-    def _import_file(self, name: str, text: str) -> str:
+    def _import_file(self, name: str, text: str, taken: dict[str, Path]) -> str:
+        """Write ``text`` as ``<name>.yaml`` of the templates folder, unless another file of it
+        defines ``name`` (``taken``: the folder's names, kept up to date here)."""
         from vmware_pilot.templates.saving import write_text
 
-        self.validate_template_name(name)
         target = self.templates_dir / f"{name}.yaml"
+        self._refuse_size(target.name, text)
+        other = taken.get(name)
+        if other is not None and other != target:
+            raise InvalidInput(
+                f"Cannot save the template as '{name}': {other.name} already defines that name",
+                field="name",
+                hint=f"Choose another name, or remove or rename {self._shown(other)} first.",
+            )
         previous = read_text(target) if (target.is_symlink() or target.exists()) else None
         if previous == text:
             return "unchanged"
@@ -429,28 +616,30 @@ class TemplateRegistry:
             write_text(self.templates_dir, name, text)
         except OSError as exc:
             raise TemplateError(f"could not write {target} ({exc.strerror or exc})") from exc
+        taken[name] = target
         return "added" if previous is None else "replaced"
 
     def export_texts(self) -> tuple[list[tuple[str, str]], list[BrokenFile]]:
         """(name, YAML text) of every usable custom template, secrets masked, and the broken ones.
 
         A text is written as stored when it holds no secret in clear (so it imports back as it
-        was); otherwise its document is written again with the secrets masked."""
+        was); otherwise its document is written again with the secrets masked: values under
+        secret keys, secret shapes in any text, and secret parameters' defaults."""
         from vmware_pilot.templates.saving import template_text
         from vmware_pilot.templates.yamlsafe import load_yaml
 
         good, broken = self._load()
         out: list[tuple[str, str]] = []
         for tpl in good:
-            text = self._stored(tpl.name) if self.rows is not None else read_text(tpl.path)
+            row = tpl.name if self.rows is not None else None
+            text = self._stored(tpl.name) if row is not None else read_text(tpl.path)
             if text is None:  # removed since it was listed
                 continue
-            if literal_secrets(tpl):
-                from vmware_pilot.safety.redaction import redact
-
-                document = load_yaml(text)
-                document["steps"] = redact(document["steps"], scrub_text=False)
-                text = template_text(document)
+            checked = self._check(row or tpl.path.name, text, tpl.path, row=row).result  # as read now
+            if not isinstance(checked, CustomTemplate):
+                continue
+            if literal_secrets(checked):
+                text = template_text(masked_document(load_yaml(text)))
             out.append((tpl.name, text))
         return out, broken
 

@@ -19,7 +19,7 @@ __all__ = [
     "step_document",
     "template_document",
     "template_text",
-    "write_template",
+    "write_into",
     "write_text",
 ]
 
@@ -88,15 +88,17 @@ def template_text(document: dict[str, Any]) -> str:
 
 
 def write_text(folder: Path, name: str, text: str) -> Path:
-    """Write ``text`` as ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
+    """Write ``text`` as ``<folder>/<name>.yaml`` of Pilot's own templates folder atomically (mode
+    0600, folder 0700); return the path."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o700)
     return _replace(folder, name, text.encode("utf-8"))
 
 
-def write_template(folder: Path, name: str, document: dict[str, Any]) -> Path:
-    """Write ``<folder>/<name>.yaml`` atomically (mode 0600, folder 0700); return the path."""
-    return write_text(folder, name, template_text(document))
+def write_into(folder: Path, name: str, text: str) -> Path:
+    """Write ``text`` as ``<folder>/<name>.yaml`` (mode 0600) in a folder that exists and is not
+    Pilot's: its mode is left as it is."""
+    return _replace(folder, name, text.encode("utf-8"))
 
 
 def restore_template(path: Path, previous: bytes) -> None:

@@ -15,6 +15,7 @@ import re
 from typing import Any, Final
 
 import yaml
+import yaml.reader
 from yaml.composer import Composer
 from yaml.events import CollectionStartEvent
 from yaml.nodes import MappingNode, Node, SequenceNode
@@ -111,9 +112,24 @@ class _BoundedLoader(yaml.SafeLoader):
         return self.construct_document(node)
 
 
+def _place(text: str, position: int) -> str:
+    """``line L, column C`` of the character at ``position`` of ``text``."""
+    line = text.count("\n", 0, position) + 1
+    return f"line {line}, column {position - (text.rfind(chr(10), 0, position) + 1) + 1}"
+
+
 def load_yaml(text: str) -> Any:
     """The data in ``text`` (one document); YamlRefused when it is not plain, bounded YAML."""
-    loader = _BoundedLoader(text)
+    try:
+        # The reader checks every character when it is built: a raw control character is
+        # refused here, with its place, before any parsing.
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        raise YamlRefused(
+            f"not valid YAML at {_place(text, exc.position)}: the control character #x{code:04x} is not "
+            "allowed (write it as an escape in a double-quoted string)"
+        ) from None
     try:
         return loader.bounded_data()
     except YamlRefused:
