@@ -2,19 +2,22 @@
 
 Every call made through ``Client`` also checks the result framing of
 docs/contract.md#framing-and-the-iserror-rule: one JSON text block equal to
-``structuredContent``, and ``isError`` exactly when the payload has a truthy ``error`` or
-``outcome == "failed"``.
+``structuredContent``, ``isError`` exactly when the payload has a truthy ``error`` or
+``outcome == "failed"``, and the payload (a refusal included) valid against the tool's declared
+``outputSchema``, as the TypeScript SDK and MCP Inspector check it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp import ClientSession
 from mcp.client.session import MessageHandlerFnT
@@ -42,6 +45,13 @@ DELETE_STEP = {
 INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU"}
 
 
+@functools.cache
+def _validator(schema: str) -> Any:
+    """A validator for a tool's output schema (given as JSON text: one per schema, compiled once)."""
+    loaded = json.loads(schema)
+    return jsonschema.validators.validator_for(loaded)(loaded)
+
+
 @dataclass(frozen=True)
 class Reply:
     payload: dict[str, Any]
@@ -53,6 +63,16 @@ class Client:
 
     def __init__(self, session: ClientSession) -> None:
         self.session = session
+        self._schemas: dict[str, Any] | None = None
+
+    async def _check_schema(self, tool: str, payload: dict[str, Any]) -> None:
+        if self._schemas is None:
+            listed = (await self.session.list_tools()).tools
+            self._schemas = {t.name: _validator(json.dumps(t.outputSchema)) for t in listed if t.outputSchema}
+        validator = self._schemas.get(tool)
+        if validator is not None:
+            errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(payload)]
+            assert errors == [], (tool, errors, payload)
 
     async def call(self, tool: str, **arguments: Any) -> Reply:
         result = await self.session.call_tool(tool, arguments)
@@ -64,6 +84,7 @@ class Client:
         assert payload == result.structuredContent
         expected_error = bool(payload.get("error")) or payload.get("outcome") == "failed"
         assert result.isError is expected_error, payload
+        await self._check_schema(tool, payload)
         return Reply(payload, result.isError)
 
     async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
+from tests.refusals import REFUSALS
 from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
 from vmware_pilot.results import (
     ApproveResult,
@@ -26,6 +27,7 @@ from vmware_pilot.results import (
     FromTemplateResult,
     ListResult,
     Preview,
+    Refusal,
     ReviewResult,
     RollbackResult,
     RunResult,
@@ -132,6 +134,27 @@ async def test_all_13_tools_answer_what_their_output_schema_declares(client: Cli
     assert check.called == set(TOOL_NAMES)
 
 
-async def test_a_refusal_keeps_its_own_shape_and_is_not_held_to_the_schema(client: Client) -> None:
-    out = await client.refused("get_workflow_status", workflow_id="wf-nope")
-    assert out == {"error": "Workflow 'wf-nope' not found"}
+async def test_a_refusal_of_every_tool_is_one_of_the_shapes_its_output_schema_declares(
+    client: Client,
+) -> None:
+    # The TypeScript SDK and MCP Inspector validate structuredContent against the outputSchema even
+    # when isError is set, and throw when it does not match: the refusal is declared in the schema.
+    listed = (await client.session.list_tools()).tools
+    schemas = {t.name: t.outputSchema for t in listed}
+    for tool, arguments in REFUSALS.items():
+        result = await client.session.call_tool(tool, arguments)
+        payload = result.structuredContent
+        assert result.isError and payload is not None and payload["error"], (tool, payload)
+        schema = schemas[tool]
+        assert schema is not None
+        for dialect in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
+            errors = [e.message for e in dialect(schema).iter_errors(payload)]
+            assert errors == [], (tool, dialect.__name__, errors)
+        assert Refusal.model_validate(payload).error == payload["error"]
+        assert result.content[0].text == dump_json(payload)  # type: ignore[union-attr]
+
+
+async def test_a_refusal_keeps_its_own_shape_and_text(client: Client) -> None:
+    result = await client.session.call_tool("get_workflow_status", {"workflow_id": "wf-nope"})
+    assert result.structuredContent == {"error": "Workflow 'wf-nope' not found"}
+    assert result.content[0].text == '{\n  "error": "Workflow \'wf-nope\' not found"\n}'  # type: ignore[union-attr]

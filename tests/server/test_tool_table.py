@@ -70,7 +70,8 @@ class _Answer(BaseModel):
 
 def test_a_tool_function_returning_a_model_declares_its_output_schema() -> None:
     # The registration is generic: a typed result (a pydantic model as the function's return
-    # annotation) becomes the tool's outputSchema, a plain mapping declares none.
+    # annotation) becomes the tool's outputSchema, with the refusal as the other shape it may
+    # take; a plain mapping declares none.
     spec = ToolSpec(name="probe", title="Probe", effect="read", summary="Probe.")
 
     def typed(workflow_id: str) -> _Answer:
@@ -80,7 +81,8 @@ def test_a_tool_function_returning_a_model_declares_its_output_schema() -> None:
         return {"workflow_id": workflow_id}
 
     schema = _register(spec, typed).output_schema
-    assert schema is not None and schema["$ref"] == "#/$defs/_Answer"
+    assert schema is not None
+    assert schema["anyOf"] == [{"$ref": "#/$defs/_Answer"}, {"$ref": "#/$defs/Refusal"}]
     assert set(schema["$defs"]["_Answer"]["properties"]) == {"workflow_id", "state"}
     assert _register(spec, untyped).output_schema is None
     closed = _register(spec, typed).parameters

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ from vmware_pilot.results import (
     FromTemplateResult,
     ListResult,
     Preview,
+    Refusal,
     ReviewResult,
     RollbackResult,
     RunResult,
@@ -195,23 +197,25 @@ def output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
     """The JSON schema of ``fn``'s result when its return annotation is a pydantic model or a union
     of models (``rollback``: the result or its preview), else None (a plain mapping declares none).
 
-    Written in draft-07 and lean (``_lean``): an object that is the model (``$ref``) or one of the
-    union's members (``anyOf``). Every model, the result's own included, appears once under
-    ``$defs``, where ``$ref`` finds it by its JSON pointer. Draft-07 has no ``$defs`` keyword, so a
-    client that checks the schema against the metaschema on every call (the Python SDK's does)
-    checks a handful of top-level keys, not every definition; a 2020-12 client reads ``$defs`` as
-    its own keyword. The results are validated against every definition all the same."""
+    A refusal (``Refusal``: ``error``, the fields a client keys on, ``hint``) is one of the shapes
+    declared: some clients (the TypeScript SDK, MCP Inspector) validate a result against the
+    schema even when ``isError`` is set, and throw on one that does not match.
+
+    Written in draft-07 and lean (``_lean``): an object that is one of the results or the refusal
+    (``anyOf`` of ``$ref``). Every model appears once under ``$defs``, where ``$ref`` finds it by its
+    JSON pointer. Draft-07 has no ``$defs`` keyword, so a client that checks the schema against the
+    metaschema on every call (the Python SDK's does) checks a handful of top-level keys, not every
+    definition; a 2020-12 client reads ``$defs`` as its own keyword. The results are validated
+    against every definition all the same."""
     result = typing.get_type_hints(fn).get("return")
     members = (
         typing.get_args(result) if typing.get_origin(result) in (types.UnionType, typing.Union) else (result,)
     )
     if result is None or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
         return None
-    schema: dict[str, Any] = _lean(TypeAdapter(result).json_schema(schema_generator=_LeanSchema))
+    shapes: Any = functools.reduce(operator.or_, (*members, Refusal))  # the results, or the refusal
+    schema: dict[str, Any] = _lean(TypeAdapter(shapes).json_schema(schema_generator=_LeanSchema))
     definitions: dict[str, Any] = schema.pop("$defs", {})
-    if len(members) == 1:  # the model itself goes under $defs too, and the top refers to it
-        definitions[members[0].__name__] = schema
-        schema = {"$ref": f"#/$defs/{members[0].__name__}"}
     return {"$schema": SCHEMA_DIALECT, "type": "object", **schema, "$defs": definitions}
 
 
