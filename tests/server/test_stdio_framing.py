@@ -19,7 +19,7 @@ import pytest
 
 from tests.transports.server_proc import clean_env
 from vmware_pilot.limits import MAX_REQUEST_BYTES
-from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, _PipeChannel, leading_id
+from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, _PipeChannel, answer_line, line_id
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
 INIT = {
@@ -109,7 +109,7 @@ def test_a_line_that_is_not_json_gets_a_parse_error_and_serving_goes_on(raw: Raw
     raw.send(b"this is not json\n")
     assert "Parse error" in _error(raw.reply(), None, PARSE_ERROR)
     raw.send(b'{"jsonrpc": "2.0", "id": 3, "method": \n')
-    _error(raw.reply(), None, PARSE_ERROR)
+    _error(raw.reply(), 3, PARSE_ERROR)  # the id it does carry, so its sender is not left waiting
     raw.alive(4)
 
 
@@ -183,19 +183,61 @@ def test_blank_lines_are_ignored(raw: RawStdio) -> None:
     raw.alive(17)
 
 
+_LONG = "g" * 50_000
+
+
 @pytest.mark.parametrize(
-    ("prefix", "expected"),
+    ("line", "expected"),
     [
-        (b'{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"', 7),
-        (b'  { "method" : "x", "id" : "abc", "params": [', "abc"),
-        (b'{"method":"x","params":{"id":3,"b":"', None),
-        (b'{"jsonrpc":"2.0","id":true', None),
-        (b"[1,2", None),
-        (b'{"jsonrpc":"2.0","i', None),
+        ('{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"', 7),
+        ('  { "method" : "x", "id" : "abc", "params": [', "abc"),
+        ('{"method":"x","params":{"id":3,"b":"', None),
+        ('{"jsonrpc":"2.0","id":true', None),
+        ("[1,2", None),
+        ('{"jsonrpc":"2.0","i', None),
+        # The id last, after a long params, as the MCP SDKs write it.
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"jsonrpc":"2.0","id":42}}', 42),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":"r-1"}}\r\n', "r-1"),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":7,"jsonrpc":"2.0"}}', 7),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":-7,"x":{{"y":["}}",{{"id":1,"z":"\\\\"}}]}}}}', -7),
+        # An "id" inside a string or a nested object is not the request's.
+        (f'{{"method":"x","params":{{"a":"{_LONG}\\"id\\": 5}}"}},"id":9}}', 9),
+        (f'{{"method":"x","params":{{"a":"{_LONG}","id":5}}}}', None),
+        (f'{{"method":"x","params":{{"a":"{_LONG}\\"}},\\"id\\":5}}"}}}}', None),
+        # Ids JSON-RPC does not allow are no id.
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":{{}}}}', None),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":[1]}}', None),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":1.5}}', None),
+        (f'{{"method":"x","params":{{"a":"{_LONG}"}},"id":null}}', None),
+        ('{"id":{},"method":"x","params":{"a":"', None),
+        ("{}", None),
+        ('"id":5}', None),
     ],
 )
-def test_the_id_of_a_too_long_line_is_read_from_its_top_level_prefix(prefix: bytes, expected: object) -> None:
-    assert leading_id(prefix) == expected
+def test_the_id_of_a_line_is_read_from_its_ends(line: str, expected: object) -> None:
+    data = line.encode()
+    assert line_id(data[:16384], data[-16384:]) == expected
+
+
+@pytest.mark.parametrize("bad_id", ["{}", "[1]", "1.5", "true", "null", "1e400"])
+def test_a_request_whose_id_is_no_id_is_answered_with_a_null_id(bad_id: str) -> None:
+    answer = answer_line(f'{{"jsonrpc":"2.0","method":"tools/list","id":{bad_id}}}'.encode())
+    assert isinstance(answer, str)
+    assert _error(json.loads(answer), None, INVALID_REQUEST) == (
+        "Invalid Request: the id of a request must be a string or an integer"
+    )
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_a_request_nested_deeply_is_answered_with_its_id_wherever_it_stands(depth: int) -> None:
+    deep = "[" * depth + "]" * depth
+    for line, request_id in (
+        (f'{{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{{"x":{deep}}}}}', 21),
+        (f'{{"method":"tools/call","params":{{"x":{deep}}},"jsonrpc":"2.0","id":22}}', 22),
+    ):
+        answer = answer_line(line.encode())
+        assert isinstance(answer, str)
+        assert "nested too deeply" in _error(json.loads(answer), request_id, PARSE_ERROR)
 
 
 def _script(*messages: dict[str, Any]) -> bytes:

@@ -1,12 +1,15 @@
 """Serve the Pilot MCP server on this process's stdin/stdout (stdout is the protocol channel).
 
-The framing is our own rather than the SDK's ``stdio_server`` so that every line gets an answer:
-one message per line, at most ``MAX_REQUEST_BYTES`` bytes. A line that is too long is skipped
-without being held in memory; a line that is not JSON, is nested too deeply, holds a lone
+The framing is our own rather than the SDK's ``stdio_server`` so that every request gets an answer
+with its id: one message per line, at most ``MAX_REQUEST_BYTES`` bytes. A line that is too long is
+skipped without being held in memory; a line that is not JSON, is nested too deeply, holds a lone
 surrogate or is not a JSON-RPC message is answered with a JSON-RPC error (``-32700`` parse error
-or ``-32600`` invalid request) carrying the request's id when it can be read, else ``null``.
-The server then goes on reading. Blank lines are ignored. Bytes that are not UTF-8 are replaced,
-as the SDK does.
+or ``-32600`` invalid request). That answer carries the request's id wherever the id stands in the
+line (``line_id``: the MCP SDKs write it last, after a long ``params``), found by reading only the
+first and last ``_ID_WINDOW`` bytes of the line; a message whose ``id`` is not a string or an
+integer (``{}``, ``[1]``, ``1.5``, ``true``, ``null``) is answered with ``-32600`` and ``id: null``,
+as JSON-RPC says. The server then goes on reading. Blank lines are ignored. Bytes that are not
+UTF-8 are replaced, as the SDK does.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import stat
 import sys
 from collections.abc import Awaitable, Callable
 from json.decoder import WHITESPACE  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 import anyio
 import anyio.to_thread
@@ -38,12 +41,13 @@ from vmware_pilot.server.sdk import run_on_streams
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
 
-__all__ = ["INVALID_REQUEST", "PARSE_ERROR", "answer_line", "leading_id", "serve_stdio", "stdio_loop"]
+__all__ = ["INVALID_REQUEST", "PARSE_ERROR", "answer_line", "line_id", "serve_stdio", "stdio_loop"]
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
-# How much of a too-long line is kept to find its id (the id comes first in what clients send).
-_ID_PREFIX: Final = 4096
+# How much of each end of a line is searched for its top-level id (the MCP SDKs write it last,
+# after ``params``; others first). Everything between is never held, nor parsed.
+_ID_WINDOW: Final = 16384
 _DECODER: Final = json.JSONDecoder()
 # At the end of stdin, how long requests still unanswered may take before the session ends (runs
 # still going then finish in the background; their answers cannot be sent any more).
@@ -55,32 +59,145 @@ def _skip(text: str, at: int) -> int:
     return end
 
 
-def _is_id(value: object) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool)
+class _Missing:
+    """No top-level ``id`` member was found (as opposed to one whose value is not an id)."""
 
 
-def leading_id(prefix: bytes) -> str | int | None:
-    """The top-level ``id`` of a JSON object that starts with ``prefix``, if it is in the prefix."""
-    text = prefix.decode("utf-8", errors="replace")
+_MISSING: Final = _Missing()
+_NOT_AN_ID: Final = object()  # an id member whose value is an object, an array or unreadable
+_SCALAR_CHARS: Final = frozenset("+-.0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _leading(text: str) -> object:
+    """The value of the first top-level ``id`` member of the object ``text`` starts with, reading
+    member by member from the start; ``_MISSING`` when it is not within ``text``."""
     at = _skip(text, 0)
     if not text.startswith("{", at):
-        return None
+        return _MISSING
     at += 1
     while True:
         try:
             key, at = _DECODER.raw_decode(text, _skip(text, at))
-            at = _skip(text, at)
-            if not text.startswith(":", at):
-                return None
+        except (ValueError, RecursionError):
+            return _MISSING
+        at = _skip(text, at)
+        if not text.startswith(":", at):
+            return _MISSING
+        try:
             value, at = _DECODER.raw_decode(text, _skip(text, at + 1))
         except (ValueError, RecursionError):
-            return None
+            return _NOT_AN_ID if key == "id" else _MISSING
         if key == "id":
-            return value if _is_id(value) else None
+            return value
         at = _skip(text, at)
         if not text.startswith(",", at):
-            return None
+            return _MISSING
         at += 1
+
+
+def _back_space(text: str, at: int) -> int:
+    while at > 0 and text[at - 1] in " \t\r\n":
+        at -= 1
+    return at
+
+
+def _ends(text: str, at: int, char: str) -> bool:
+    """Whether ``text[:at]`` ends with ``char``."""
+    return at > 0 and text[at - 1] == char
+
+
+def _string_start(text: str, end: int) -> int | None:
+    """Where the string whose closing quote is ``text[end - 1]`` opens: the first quote before it
+    that no backslash escapes. None when that is not within ``text``."""
+    at = end - 1
+    while True:
+        quote = text.rfind('"', 0, at)
+        slashes = quote
+        while slashes > 0 and text[slashes - 1] == "\\":
+            slashes -= 1
+        if quote <= 0 or slashes == 0:
+            return None  # ran into the start of the window: cannot tell
+        if (quote - slashes) % 2 == 0:
+            return quote
+        at = slashes
+
+
+def _value_start(text: str, end: int) -> int | None:
+    """Where the JSON value ending at ``end`` starts (a string, an object or array, a scalar)."""
+    last = text[end - 1]
+    if last == '"':
+        return _string_start(text, end)
+    if last in "}]":
+        depth, at = 0, end
+        while at > 0:
+            char = text[at - 1]
+            if char == '"':
+                opened = _string_start(text, at)
+                if opened is None:
+                    return None
+                at = opened
+                continue
+            at -= 1
+            if char in "}]":
+                depth += 1
+            elif char in "{[":
+                depth -= 1
+                if depth == 0:
+                    return at
+        return None
+    at = end
+    while at > 0 and text[at - 1] in _SCALAR_CHARS:
+        at -= 1
+    return at if at < end else None
+
+
+def _trailing(text: str) -> object:
+    """The value of the last top-level ``id`` member of the object ``text`` ends with, reading
+    member by member back from the end; ``_MISSING`` when it is not within ``text``."""
+    at = _back_space(text, len(text))
+    if not _ends(text, at, "}"):
+        return _MISSING
+    at = _back_space(text, at - 1)
+    while at > 0:
+        start = _value_start(text, at)
+        if start is None:
+            return _MISSING
+        value_end, at = at, _back_space(text, start)
+        if not _ends(text, at, ":"):
+            return _MISSING
+        at = _back_space(text, at - 1)
+        if not _ends(text, at, '"'):
+            return _MISSING
+        key_start = _string_start(text, at)
+        if key_start is None:
+            return _MISSING
+        try:
+            key = json.loads(text[key_start:at])
+        except ValueError:
+            return _MISSING
+        if key == "id":
+            try:
+                return json.loads(text[start:value_end]) if text[start] not in "{[" else _NOT_AN_ID
+            except ValueError:
+                return _NOT_AN_ID
+        at = _back_space(text, key_start)
+        if not _ends(text, at, ","):
+            return _MISSING  # the object's "{" (no id in it), or not an object member at all
+        at = _back_space(text, at - 1)
+    return _MISSING
+
+
+def line_id(head: bytes, tail: bytes = b"") -> str | int | None:
+    """The top-level ``id`` of the JSON object on a line that starts with ``head`` and ends with
+    ``tail`` (each at most ``_ID_WINDOW`` bytes; a short line is both), or None when it has none
+    or its value is not a JSON-RPC id (a string or an integer).
+
+    Read member by member from the end (where the MCP SDKs write it), then from the start;
+    strings are skipped whole, so an ``"id"`` inside a string or a nested object is never taken."""
+    found = _trailing(tail.decode("utf-8", errors="replace")) if tail else _MISSING
+    if found is _MISSING:
+        found = _leading(head.decode("utf-8", errors="replace"))
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
 def error_line(request_id: str | int | None, code: int, message: str) -> str:
@@ -104,22 +221,29 @@ def answer_line(line: bytes) -> SessionMessage | str | None:
     if not text:
         return None
     try:
-        return SessionMessage(types.JSONRPCMessage.model_validate_json(text))
+        message = types.JSONRPCMessage.model_validate_json(text)
     except ValidationError as exc:
         problem = _problem(exc)
+    else:
+        root = message.root
+        if isinstance(root, types.JSONRPCNotification) and "id" in (root.model_extra or {}):
+            # The SDK reads a request whose id is no id as a notification: it would get no answer.
+            return error_line(
+                None, INVALID_REQUEST, "Invalid Request: the id of a request must be a string or an integer"
+            )
+        return SessionMessage(message)
+    stripped = line.strip()
+    request_id = line_id(stripped[:_ID_WINDOW], stripped[-_ID_WINDOW:])
     try:
-        parsed: Any = json.loads(text)
+        json.loads(text)
     except (ValueError, RecursionError):
-        return error_line(None, PARSE_ERROR, f"Parse error: {problem}")
+        return error_line(request_id, PARSE_ERROR, f"Parse error: {problem}")
     if problem.startswith("the JSON cannot be read"):
         # Python reads it but the SDK's parser does not: an escape that is no Unicode character.
         problem = (
             "the JSON holds an escape that is not a Unicode character (a lone surrogate such as \\ud800)"
         )
-    request_id = parsed.get("id") if isinstance(parsed, dict) else None
-    return error_line(
-        request_id if _is_id(request_id) else None, INVALID_REQUEST, f"Invalid Request: {problem}"
-    )
+    return error_line(request_id, INVALID_REQUEST, f"Invalid Request: {problem}")
 
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -151,16 +275,19 @@ async def stdio_loop(
             await channel.write(text.encode("utf-8") + b"\n")
 
     async def refuse_long(start: bytes) -> None:
-        """Read past the rest of a too-long line (keeping nothing of it) and answer it."""
-        size, chunk = len(start), start
+        """Read past the rest of a too-long line (keeping only its two ends) and answer it with
+        the id found in them."""
+        size, chunk, tail = len(start), start, start[-_ID_WINDOW:]
         while chunk and not chunk.endswith(b"\n"):
             chunk = await channel.readline(MAX_REQUEST_BYTES)
             size += len(chunk)
+            tail = (tail + chunk)[-_ID_WINDOW:]
         message = (
             f"Invalid Request: the message has {size} bytes or more; the limit is "
             f"{MAX_REQUEST_BYTES} bytes per message"
         )
-        await emit(error_line(leading_id(start[:_ID_PREFIX]), INVALID_REQUEST, message))
+        request_id = line_id(start.lstrip()[:_ID_WINDOW], tail.rstrip())
+        await emit(error_line(request_id, INVALID_REQUEST, message))
 
     # Requests read but not answered yet: at the end of stdin they are answered before the
     # session ends (a client may write all its lines and close stdin at once).
