@@ -98,6 +98,23 @@ async def test_completions_offer_ids_names_states_and_fixed_values(client: Clien
     assert free.values == []
 
 
+@pytest.mark.parametrize("name", ["no_such_prompt", "x" * 5000])
+async def test_a_completion_for_an_unknown_prompt_is_an_invalid_params_error(
+    client: Client, name: str
+) -> None:
+    # As prompts/get answers it, not an empty list that looks like "no suggestions".
+    with pytest.raises(McpError) as refused:
+        await client.session.complete(
+            PromptReference(type="ref/prompt", name=name), {"name": "workflow_id", "value": ""}
+        )
+    assert refused.value.error.code == -32602
+    assert refused.value.error.message == f"Unknown prompt: {name[:100]}"
+    assert refused.value.error.data["hint"]
+    # A known prompt's argument that has no suggestions still completes to nothing.
+    known = PromptReference(type="ref/prompt", name="plan_change")
+    assert (await client.session.complete(known, {"name": "goal", "value": ""})).completion.values == []
+
+
 class Logs:
     def __init__(self) -> None:
         self.messages: list[LoggingMessageNotification] = []

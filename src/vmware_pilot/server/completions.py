@@ -8,9 +8,10 @@
 * a template prompt's parameter with fixed values: its ``enum`` values, ``true``/``false`` for a
   boolean.
 
-Anything else completes to nothing. At most 100 values are returned (``hasMore`` says if more
-matched). A typed value longer than ``MAX_TYPED`` characters is refused (-32602), and a failure
-reading the store is a -32603 error that names no file or database (the log has the details).
+A prompt this server does not have is an error (``-32602``, as prompts/get answers it); anything
+else completes to nothing. At most 100 values are returned (``hasMore`` says if more matched). A
+typed value longer than ``MAX_TYPED`` characters is refused (-32602), and a failure reading the
+store is a -32603 error that names no file or database (the log has the details).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mcp.types import (
 
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import PilotError
+from vmware_pilot.server.prompts import prompts, unknown_prompt
 from vmware_pilot.server.resources import Refusal
 
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
@@ -106,6 +108,8 @@ def register_completions(lowlevel: Server[Any, Any], service: PilotService, refu
                     data={"hint": "Send the first characters typed, not a whole text."},
                 )
             )
+        if isinstance(ref, PromptReference) and ref.name not in prompts():
+            raise unknown_prompt(ref.name)
         # The caller's role is resolved here, on the request; the store is read in a worker thread.
         refused = {t: refusal(t) for t in ("list_workflows", "get_workflow_status")}
         try:

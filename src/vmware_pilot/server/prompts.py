@@ -163,16 +163,21 @@ def prompts() -> dict[str, _Prompt]:
     return out
 
 
+def unknown_prompt(name: str) -> McpError:
+    """The ``-32602`` error for a prompt this server does not have (prompts/get, completions)."""
+    return McpError(
+        ErrorData(
+            code=INVALID_PARAMS,
+            message=f"Unknown prompt: {name[:100]}",
+            data={"hint": "prompts/list shows the prompts this server has."},
+        )
+    )
+
+
 def _get(name: str, arguments: Mapping[str, str] | None) -> GetPromptResult:
     entry = prompts().get(name)
     if entry is None:
-        raise McpError(
-            ErrorData(
-                code=INVALID_PARAMS,
-                message=f"Unknown prompt: {name[:100]}",
-                data={"hint": "prompts/list shows the prompts this server has."},
-            )
-        )
+        raise unknown_prompt(name)
     args = dict(arguments or {})
     missing = [a.name for a in entry.prompt.arguments or [] if a.required and not args.get(a.name)]
     if missing:
