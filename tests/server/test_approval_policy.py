@@ -121,6 +121,38 @@ async def test_a_gate_message_cannot_add_lines_to_the_form(elicit_app: PilotApp)
     assert lines[at + 2].startswith("    undo: A rollback would run aiops.power_on_vm")
 
 
+@pytest.mark.parametrize("typed", ["", "ann", "token:ann"])
+async def test_elicit_for_a_signed_in_caller_asks_no_name_and_records_the_identity(
+    elicit_app: PilotApp, typed: str
+) -> None:
+    # A token caller decides as its token: the form asks for no name (one typed there could not be
+    # recorded instead), says who decides, and a client that sends the caller's own name anyway is fine.
+    person = Person({"decision": "approve", **({"approver": typed} if typed else {})})
+    async with session(elicit_app, person, Actor("ann", kind="token")) as client:
+        wf = await at_gate(client)
+        out = await client.ok("approve", workflow_id=wf)
+        status = await client.status(wf)
+    (form,) = person.forms
+    assert set(form.requestedSchema["properties"]) == {"decision", "reason"}
+    assert "You decide as token:ann" in form.message and "Leave your name empty" not in form.message
+    assert out["approved_by"] == "token:ann"
+    assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [
+        ("token:ann", "elicit")
+    ]
+
+
+async def test_elicit_refuses_another_name_for_a_signed_in_caller_instead_of_dropping_it(
+    elicit_app: PilotApp,
+) -> None:
+    person = Person({"decision": "approve", "approver": "Alice Smith"})
+    async with session(elicit_app, person, Actor("ann", kind="token")) as client:
+        wf = await at_gate(client)
+        out = await client.refused("approve", workflow_id=wf)
+        status = await client.status(wf)
+    assert out["error"] == "approver 'Alice Smith' differs from the authenticated caller 'token:ann'"
+    assert status["state"] == "awaiting_approval" and status["gates"][0]["approvals"] == []
+
+
 async def test_elicit_with_no_name_records_the_caller(elicit_app: PilotApp) -> None:
     person = Person({"decision": "approve"})
     async with session(elicit_app, person) as client:
@@ -258,8 +290,8 @@ async def test_a_quorum_gate_needs_distinct_people(elicit_app: PilotApp) -> None
     assert "so far: carol" in person.forms[1].message
 
 
-async def test_a_token_caller_is_the_approver_whatever_name_the_form_gets(elicit_app: PilotApp) -> None:
-    person = Person({"decision": "approve", "approver": "carol"})
+async def test_a_token_caller_is_the_approver_and_is_not_asked_twice(elicit_app: PilotApp) -> None:
+    person = Person({"decision": "approve"})  # the form asks a token caller for no name
     async with session(elicit_app, person, Actor("dave", kind="token")) as client:
         wf = await at_gate(client, gate(approvals_required=2), OFF)
         first = await client.ok("approve", workflow_id=wf)

@@ -45,9 +45,11 @@ class HumanAnswer:
     reason: str = ""
 
 
-# Shows the gate view (``PilotService.show_gate``) to a person and returns their answer; the second
-# argument is the name recorded when the person leaves theirs empty.
-AskHuman = Callable[[GateView, str], Awaitable[HumanAnswer]]
+# Shows the gate view (``PilotService.show_gate``) to a person and returns their answer. The second
+# argument is the name recorded when the person leaves theirs empty; the third is true when that name
+# is the caller's authenticated identity (a token or OAuth caller), which the form does not ask for,
+# as a name typed there could not be recorded instead of it.
+AskHuman = Callable[[GateView, str, bool], Awaitable[HumanAnswer]]
 
 
 def _cli(wf: Workflow) -> str:

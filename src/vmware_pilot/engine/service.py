@@ -46,6 +46,17 @@ _log = logging.getLogger(__name__)
 W = WorkflowState
 
 
+def _same_caller(actor: Actor, approver: str) -> None:
+    """Refuse an approver name that is not the authenticated ``actor``: over the network the
+    approver is the caller's identity, never a name the agent or the form supplies."""
+    if approver.strip() and not actor.is_same_person(approver):
+        raise PilotError(
+            f"approver '{approver}' differs from the authenticated caller '{actor.label}'",
+            hint="Leave approver empty: over the network the approver is the caller's identity "
+            "(token name or OAuth subject).",
+        )
+
+
 class PilotService:
     """Facade over store, catalog, templates, safety rules and the runner: authoring
     (``Authoring``) and ending or undoing workflows (``Lifecycle``) are parts it holds, with the
@@ -255,27 +266,22 @@ class PilotService:
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs."""
         wf = self.core.load(workflow_id)
         if actor.authenticated:
-            if approver.strip() and not actor.is_same_person(approver):
-                raise PilotError(
-                    f"approver '{approver}' differs from the authenticated caller '{actor.label}'",
-                    hint="Leave approver empty: over the network the approver is the caller's identity "
-                    "(token name or OAuth subject).",
-                )
+            _same_caller(actor, approver)
             approver = actor.label
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
             precheck(wf, approver if actor.authenticated else None, acknowledge_not_executed)
             view = GateView.model_validate(await self.show_gate(actor, wf.id))
-            answer = await form(view, actor.label)
+            answer = await form(view, actor.label, actor.authenticated)
+            if actor.authenticated:
+                _same_caller(actor, answer.approver)  # a name the form did not ask for
+            named = approver if actor.authenticated else answer.approver.strip() or actor.label
             if answer.decision == "reject" and answer.reason.strip():
-                return await asyncio.to_thread(
-                    self.reject, actor, wf.id, answer.reason, rejected_by=answer.approver
-                )
+                return await asyncio.to_thread(self.reject, actor, wf.id, answer.reason, rejected_by=named)
             if answer.decision != "approve":
                 raise policy.declined(wf, answer)
-            if not actor.authenticated:
-                approver = answer.approver.strip() or actor.label
+            approver = named
             shown = view.pending()
             channel, expected_digest = "elicit", shown.digest if shown else ""
         work = self._approve(

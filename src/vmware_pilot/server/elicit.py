@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.fastmcp import Context
 from mcp.shared.exceptions import McpError
 from mcp.types import ClientCapabilities, ElicitationCapability
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vmware_pilot.errors import PilotError
 
@@ -21,27 +21,45 @@ if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-
     from vmware_pilot.engine.gateview import GateView
     from vmware_pilot.engine.policy import AskHuman, HumanAnswer
 
-__all__ = ["ApprovalForm", "human_asker"]
+__all__ = ["ApprovalForm", "SignedInApprovalForm", "human_asker"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
 DECISIONS = ("approve", "reject")
 
 
-class ApprovalForm(BaseModel):
-    """The elicitation schema (primitive fields only, as the MCP form mode requires)."""
-
-    decision: str = Field(
+def _decision() -> Any:
+    return Field(
         title="Decision",
         description="approve lets the run go on; reject cancels the workflow (give a reason).",
         json_schema_extra={"enum": list(DECISIONS)},
     )
+
+
+def _reason() -> Any:
+    return Field(default="", title="Reason", description="Why you reject (required to reject).")
+
+
+class ApprovalForm(BaseModel):
+    """The elicitation schema (primitive fields only, as the MCP form mode requires)."""
+
+    decision: str = _decision()
     approver: str = Field(
         default="",
         title="Your name",
         description="Recorded in the audit trail as the approver.",
     )
-    reason: str = Field(default="", title="Reason", description="Why you reject (required to reject).")
+    reason: str = _reason()
+
+
+# The form for a caller the transport authenticated (a token or OAuth caller): the approver recorded
+# is that identity, so the form asks for no name. A name a client sends anyway is read (``extra``)
+# and must be that identity. (A docstring would be sent to the client as the form's description.)
+class SignedInApprovalForm(BaseModel):
+    model_config = ConfigDict(extra="allow", title="Approval")
+
+    decision: str = _decision()
+    reason: str = _reason()
 
 
 def _can_elicit(ctx: Context[Any, Any, Any]) -> bool:
@@ -57,14 +75,18 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
     if not _can_elicit(ctx):
         return None
 
-    async def ask(view: GateView, default_approver: str) -> HumanAnswer:
+    async def ask(view: GateView, default_approver: str, signed_in: bool) -> HumanAnswer:
         from vmware_pilot.engine.policy import HumanAnswer, describe_gate
 
         message = describe_gate(view)
-        if default_approver:
+        form: type[ApprovalForm | SignedInApprovalForm] = ApprovalForm
+        if signed_in:
+            message += f"\n(You decide as {default_approver}, the identity you connected with.)"
+            form = SignedInApprovalForm
+        elif default_approver:
             message += f"\n(Leave your name empty to be recorded as {default_approver}.)"
         try:
-            result = await ctx.elicit(message, ApprovalForm)
+            result = await ctx.elicit(message, form)
         except ValidationError as exc:
             raise PilotError(
                 "The approval form came back in a shape Pilot cannot read; nothing was approved",
@@ -83,9 +105,10 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
         data = result.data
         if data.decision not in DECISIONS:
             return HumanAnswer("decline")
+        named = getattr(data, "approver", None)
         return HumanAnswer(
             "approve" if data.decision == "approve" else "reject",
-            approver=data.approver.strip(),
+            approver=str(named).strip() if named is not None else "",
             reason=data.reason.strip(),
         )
 
