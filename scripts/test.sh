@@ -8,6 +8,7 @@ PY=${PYTHON:-python3}
 if [ -x scripts/lab/setup.sh ]; then bash scripts/lab/setup.sh; fi
 bash scripts/oidc-setup.sh
 bash scripts/node/setup.sh  # third-party MCP clients for tests/clients (npm ci, pinned)
+bash scripts/fastmcp/setup.sh  # fastmcp's client for tests/clients, in its own venv (it needs mcp 2.x)
 bash scripts/console-setup.sh
 bash scripts/pg-setup.sh    # PostgreSQL 15 for the tests on the PostgreSQL backend
 .venv/bin/ruff check src tests bench

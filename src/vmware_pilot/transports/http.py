@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
+import anyio
 import httpx
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
@@ -225,6 +226,16 @@ def public_base(options: HttpOptions, port: int, configured: str = "") -> str:
     return f"{options.scheme}://{_host_form(options.names()[0])}{'' if port == default else f':{port}'}"
 
 
+class _EndedSessionStream(logging.Filter):
+    """Drop the SDK's ERROR and traceback for a session's GET event stream that its client ended
+    (a DELETE closes the stream the SDK's writer reads: ``anyio.ClosedResourceError``). That is a
+    client saying goodbye (fastmcp and the Python SDK do it on every close), not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ended = record.exc_info is not None and isinstance(record.exc_info[1], anyio.ClosedResourceError)
+        return not (ended and record.getMessage() == "Error in standalone SSE writer")
+
+
 def build_http_app(
     app: PilotApp,
     options: HttpOptions,
@@ -236,6 +247,9 @@ def build_http_app(
     """The guarded ASGI app for validated ``options`` on the bound ``port``; with ``jwt``, also an
     OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role)."""
     hosts, origins = options.allowed_hosts(port), options.allowed_origins(port)
+    sdk_http = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _EndedSessionStream) for f in sdk_http.filters):
+        sdk_http.addFilter(_EndedSessionStream())
     if app.settings.log_level.upper() != "DEBUG":
         # Per-session and per-request INFO lines (session ids, the self-check's requests) are noise.
         for name in ("httpx", "mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
