@@ -190,7 +190,7 @@ def test_conformance_suite_over_http_fails_only_the_listed_scenarios(
     )
     assert "Baseline check passed" in out
     # The token reached the server: scenarios that need a session passed.
-    assert "✓ server-initialize" in out and "✓ resources-list" in out and "✓ completion-complete" in out
+    assert "✓ server-initialize" in out and "✓ resources-list" in out and "✓ tools-call-error" in out
 
 
 # --- refusals of every tool, through every client ------------------------------------------------
