@@ -16,7 +16,6 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
-from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.runner import Runner
@@ -212,7 +211,7 @@ def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> Pilot
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         notifier.describe = lambda wf: GateView.model_validate(
-            gate_records.gate_view(wf, runner.catalog, utcnow(), dispatcher is not None)
+            gate_records.gate_view(wf, runner.catalog, store.now(), dispatcher is not None)
         )
         notifier.console_url = settings.public_url
     return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)

@@ -207,6 +207,10 @@ the results. They become 'reported_done' and are not handed out again.
 The run then continues as with run_workflow: with --dispatch Pilot runs the next steps (a long \
 call; never perform them yourself), without it they come back in pending_dispatch for you.
 
+Pass gate_step, the index of the gate you showed the user (pending_gate.index, or the gates \
+list of get_workflow_status): when another gate waits by then, the approval is refused and the \
+answer names the gate waiting now (show that one and ask again).
+
 The approval is bound to the plan recorded when the gate was reached; it is refused if that plan \
 changed, after the gate's expires_in_minutes, or from someone who already approved a gate that \
 needs approvals_required people (the result then says how many are missing). Depending on this \

@@ -43,7 +43,12 @@ EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
     ("run_workflow", [("workflow_id", STR, REQ), ("force", BOOL, False)]),
     (
         "approve",
-        [("workflow_id", STR, REQ), ("approver", STR, ""), ("acknowledge_not_executed", BOOL, False)],
+        [
+            ("workflow_id", STR, REQ),
+            ("approver", STR, ""),
+            ("acknowledge_not_executed", BOOL, False),
+            ("gate_step", (INT, NULL), None),  # optional, after 2.4.0's three: old calls still fit
+        ],
     ),
     (
         "rollback",

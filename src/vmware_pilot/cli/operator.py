@@ -219,9 +219,10 @@ def approve(
     with open_app(dispatch) as app:
         view = _pending_gate(app, workflow_id, out, json_output, person)
         pending = view.pending()
-        digest = pending.digest if pending else ""
+        # The approval names the gate and the plan the person was shown.
+        digest, gate_step = (pending.digest, pending.index) if pending else ("", None)
         try:  # the engine's own refusals, before the person is asked (nothing changes)
-            app.service.check_approval(workflow_id, person.label, ack_not_executed, digest)
+            app.service.check_approval(workflow_id, person.label, ack_not_executed, digest, gate_step)
         except PilotError as exc:
             if isinstance(exc, StepsNotExecuted):
                 exc.hint = (
@@ -260,6 +261,7 @@ def approve(
                     progress=printer(out),
                     channel="cli",
                     expected_digest=digest,
+                    gate_step=gate_step,
                 ),
             )
         except PilotError as exc:

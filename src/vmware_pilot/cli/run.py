@@ -110,7 +110,7 @@ async def _drive(
         if unrun and yes:
             return result  # --yes cannot state that steps printed a moment ago were performed
         try:  # the engine's own refusals, before the person is asked
-            app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest)
+            app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest, gate.index)
         except AlreadyApproved:
             return result  # this person already approved; others still have to
         question = f"Approve this gate as {person.label}?"
@@ -129,6 +129,7 @@ async def _drive(
             progress=printer(out),
             channel="cli",
             expected_digest=gate.digest,
+            gate_step=gate.index,
         )
         result = result_of(ApproveResult, approved)
         pending = result.pending_gate

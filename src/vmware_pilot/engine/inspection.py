@@ -14,6 +14,7 @@ event ``gate_inspected`` records what was read, as evidence of what the approver
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar
@@ -21,7 +22,7 @@ from typing import Any, Final, Protocol, TypeVar
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso, utcnow
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine.drift import changes
@@ -38,6 +39,7 @@ from vmware_pilot.engine.targets import (
 )
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.store.protocol import Store
 
 __all__ = ["Inspector", "inspect_gate", "state_line"]
 
@@ -52,8 +54,10 @@ _KEPT: Final = ("read", "summary", "snapshots", "stable_id")
 
 
 class Inspector(Protocol):
-    """What an inspection uses (``engine.execution.runner.Runner`` is one): the dispatcher and catalog, a
-    step's call, and a save of a change."""
+    """What an inspection uses (``engine.execution.runner.Runner`` is one): the store (its clock),
+    the dispatcher and catalog, a step's call, and a save of a change."""
+
+    store: Store
 
     @property
     def dispatcher(self) -> Dispatcher | None: ...
@@ -290,7 +294,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
                 creators.append(step.tool)
         previews[str(step.index)] = await _preview(runner, wf, step, catalog)
     reader = _Reader(runner)
-    now = iso(utcnow())
+    now = iso(await asyncio.to_thread(runner.store.now))
     targets = []
     for obj, tools, creators in wanted.values():
         entry = await reader.read(obj)

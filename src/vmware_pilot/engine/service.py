@@ -13,7 +13,7 @@ from typing import Any
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso, utcnow
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
@@ -21,8 +21,8 @@ from vmware_pilot.engine import policy
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.engine.execution.approval import precheck
-from vmware_pilot.engine.execution.runlease import holding_run
+from vmware_pilot.engine.execution.approval import QuorumReached, precheck
+from vmware_pilot.engine.execution.runlease import RunLease, holding_run
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.lifecycle import Lifecycle
 from vmware_pilot.engine.policy import ApprovalChannel, ApprovalPolicy, AskHuman
@@ -44,6 +44,8 @@ __all__ = ["PilotService", "ProgressFn"]
 
 _log = logging.getLogger(__name__)
 W = WorkflowState
+# Seconds between attempts to take a run lease another Pilot holds while it records an approval.
+_LEASE_POLL = 0.2
 
 
 def _same_caller(actor: Actor, approver: str) -> None:
@@ -260,10 +262,12 @@ class PilotService:
         channel: ApprovalChannel = "mcp",
         ask: AskHuman | None = None,
         expected_digest: str = "",
+        gate_step: int | None = None,
     ) -> dict[str, Any]:
         """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
-        ``expected_digest``: the plan digest the person was shown; refused if the plan differs."""
+        ``expected_digest``: the plan digest the person was shown; refused if the plan differs.
+        ``gate_step``: the gate the approver means; refused unless it is the one waiting."""
         wf = self.core.load(workflow_id)
         if actor.authenticated:
             _same_caller(actor, approver)
@@ -271,7 +275,13 @@ class PilotService:
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
-            precheck(wf, approver if actor.authenticated else None, acknowledge_not_executed)
+            precheck(
+                wf,
+                approver if actor.authenticated else None,
+                acknowledge_not_executed,
+                now=await asyncio.to_thread(self.store.now),
+                gate_step=gate_step,
+            )
             view = GateView.model_validate(await self.show_gate(actor, wf.id))
             answer = await form(view, actor.label, actor.authenticated)
             if actor.authenticated:
@@ -283,19 +293,34 @@ class PilotService:
                 raise policy.declined(wf, answer)
             approver = named
             shown = view.pending()
+            # The form showed one gate and its plan: the approval names both.
             channel, expected_digest = "elicit", shown.digest if shown else ""
+            gate_step = shown.index if shown else gate_step
         work = self._approve(
-            actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel
+            actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel, gate_step
         )
         return await self.core.detached(work)
 
     def check_approval(
-        self, workflow_id: str, approver: str, acknowledge_not_executed: bool, expected_digest: str = ""
+        self,
+        workflow_id: str,
+        approver: str,
+        acknowledge_not_executed: bool,
+        expected_digest: str = "",
+        gate_step: int | None = None,
     ) -> None:
-        """Raise the refusal ``approve`` would give before changing anything (not at a gate, gate
-        expired, plan changed since ``expected_digest`` was shown, the same person twice, steps
-        handed out before the gate unacknowledged), so a door can refuse before asking a person."""
-        precheck(self.core.load(workflow_id), approver, acknowledge_not_executed, expected_digest)
+        """Raise the refusal ``approve`` would give before changing anything (not at a gate, not
+        the gate ``gate_step``, gate expired, plan changed since ``expected_digest`` was shown, the
+        same person twice, steps handed out before the gate unacknowledged), so a door can refuse
+        before asking a person."""
+        precheck(
+            self.core.load(workflow_id),
+            approver,
+            acknowledge_not_executed,
+            expected_digest,
+            now=self.store.now(),
+            gate_step=gate_step,
+        )
 
     async def _approve(
         self,
@@ -306,13 +331,44 @@ class PilotService:
         progress: ProgressFn | None,
         expected_digest: str = "",
         channel: ApprovalChannel = "mcp",
+        gate_step: int | None = None,
     ) -> dict[str, Any]:
-        # Taken before the approval is saved: the run it releases is never without its lease.
-        async with self.core.exclusive(wf, "approve"), holding_run(self.runner, wf.id, wf.state.value):
-            wf = self.core.load(wf.id)
-            return await self.runner.approve(
-                wf, actor, approver, acknowledge, progress, expected_digest=expected_digest, channel=channel
-            )
+        """Approve under the run lease, taken before the approval is saved so that the run it
+        releases is never without its lease. While another Pilot holds it (an approval of the same
+        gate there, say), an approval that is not the last the gate needs is recorded without it;
+        the last one waits for the lease (up to a lease time), then is refused for what is true
+        then: the gate was released, or the workflow is running in another Pilot process."""
+        runner = self.runner
+        give_up = asyncio.get_running_loop().time() + runner.lease_seconds
+        async with self.core.exclusive(wf, "approve"):
+            while True:
+                held = await RunLease.take(runner, wf.id)
+                if held is not None:
+                    try:
+                        wf = self.core.load(wf.id)
+                        return await runner.approve(
+                            wf, actor, approver, acknowledge, progress,
+                            expected_digest=expected_digest, channel=channel, gate_step=gate_step,
+                        )  # fmt: skip
+                    finally:
+                        await held.release()
+                wf = await asyncio.to_thread(self.core.load, wf.id)
+                try:
+                    return await runner.approve(
+                        wf, actor, approver, acknowledge, progress,
+                        expected_digest=expected_digest, channel=channel, gate_step=gate_step,
+                        holds_run=False,
+                    )  # fmt: skip
+                except QuorumReached:
+                    if asyncio.get_running_loop().time() >= give_up:
+                        break
+                await asyncio.sleep(_LEASE_POLL)
+            async with holding_run(runner, wf.id, wf.state.value):  # refused: the true reason
+                wf = self.core.load(wf.id)
+                return await runner.approve(
+                    wf, actor, approver, acknowledge, progress,
+                    expected_digest=expected_digest, channel=channel, gate_step=gate_step,
+                )  # fmt: skip
 
     def pending_gate(self, workflow_id: str) -> dict[str, Any]:
         """What a person deciding on the gate sees: its message, options and approvals, the steps it
@@ -325,7 +381,7 @@ class PilotService:
                 workflow_id=wf.id,
                 state=wf.state.value,
             )
-        return gate_records.gate_view(wf, self.catalog, utcnow(), self.runner.dispatcher is not None)
+        return gate_records.gate_view(wf, self.catalog, self.store.now(), self.runner.dispatcher is not None)
 
     async def show_gate(self, actor: Actor, workflow_id: str) -> dict[str, Any]:
         """``pending_gate`` after reading the targets' state and the skills' previews again (when
@@ -349,7 +405,7 @@ class PilotService:
             owner = wf.extra.get(RUN_OWNER_KEY)
             run_by = {"run_by": owner_label(owner)} if isinstance(owner, dict) else {}
             out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
-        reached = gate_records.gates_status(wf, utcnow())
+        reached = gate_records.gates_status(wf, self.store.now())
         if reached:
             out["gates"] = reached
         return out

@@ -134,6 +134,15 @@ AcknowledgeNotExecuted = Annotated[
         "results were checked."
     ),
 ]
+GateStep = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=10_000,
+        description="The step index of the gate you showed the user; refused when another gate waits. "
+        "null (default): the gate waiting now.",
+    ),
+]
 Confirm = Annotated[
     bool,
     Field(
@@ -349,13 +358,20 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         ctx: ToolContext,
         approver: Approver = "",
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
+        gate_step: GateStep = None,
     ) -> ApproveResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
             answer = await service().approve(
-                actor(), workflow_id, approver, acknowledge_not_executed, progress=progress, ask=ask
+                actor(),
+                workflow_id,
+                approver,
+                acknowledge_not_executed,
+                progress=progress,
+                ask=ask,
+                gate_step=gate_step,
             )
             return result_of(ApproveResult, answer)
         finally:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,8 @@ __all__ = [
     "AUDIT_ORDER_LOCK",
     "BUSY_TIMEOUT_S",
     "WRITE_OPTION",
+    "OutageLog",
+    "describe",
     "make_engine",
     "private_umask",
     "secure_sqlite_files",
@@ -156,7 +160,8 @@ def make_engine(url: str, settings: Settings | None = None) -> Engine:
     return engine
 
 
-def _where(engine: Engine) -> str:
+def describe(engine: Engine) -> str:
+    """Which database, for messages (never the password)."""
     url = engine.url
     if url.get_backend_name() == "sqlite":
         return f"SQLite database {url.database or ':memory:'}"
@@ -168,10 +173,10 @@ def unavailable(engine: Engine, exc: SQLAlchemyError) -> StoreError:
 
     Connection losses and timeouts are DatabaseUnavailable (retryable: nothing was committed);
     anything else is a plain StoreError. The driver's message is kept to one bounded line; the
-    URL's password never appears (it is not part of ``_where``).
+    URL's password never appears (it is not part of ``describe``).
     """
     reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-    where = _where(engine)
+    where = describe(engine)
     if engine.dialect.name == "sqlite":
         if isinstance(exc, OperationalError):
             return DatabaseUnavailable(
@@ -195,3 +200,43 @@ def unavailable(engine: Engine, exc: SQLAlchemyError) -> StoreError:
         hint="Check that VMWARE_PILOT_DATABASE_URL names a database this user may create tables in "
         "(GRANT CREATE ON SCHEMA public), and the PostgreSQL server log.",
     )
+
+
+class OutageLog:
+    """One log line when the database becomes unavailable and one when it answers again, however
+    many calls fail in between (each caller still gets its retryable error). Thread-safe."""
+
+    def __init__(self, log: logging.Logger, where: str) -> None:
+        self._log = log
+        self._where = where
+        self._guard = threading.Lock()
+        self._since: float | None = None  # monotonic time of the first failure of this outage
+        self._failures = 0
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, message: str) -> None:
+        with self._guard:
+            self._failures += 1
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+        self._log.error("%s; calls fail with a retryable error until it answers again", message)
+
+    def recovered(self) -> None:
+        if not self.down:  # the usual case, without taking the lock
+            return
+        with self._guard:
+            since, failures = self._since, self._failures
+            self._since, self._failures = None, 0
+        if since is None:  # another thread logged the recovery
+            return
+        lasted = time.monotonic() - since
+        self._log.warning(
+            "the %s answers again after %.0f s unavailable (%d call(s) failed meanwhile)",
+            self._where,
+            lasted,
+            failures,
+        )

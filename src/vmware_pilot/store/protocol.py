@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypedDict
 
 from vmware_pilot.domain.enums import WorkflowState
@@ -61,8 +62,11 @@ class Store(Protocol):
     fill each event's ``seq``/``hash``, clear ``new_events`` and bump ``wf.version``. ``save``
     raises ConcurrencyConflict (retryable: reload and reapply) when the stored version is not
     ``wf.version``; nothing is written then. With a ``fence`` it also raises LeaseLost (nothing
-    written) when that is no longer the workflow's run lease (store/leases.py).
+    written) when that is no longer the workflow's run lease (store/leases.py). ``now`` is the
+    database's clock (SQLite: this host's), the one every deadline is judged on.
     """
+
+    def now(self) -> datetime: ...
 
     def create(self, wf: Workflow) -> None: ...
 

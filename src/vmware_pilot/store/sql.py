@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, bindparam, case, func, select, text
@@ -21,12 +21,13 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from vmware_pilot.config import Settings
-from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.clock import from_iso, iso, utcnow
 from vmware_pilot.domain.enums import TERMINAL_STATES, WorkflowState
 from vmware_pilot.domain.model import AuditEntry, Workflow
 from vmware_pilot.errors import (
     ConcurrencyConflict,
     CorruptRecord,
+    DatabaseUnavailable,
     InvalidInput,
     PilotError,
     StoreError,
@@ -46,6 +47,8 @@ from vmware_pilot.store.audit import (
 from vmware_pilot.store.connection import (
     AUDIT_ORDER_LOCK,
     WRITE_OPTION,
+    OutageLog,
+    describe,
     make_engine,
     private_umask,
     secure_sqlite_files,
@@ -167,6 +170,9 @@ class SqlStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        # The database clock's lead over this host's, as last read (``now`` falls back on it).
+        self._skew = timedelta(0)
+        self._outage = OutageLog(_log, describe(engine))
         # One shared connection (an in-memory database) must not interleave transactions of
         # several threads; a pool hands each thread its own connection.
         self._serial: contextlib.AbstractContextManager[Any] = (
@@ -193,7 +199,28 @@ class SqlStore:
         except (PilotError, IntegrityError):
             raise
         except SQLAlchemyError as exc:
-            raise unavailable(self._engine, exc) from exc
+            error = unavailable(self._engine, exc)
+            if isinstance(error, DatabaseUnavailable):
+                self._outage.failed(error.message)
+            raise error from exc
+        self._outage.recovered()
+
+    # --- the clock --------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The database's clock, aware UTC: every deadline (gate expiry, approvals' times, leases,
+        the outbox) is judged on it, so replicas never compare their own clocks. SQLite: this
+        host's clock. While PostgreSQL cannot be asked: this host's clock corrected by the lead
+        the database's clock had at the last reading."""
+        if self._engine.dialect.name != "postgresql":
+            return utcnow()
+        try:
+            with self._tx(write=False) as conn:
+                value: datetime = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+        except DatabaseUnavailable:
+            return utcnow() + self._skew
+        read = value.astimezone(UTC)
+        self._skew = read - utcnow()
+        return read
 
     # --- writes    # --- writes -----------------------------------------------------------------------------
     def _chain(self, wf: Workflow, head: str) -> list[dict[str, Any]]:

@@ -12,10 +12,10 @@ save, the run that follows), so nothing here calls back into the runner.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final
 
 from vmware_pilot.domain.actor import Actor, identity_key
-from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
@@ -25,6 +25,7 @@ from vmware_pilot.errors import StateRefused, StepsNotExecuted
 
 __all__ = [
     "PERSON_DOORS",
+    "QuorumReached",
     "approvals_missing",
     "precheck",
     "recipient",
@@ -37,6 +38,11 @@ S = StepStatus
 
 # The doors a person approves through, outside the agent's MCP session.
 PERSON_DOORS: Final = frozenset({"cli", "console"})
+
+
+class QuorumReached(StateRefused):
+    """An approval recorded as one of several (``release=False``) would complete the quorum: it
+    has to be recorded by a process holding the run lease, which then continues the run."""
 
 
 def recipient(wf: Workflow, actor: Actor, channel: str, dispatching: bool) -> Actor:
@@ -79,14 +85,40 @@ def _waiting_gate(wf: Workflow) -> Step:
     return gate
 
 
+def _not_this_gate(wf: Workflow, gate: Step, gate_step: int) -> StateRefused:
+    released = gate_records.released_steps(wf, gate.index)
+    releases = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in released) or "no step"
+    message = str(gate.params.get("message", "")).strip()
+    said = f" ({message[:200]!r})" if message else ""
+    return StateRefused(
+        f"Refusing to approve the gate at step {gate_step} of workflow '{wf.id}': it is not the gate "
+        f"waiting for approval. The workflow waits at the gate at step {gate.index}{said}, which "
+        f"releases {releases}. Nothing was changed",
+        hint=f"Show the person the gate at step {gate.index} (get_workflow_status('{wf.id}') lists it "
+        f"under gates) and approve with gate_step={gate.index} only if they approve that one.",
+        workflow_id=wf.id,
+        state=wf.state.value,
+        refused="not_the_waiting_gate",
+        gate_step=gate_step,
+        waiting_gate=gate.index,
+    )
+
+
 def precheck(
-    wf: Workflow, approver: str | None, acknowledge_not_executed: bool, expected_digest: str = ""
+    wf: Workflow,
+    approver: str | None,
+    acknowledge_not_executed: bool,
+    expected_digest: str = "",
+    *,
+    now: datetime,
+    gate_step: int | None = None,
 ) -> tuple[Step, str, int, int]:
     """Every refusal approve can give before anything changes, in the contract's order
-    (docs/contract.md#approve).
+    (docs/contract.md#approve), judged at ``now`` (the database's clock: ``Store.now``).
 
-    ``approver`` None skips the approver checks (a person has not been asked yet). Returns the
-    pending gate, the plan digest, the approvals so far and the approvals required."""
+    ``approver`` None skips the approver checks (a person has not been asked yet). ``gate_step``:
+    the gate the approver means; refused unless it is the one waiting. Returns the pending gate,
+    the plan digest, the approvals so far and the approvals required."""
     if wf.state is not WorkflowState.AWAITING_APPROVAL:
         raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
     if approver is not None and not approver.strip():
@@ -96,7 +128,9 @@ def precheck(
             state=wf.state.value,
         )
     gate = _waiting_gate(wf)
-    digest, so_far, required = gate_records.admit(wf, gate, approver or "", utcnow(), expected_digest)
+    if gate_step is not None and gate_step != gate.index:
+        raise _not_this_gate(wf, gate, gate_step)
+    digest, so_far, required = gate_records.admit(wf, gate, approver or "", now, expected_digest)
     unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
     if unrun and not acknowledge_not_executed:
         labels = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in unrun)
@@ -122,22 +156,27 @@ def record(
     actor: Actor,
     to: Actor,
     dispatching: bool,
+    now: datetime,
+    release: bool = True,
 ) -> bool:
-    """Record ``who``'s approval of gate ``gate_index`` in ``w`` (a change for the runner's save);
-    True when it is the last approval the gate requires and the gate is released (``approve``).
+    """Record ``who``'s approval of gate ``gate_index`` in ``w`` at ``now`` (a change for the
+    runner's save); True when it is the last approval the gate requires and the gate is released
+    (``approve``). ``release`` False: refuse (``QuorumReached``, nothing recorded) to be the last.
 
     Re-checked on the stored record: a concurrent approval may have landed since the load. The
     steps the gate releases go to ``to`` without dispatch (refused here when they cannot)."""
     step = _waiting_gate(w)
     if step.index != gate_index:
-        raise StateRefused(
-            f"Workflow {w.id} moved on to another gate while this approval was given",
-            hint="get_workflow_status shows the gate it waits at now; approve that one.",
+        raise _not_this_gate(w, step, gate_index)
+    gate_records.admit(w, step, who, now, digest)
+    if not release and approvals_missing(w, gate_index, required) <= 1:
+        raise QuorumReached(
+            f"The approval by {who} completes the quorum of the gate at step {gate_index} of "
+            f"workflow '{w.id}'",
+            hint="Record it where the run lease is held.",
             workflow_id=w.id,
             state=w.state.value,
         )
-    now = utcnow()
-    gate_records.admit(w, step, who, now, digest)
     names = gate_records.record_approval(w, gate_index, who, channel, digest, now)
     if len(names) >= required and not dispatching:
         handout.refuse_walk(w, to, start=gate_index + 1)
@@ -148,12 +187,13 @@ def record(
             f"plan {digest})",
             actor.label,
             names=(who,),
+            at=now,
         )
         return False
     everyone = ", ".join(names)
     quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
     w.approved_by = everyone
-    w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names))
+    w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names), at=now)
     acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
     for index in acknowledged:
         w.steps[index].status = S.REPORTED_DONE
@@ -166,6 +206,7 @@ def record(
             f"{who} acknowledged steps {acknowledged} as performed outside Pilot",
             actor.label,
             names=(who,),
+            at=now,
         )
     gate_step = w.steps[gate_index]
     gate_step.status = S.SUCCESS

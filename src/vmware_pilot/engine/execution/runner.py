@@ -24,7 +24,6 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.dispatch.judge import one_line
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
@@ -72,9 +71,10 @@ _COMMIT_ATTEMPTS = 8
 DEFAULT_LEASE_SECONDS = 30.0
 
 
-def _timed(record: Callable[..., T], *args: Any) -> Callable[[Workflow], T]:
-    """A conductor recording as a change for ``commit``: the time is read each time it is applied."""
-    return lambda w: record(w, *args, utcnow())
+def _timed(store: Store, record: Callable[..., T], *args: Any) -> Callable[[Workflow], T]:
+    """A conductor recording as a change for ``commit``: the time (the database's clock) is read
+    each time it is applied."""
+    return lambda w: record(w, *args, store.now())
 
 
 class WorkflowEvents(Protocol):
@@ -207,7 +207,7 @@ class Runner:
             out["with_another_caller"] = others
         if wf.state is WorkflowState.AWAITING_APPROVAL:
             out["pending_gate"] = gate_records.gate_view(
-                wf, self.catalog, utcnow(), self.dispatcher is not None
+                wf, self.catalog, self.store.now(), self.dispatcher is not None
             )["gate"]
         out.update(extra)
         return out
@@ -265,7 +265,7 @@ class Runner:
 
         def change(w: Workflow) -> bool:
             # False when its run recorded the outcome just before.
-            marked = conductor.mark_interrupted(w, index, actor.label, utcnow())
+            marked = conductor.mark_interrupted(w, index, actor.label, self.store.now())
             if marked:
                 w.extra.pop(RUN_OWNER_KEY, None)
             return marked
@@ -316,7 +316,7 @@ class Runner:
 
         def start(w: Workflow) -> None:
             self.refuse_handback(w, actor)  # again on the stored record: another process may race
-            conductor.start_run(w, actor.label, utcnow())
+            conductor.start_run(w, actor.label, self.store.now())
 
         wf, _ = await self.save(wf, start)
         dispatching = self.dispatcher is not None
@@ -344,11 +344,13 @@ class Runner:
             if isinstance(action, conductor.StopAtGate):
                 # Read the targets first, so the gate (and its notification) shows their state.
                 wf = await self.inspect(wf, actor)
-                wf, _ = await self.save(wf, _timed(conductor.reach_gate, action.index, actor.label))
+                wf, _ = await self.save(
+                    wf, _timed(self.store, conductor.reach_gate, action.index, actor.label)
+                )
                 await report(progress, done, total, f"step {action.index}: waiting for approval")
                 return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
             if isinstance(action, conductor.Finish):
-                wf, _ = await self.save(wf, _timed(conductor.finish, action, actor.label))
+                wf, _ = await self.save(wf, _timed(self.store, conductor.finish, action, actor.label))
                 if action.outcome is Outcome.COMPLETED:
                     await report(progress, total, total, "workflow completed")
                 return self.result(wf, actor, action.outcome)
@@ -365,7 +367,7 @@ class Runner:
             action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
 
     async def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
-        wf, _ = await self.save(wf, _timed(conductor.record_handback, indices, actor))
+        wf, _ = await self.save(wf, _timed(self.store, conductor.record_handback, indices, actor))
         return wf
 
     def _is_read(self, step: Step) -> bool:
@@ -384,7 +386,7 @@ class Runner:
         """Run a step (or a parallel group of read steps) and record every member's outcome."""
 
         def mark_running(w: Workflow) -> None:
-            conductor.mark_running(w, batch, utcnow())
+            conductor.mark_running(w, batch, self.store.now())
             w.extra[RUN_OWNER_KEY] = {**this_process(), "owner": owner}
 
         owner = new_run_owner()
@@ -464,11 +466,12 @@ class Runner:
             _log.exception("dispatch of step %s of %s raised", index, wf.id)
             return StepOutcome(OutcomeKind.FAILED, None, f"{type(exc).__name__}: {exc}")
 
-    @staticmethod
-    def _record(w: Workflow, indices: Sequence[int], outcomes: Sequence[StepOutcome], actor: Actor) -> bool:
+    def _record(
+        self, w: Workflow, indices: Sequence[int], outcomes: Sequence[StepOutcome], actor: Actor
+    ) -> bool:
         """Record the outcomes (``engine.execution.conductor.record_outcomes``); the run gives up its claim
         on the workflow once no step of it is in flight."""
-        ok = conductor.record_outcomes(w, indices, outcomes, actor.label, utcnow())
+        ok = conductor.record_outcomes(w, indices, outcomes, actor.label, self.store.now())
         if not any(s.status is S.RUNNING for s in w.steps):
             w.extra.pop(RUN_OWNER_KEY, None)
         return ok
@@ -494,35 +497,59 @@ class Runner:
         *,
         expected_digest: str = "",
         channel: str = "mcp",
+        gate_step: int | None = None,
+        holds_run: bool = True,
     ) -> dict[str, Any]:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
         approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
-        and records (docs/contract.md#approve, plus digest, expiry and quorum); this carries it out."""
+        and records (docs/contract.md#approve, plus digest, expiry, quorum and ``gate_step``); this
+        carries it out, on the database's clock. ``holds_run`` False (another Pilot holds the run
+        lease, e.g. recording another approval of the gate): recorded only when it is not the
+        last approval the gate needs; the last raises ``approval.QuorumReached``, nothing recorded."""
         who = approver.strip()
-        gate, digest, so_far, required = approval.precheck(
-            wf, approver, acknowledge_not_executed, expected_digest
-        )
-        unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
-        gate_index = gate.index
         dispatching = self.dispatcher is not None
-        to = approval.recipient(wf, actor, channel, dispatching)
-        if so_far + 1 >= required:
-            refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
-            if refusal is not None:
-                raise refusal
-            self.refuse_handback(wf, to, start=gate_index + 1)
-        change = functools.partial(
-            approval.record,
-            gate_index=gate_index,
-            who=who,
-            digest=digest,
-            required=required,
-            channel=channel,
-            actor=actor,
-            to=to,
-            dispatching=dispatching,
-        )
-        wf, released = await self.save(wf, change)
+        for _ in range(_COMMIT_ATTEMPTS):
+            now = await asyncio.to_thread(self.store.now)
+            gate, digest, so_far, required = approval.precheck(
+                wf, approver, acknowledge_not_executed, expected_digest, now=now, gate_step=gate_step
+            )
+            last = so_far + 1 >= required
+            if last and not holds_run:
+                raise approval.QuorumReached(
+                    f"The approval by {who} completes the quorum of the gate at step {gate.index}",
+                    workflow_id=wf.id,
+                )
+            unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+            gate_index = gate.index
+            to = approval.recipient(wf, actor, channel, dispatching)
+            if last:
+                refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+                if refusal is not None:
+                    raise refusal
+                self.refuse_handback(wf, to, start=gate_index + 1)
+            change = functools.partial(
+                approval.record,
+                gate_index=gate_index,
+                who=who,
+                digest=digest,
+                required=required,
+                channel=channel,
+                actor=actor,
+                to=to,
+                dispatching=dispatching,
+                now=now,
+                release=last,
+            )
+            try:
+                wf, released = await self.save(wf, change)
+                break
+            except approval.QuorumReached:
+                if not holds_run:
+                    raise
+                # Another Pilot recorded an approval since the load: this one is the last now.
+                wf = await asyncio.to_thread(self.store.load, wf.id)
+        else:
+            raise ConcurrencyConflict(wf.id, wf.version, None)
         if not released:
             missing = approval.approvals_missing(wf, gate_index, required)
             out = self.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)

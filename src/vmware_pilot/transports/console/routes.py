@@ -434,12 +434,23 @@ class Console:
                 400,
             )
         acknowledge = fields.get("ack_not_executed") == "yes"
+        step = fields.get("gate_step", "")
+        # The form names the gate it showed (and its digest, which is bound to that gate too).
+        gate_step = int(step) if step.isascii() and step.isdigit() and len(step) <= 6 else None
         try:
-            precheck(self.app.store.load(workflow_id), actor.label, acknowledge, digest)
+            store = self.app.store
+            wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
+            precheck(wf, actor.label, acknowledge, digest, now=now, gate_step=gate_step)
         except PilotError as exc:
             return await self.gate(request, f"Refused: {exc.message}", 409)
         work = self.app.service.approve(
-            actor, workflow_id, "", acknowledge, channel="console", expected_digest=digest
+            actor,
+            workflow_id,
+            "",
+            acknowledge,
+            channel="console",
+            expected_digest=digest,
+            gate_step=gate_step,
         )
         task = asyncio.create_task(work)
         self._tasks.add(task)
