@@ -175,3 +175,38 @@ async def test_approve_refuses_a_cancelled_workflow(client: Client) -> None:
     await client.ok("cancel_workflow", workflow_id=wf, confirm=True)
     out = await client.refused("approve", workflow_id=wf, approver="alice", acknowledge_not_executed=True)
     assert "cancelled" in out["error"]
+
+
+async def test_approve_naming_gate_1_is_refused_while_gate_3_waits(client: Client) -> None:
+    """A late approver of the first gate must not release the next one (issue 31)."""
+    second = {**GATE, "params": {"message": "Second gate: go on?"}}
+    wf = await client.custom([READ_STEP, GATE, READ_STEP, second, READ_STEP])
+    await client.ok("run_workflow", workflow_id=wf)
+    first = await client.ok(
+        "approve", workflow_id=wf, approver="alice", acknowledge_not_executed=True, gate_step=1
+    )
+    assert first["pending_gate"]["index"] == 3  # the run went on to the second gate
+
+    late = await client.refused(
+        "approve", workflow_id=wf, approver="bob", acknowledge_not_executed=True, gate_step=1
+    )
+    assert (late["refused"], late["gate_step"], late["waiting_gate"]) == ("not_the_waiting_gate", 1, 3)
+    assert "step 3" in late["error"] and "Second gate: go on?" in late["error"] and "step 4" in late["error"]
+    assert "gate_step=3" in late["hint"]
+    status = await client.status(wf)
+    assert status["state"] == "awaiting_approval" and status["steps"][3]["status"] == "pending"
+    assert [g["approvals"] for g in status["gates"] if g["index"] == 3] == [[]]
+
+    named = await client.ok(
+        "approve", workflow_id=wf, approver="bob", acknowledge_not_executed=True, gate_step=3
+    )
+    assert named["steps"][3]["status"] == "success" and named["approved_by"] == "bob"
+
+
+async def test_approve_without_gate_step_keeps_the_2_4_0_meaning(client: Client) -> None:
+    wf = await client.custom([GATE, READ_STEP])
+    await client.ok("run_workflow", workflow_id=wf)
+    wrong = await client.refused("approve", workflow_id=wf, approver="bob", gate_step=5)
+    assert wrong["waiting_gate"] == 0
+    out = await client.ok("approve", workflow_id=wf, approver="bob")
+    assert out["steps"][0]["status"] == "success"
