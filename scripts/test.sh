@@ -11,6 +11,7 @@ bash scripts/node/setup.sh  # third-party MCP clients for tests/clients (npm ci,
 bash scripts/fastmcp/setup.sh  # fastmcp's client for tests/clients, in its own venv (it needs mcp 2.x)
 bash scripts/console-setup.sh
 bash scripts/pg-setup.sh    # PostgreSQL 15 for the tests on the PostgreSQL backend
+bash scripts/faketime-setup.sh  # libfaketime: a replica with a skewed clock
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
