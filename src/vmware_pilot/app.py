@@ -80,6 +80,7 @@ class CatalogSource:
     shared: DbCatalogCache | None = None
     _stamp: object = None
     _catalog: Catalog = field(default_factory=Catalog.curated)
+    _stale: bool = False  # the last read from the database failed
 
     def __call__(self) -> Catalog:
         if self.shared is not None:
@@ -103,10 +104,15 @@ class CatalogSource:
                 self._catalog = shared.catalog()
                 self._stamp = stamp
         except PilotError as exc:
-            _log.warning(
-                "the skill catalog cache cannot be read from the database (%s); using the last one read",
-                exc.message,
-            )
+            if not self._stale:  # once until a read succeeds, not at every use
+                _log.warning(
+                    "the skill catalog cache cannot be read from the database (%s); using the last one "
+                    "read until it can",
+                    exc.message,
+                )
+            self._stale = True
+            return self._catalog
+        self._stale = False
         return self._catalog
 
 
@@ -165,14 +171,17 @@ def _note_unread_files(settings: Settings) -> None:
         )
 
 
-def build_app(settings: Settings, dispatcher: Dispatcher | None = None) -> PilotApp:
+def build_app(
+    settings: Settings, dispatcher: Dispatcher | None = None, store: SqlStore | None = None
+) -> PilotApp:
     """Wire store, catalog, templates, dispatcher and the service for these settings.
 
-    ``dispatcher`` overrides the one ``settings.dispatch`` selects (embedders and tests).
+    ``dispatcher`` overrides the one ``settings.dispatch`` selects (embedders and tests); ``store``
+    is the store already open in this process (one connection pool per process), else one is opened.
     Child skill servers inherit this process's environment, which is also where secret
     references ``{"$env": NAME}`` are looked up at dispatch time.
     """
-    store = open_store(settings)
+    store = store if store is not None else open_store(settings)
     catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, store))
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)

@@ -38,6 +38,7 @@ from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.gateview import GateView
+from vmware_pilot.errors import DatabaseUnavailable
 from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
@@ -280,6 +281,8 @@ class Notifier:
         self._pruned_at = now
         try:
             gone = self._outbox.prune_notices(self.retention)
+        except DatabaseUnavailable:  # the store logs an outage once, not each poll
+            return
         except Exception:
             _log.exception("could not prune the notification outbox")
             return
@@ -296,8 +299,9 @@ class Notifier:
                 claimed = self._outbox.claim_notice(self.claim_seconds)
                 if claimed is None and self._draining and not self._outbox.notice_counts().get("pending"):
                     return
-            except Exception:
-                _log.exception("could not read the notification outbox")
+            except Exception as exc:
+                if not isinstance(exc, DatabaseUnavailable):  # an outage: the store logs it once
+                    _log.exception("could not read the notification outbox")
                 claimed = None
                 if self._draining:
                     return
@@ -309,6 +313,8 @@ class Notifier:
                 continue
             try:
                 self._attempt(claimed)
+            except DatabaseUnavailable:  # the claim expires and the row is sent again later
+                pass
             except Exception:
                 _log.exception("could not record a notification attempt")
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vmware_pilot.cli.refusals import starting
 from vmware_pilot.cli.serve import refused
@@ -25,19 +26,25 @@ from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
 from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
 from vmware_pilot.transports.tokens import TOKENS_FILE, DbTokenStore, Tokens, TokenStore
 
+if TYPE_CHECKING:
+    from vmware_pilot.store.sql import SqlStore
+
 __all__ = ["http_options", "role_book", "serve_network", "token_store"]
 
 _log = logging.getLogger("vmware_pilot")
 
 
-def token_store(settings: Settings) -> Tokens:
+def token_store(settings: Settings, store: SqlStore | None = None) -> Tokens:
     """The tokens file in the pilot home, or, when a database URL is set (several replicas may share
-    it), the database's token table; raises ``PilotError`` when that database cannot be opened."""
+    it), the database's token table, read through ``store`` (opened when not given); raises
+    ``PilotError`` when that database cannot be opened."""
     if not settings.database_url:
         return TokenStore(settings.home_path / TOKENS_FILE)
-    from vmware_pilot.store.sql import open_store
+    if store is None:
+        from vmware_pilot.store.sql import open_store
 
-    return DbTokenStore(open_store(settings))
+        store = open_store(settings)
+    return DbTokenStore(store)
 
 
 def role_book(settings: Settings) -> RoleBook:
@@ -81,6 +88,8 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     roles = role_book(settings)
     try:
         tokens = starting(lambda: token_store(settings))
+        # One store, so one connection pool in this process, for the tokens and the app.
+        store = tokens.store if isinstance(tokens, DbTokenStore) else None
         entries = starting(tokens.entries)
     except PilotError as exc:
         raise refused(exc) from None
@@ -105,7 +114,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     from vmware_pilot.app import build_app
 
     try:
-        app = starting(lambda: build_app(settings), "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.")
+        app = starting(
+            lambda: build_app(settings, store=store), "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL."
+        )
     except PilotError as exc:
         raise refused(exc) from None
 

@@ -4,6 +4,8 @@
 token's identity; otherwise, with OAuth on, it is validated as a JWT access token (oauth.py).
 ``current_caller`` turns the verified token of the request being handled into an ``Actor``.
 ``RoleGate`` answers 403 to an OAuth caller whose groups give no role, before the MCP layer.
+While the token store (the database's token rows) cannot be read, a request that carries a bearer
+is answered 503 with ``Retry-After`` (``answer_outages``), never 401: the token may well be valid.
 ``add_resource_metadata_root`` serves the protected resource metadata at the bare well-known
 path too (the SDK serves it at ``/.well-known/oauth-protected-resource/mcp``).
 """
@@ -24,6 +26,10 @@ from mcp.server.lowlevel.server import request_ctx
 from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.authentication import AuthenticationError
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -35,10 +41,13 @@ from vmware_pilot.transports.tokens import TokenEntry, Tokens
 
 __all__ = [
     "PRM_PATH",
+    "RETRY_AFTER_SECONDS",
     "CallerVerifier",
     "RoleGate",
+    "TokensUnreadable",
     "actor_of",
     "add_resource_metadata_root",
+    "answer_outages",
     "current_caller",
     "gate_roles",
     "resource_metadata_url",
@@ -47,6 +56,17 @@ __all__ = [
 _log = logging.getLogger("vmware_pilot.http")
 
 PRM_PATH = "/.well-known/oauth-protected-resource"
+# What a caller refused while the token store cannot be read is told to wait before retrying.
+RETRY_AFTER_SECONDS = 5
+
+
+class TokensUnreadable(AuthenticationError):
+    """The token store cannot be read (the database is away): the bearer can be neither
+    accepted nor refused. Answered 503 with ``Retry-After`` (``answer_outages``)."""
+
+    def __init__(self, problem: PilotError) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
 
 
 class CallerVerifier:
@@ -57,7 +77,15 @@ class CallerVerifier:
         self._jwt = jwt
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        entry = self._tokens.verify(token)
+        """The token's identity; None when it is none; ``TokensUnreadable`` when the token store
+        cannot be read and the bearer is not a valid OAuth access token either."""
+        try:
+            entry = self._tokens.verify(token)
+        except PilotError as exc:
+            verified = await self._jwt.verify(token) if self._jwt is not None else None
+            if verified is None:
+                raise TokensUnreadable(exc) from exc
+            return verified
         if entry is not None:
             # A static token holds every scope: the token file is the whole authorisation.
             scopes = list(self._jwt.config.scopes) if self._jwt is not None else []
@@ -148,6 +176,33 @@ async def _forbidden(send: Send, message: str, hint: str, metadata_url: str) -> 
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _unavailable(_conn: HTTPConnection, exc: AuthenticationError) -> Response:
+    """503 + Retry-After for ``TokensUnreadable``; the SDK's own errors keep their 400."""
+    if not isinstance(exc, TokensUnreadable):
+        return AuthenticationMiddleware.default_on_error(_conn, exc)
+    body = {
+        "error": "temporarily_unavailable",
+        # Which database and why are in the server's log, not for a caller not yet identified.
+        "error_description": "Pilot's database is unavailable, so the token cannot be checked",
+        "hint": f"Retry in {RETRY_AFTER_SECONDS} s; nothing was done.",
+        "retryable": True,
+    }
+    return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+def answer_outages(app: Starlette) -> None:
+    """Make the SDK's authentication middleware of ``app`` answer ``TokensUnreadable`` with 503
+    and ``Retry-After`` (before the first request: Starlette builds its stack then)."""
+    for middleware in app.user_middleware:
+        factory: object = middleware.cls
+        if factory is AuthenticationMiddleware:
+            middleware.kwargs["on_error"] = _unavailable
+            return
+    raise PilotError(
+        "no authentication middleware to configure", hint="This is a bug in this build of vmware-pilot."
+    )
 
 
 def gate_roles(app: Starlette, path: str, role_of: Callable[[Actor], Role], metadata_url: str) -> None:

@@ -41,6 +41,7 @@ from vmware_pilot.server import create_server
 from vmware_pilot.transports.callers import (
     CallerVerifier,
     add_resource_metadata_root,
+    answer_outages,
     current_caller,
     gate_roles,
     resource_metadata_url,
@@ -277,6 +278,7 @@ def build_http_app(
     if jwt is not None:
         add_resource_metadata_root(server, jwt.config)
     starlette = server.streamable_http_app()
+    answer_outages(starlette)
     check_bodies(starlette, "/mcp")
     if jwt is not None:
         gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))

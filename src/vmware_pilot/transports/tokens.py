@@ -9,7 +9,8 @@ time. An unsafe or unreadable file yields no tokens: every request is then refus
 
 When ``VMWARE_PILOT_DATABASE_URL`` is set, ``DbTokenStore`` keeps the same entries as rows of the
 database instead (store/tokens.py), so a token created on one host works on every replica; it is
-read on every request, and a database that cannot be reached refuses every token.
+read on every request. While that database cannot be read no token can be checked: the HTTP
+transport answers requests that carry one with 503 and ``Retry-After`` (transports/callers.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from vmware_pilot.errors import InvalidInput, PilotError
+from vmware_pilot.errors import DatabaseUnavailable, InvalidInput, PilotError
 from vmware_pilot.safety.duties import is_valid_name
 
 if TYPE_CHECKING:
@@ -305,11 +306,12 @@ class DbTokenStore:
         self._problem: str | None = None
 
     def entries(self) -> list[TokenEntry]:
-        """Every token; raises ``StoreError`` when the database cannot be read."""
+        """Every token; raises ``StoreError`` when the database cannot be read (an outage is
+        logged once by the store itself, other problems here once per problem)."""
         try:
             rows = self.store.token_rows()
         except PilotError as exc:
-            if exc.message != self._problem:
+            if not isinstance(exc, DatabaseUnavailable) and exc.message != self._problem:
                 _log.error("token table unreadable, every token is refused: %s", exc.message)
                 self._problem = exc.message
             raise
@@ -317,14 +319,11 @@ class DbTokenStore:
         return [TokenEntry(*row) for row in rows]
 
     def verify(self, secret: str) -> TokenEntry | None:
-        """The token whose secret this is, or None (also when the database cannot be read)."""
+        """The token whose secret this is, or None; raises ``StoreError`` when the database cannot
+        be read (nobody can tell then whether the secret is a token: the caller is answered 503)."""
         if not secret or len(secret) > _MAX_SECRET:
             return None
-        try:
-            entries = self.entries()
-        except PilotError:
-            return None
-        return _match(entries, secret)
+        return _match(self.entries(), secret)
 
     def create(self, name: str, role: str) -> str:
         _check_name(name)

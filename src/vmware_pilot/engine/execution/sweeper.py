@@ -27,7 +27,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.execution.runlease import RunLease
-from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
+from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
 from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.protocol import Store
@@ -85,6 +85,8 @@ class Sweeper:
                 await self.sweep()
             except asyncio.CancelledError:
                 raise
+            except DatabaseUnavailable:  # the store logs an outage once, not each sweep
+                continue
             except PilotError as exc:
                 _log.warning("sweep for workflows left running failed: %s", exc.message)
             except Exception:

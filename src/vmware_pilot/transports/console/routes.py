@@ -47,7 +47,7 @@ from vmware_pilot.results import StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact
 from vmware_pilot.server.access import read_refusal
-from vmware_pilot.transports.callers import CallerVerifier, actor_of
+from vmware_pilot.transports.callers import RETRY_AFTER_SECONDS, CallerVerifier, TokensUnreadable, actor_of
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.headers import SecurityHeaders
 from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcBusy, OidcLogin, OidcRefused
@@ -192,7 +192,23 @@ class Console:
         if not same_secret(fields.get("csrf", ""), request.cookies.get(LOGIN_COOKIE, "")):
             return self.forbidden(request, "The sign-in form was not sent from this console (CSRF check).")
         token = fields.get("token", "").strip()[:_TOKEN_MAX]
-        verified = await self.verifier.verify_token(token) if token else None
+        try:
+            verified = await self.verifier.verify_token(token) if token else None
+        except TokensUnreadable:  # what is wrong is in the server's log, not for anonymous eyes
+            unavailable = self.page(
+                request,
+                "login.html",
+                503,
+                csrf=fields.get("csrf", ""),
+                next=_safe_next(fields.get("next", "")),
+                notice="",
+                error="Tokens cannot be checked right now (Pilot's database is unavailable); try again "
+                "in a moment.",
+                oidc=self.oidc is not None,
+                session=None,
+            )
+            unavailable.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return unavailable
         problem = "That token is not valid." if verified is None else ""
         actor = actor_of(verified) if verified is not None else None
         if actor is not None:
