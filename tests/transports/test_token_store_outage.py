@@ -1,6 +1,6 @@
 """The token store's database away (issue 31): a request carrying a bearer gets 503 with
 ``Retry-After`` (the token may well be valid), never ``401 invalid_token``; one without a bearer
-still gets 401; the outage is logged once, not per request. In-process, against a PostgreSQL URL
+still gets 401; nothing is logged per request. In-process, against a PostgreSQL URL
 nothing listens on; tests/transports/test_database_outage_replica.py does it with a real server
 stopped and started again."""
 
@@ -66,13 +66,15 @@ async def test_a_bearer_gets_503_with_retry_after_while_the_token_store_cannot_b
         assert "127.0.0.1" not in answer.text, "where the database is stays in the server's log"
     anonymous = await client.post("/mcp", json=INIT, headers=HEADERS)
     assert anonymous.status_code == 401
-    outage = [r for r in caplog.records if "unavailable" in r.getMessage()]
-    assert len(outage) == 1, [r.getMessage() for r in caplog.records]
+    # Not a line per request (a store that never reached its database leaves saying so to whoever
+    # opened it: start-up; the slow test stops a database that was up and sees one line).
+    assert [r.getMessage() for r in caplog.records] == []
 
 
 def test_an_outage_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     log = OutageLog(logging.getLogger("vmware_pilot.test"), "postgresql database d at h:1")
+    log.failed("never reached yet: whoever opened it says so")
     log.recovered()
     for _ in range(100):
         log.failed("The workflow database is unavailable (d): refused")

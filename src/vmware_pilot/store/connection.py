@@ -204,12 +204,15 @@ def unavailable(engine: Engine, exc: SQLAlchemyError) -> StoreError:
 
 class OutageLog:
     """One log line when the database becomes unavailable and one when it answers again, however
-    many calls fail in between (each caller still gets its retryable error). Thread-safe."""
+    many calls fail in between (each caller still gets its retryable error). Nothing is logged
+    before the first call that succeeded: a database unusable from the start is reported by
+    whoever opened it (a start-up refusal is one ``error:`` line). Thread-safe."""
 
     def __init__(self, log: logging.Logger, where: str) -> None:
         self._log = log
         self._where = where
         self._guard = threading.Lock()
+        self._armed = False  # a call has succeeded
         self._since: float | None = None  # monotonic time of the first failure of this outage
         self._failures = 0
 
@@ -219,6 +222,8 @@ class OutageLog:
 
     def failed(self, message: str) -> None:
         with self._guard:
+            if not self._armed:
+                return
             self._failures += 1
             if self._since is not None:
                 return
@@ -226,8 +231,9 @@ class OutageLog:
         self._log.error("%s; calls fail with a retryable error until it answers again", message)
 
     def recovered(self) -> None:
-        if not self.down:  # the usual case, without taking the lock
+        if self._armed and not self.down:  # the usual case, without taking the lock
             return
+        self._armed = True
         with self._guard:
             since, failures = self._since, self._failures
             self._since, self._failures = None, 0
