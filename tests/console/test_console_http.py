@@ -179,3 +179,36 @@ def test_an_approval_without_dispatch_leaves_the_released_steps_to_the_agent(han
     out = run(agent_runs_again())
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
     assert out["pending_dispatch"][0]["params"] == {"vm_name": "web-01", "confirm": True}
+
+
+def test_a_form_shown_for_one_gate_is_refused_once_another_gate_waits_naming_it(handback: Team) -> None:
+    second = {**GATE, "params": {"message": "Second: on?"}}
+    on = {**OFF, "action": "on", "tool": "power_on_vm", "rollback_tool": "power_off_vm"}
+
+    async def at_first_gate() -> str:
+        async with connect_http(handback.server.url, handback.tokens["bob"]) as agent:
+            made = await agent.call(
+                "create_workflow", {"name": "two-gates", "description": "t", "steps": [GATE, OFF, second, on]}
+            )
+            wid = str(made.payload["workflow_id"])
+            await agent.call("run_workflow", {"workflow_id": wid})
+            return wid
+
+    async def bob_approves_the_first(wid: str) -> None:
+        async with connect_http(handback.server.url, handback.tokens["bob"]) as agent:
+            out = await agent.call("approve", {"workflow_id": wid, "gate_step": 0})
+            assert out.payload["pending_gate"]["index"] == 2, out.payload
+
+    wid = run(at_first_gate())
+    with signed_in(handback, "alice") as client:
+        page = client.get(f"/console/workflows/{wid}/gate")
+        digest = re.search(r'name="digest" value="([^"]+)"', page.text)
+        assert digest and 'name="gate_step" value="0"' in page.text
+        run(bob_approves_the_first(wid))
+        refused = client.post(
+            f"/console/workflows/{wid}/approve",
+            data={"csrf": csrf_of(page.text), "digest": digest.group(1), "gate_step": "0"},
+        )
+        assert refused.status_code == 409
+        shown = " ".join(refused.text.split())
+        assert "it is not the gate waiting for approval" in shown and "gate at step 2" in shown, shown[:3000]
