@@ -80,3 +80,37 @@ async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both
     calls = [c[1] for d in dispatchers for c in d.step_calls]
     assert calls == ["power_on_vm"], "the released write ran once, on one replica"
     assert {by_bob.get("outcome"), by_alice.payload.get("outcome")} == {"awaiting_approval", "completed"}
+
+
+async def test_two_approvers_of_a_quorum_2_gate_on_one_replica_at_once_are_both_counted(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dispatcher = ScriptedDispatcher()
+    app = build_app(settings, dispatcher=dispatcher)
+    try:
+        async with connect(app, Actor("alice")) as alice, connect(app, Actor("bob")) as bob:
+            made = await alice.ok("create_workflow", name="q", description="t", steps=[QUORUM_GATE, WRITE])
+            wid = str(made["workflow_id"])
+            await alice.ok("run_workflow", workflow_id=wid)
+            bob_answered = threading.Event()
+            _hold_first_save(app, bob_answered, monkeypatch)
+
+            async def bob_approves() -> dict[str, Any]:
+                await asyncio.sleep(0.3)  # alice's approval is under way by then (or not: both fine)
+                try:
+                    return (await bob.call("approve", workflow_id=wid, approver="bob", gate_step=0)).payload
+                finally:
+                    bob_answered.set()
+
+            by_alice, by_bob = await asyncio.gather(
+                alice.call("approve", workflow_id=wid, approver="alice", gate_step=0), bob_approves()
+            )
+            assert "error" not in by_bob, by_bob
+            assert "error" not in by_alice.payload, by_alice.payload
+            status = await alice.status(wid)
+    finally:
+        app.close()
+    gate = next(g for g in status["gates"] if g["index"] == 0)
+    assert sorted(a["approver"] for a in gate["approvals"]) == ["alice", "bob"]
+    assert status["state"] == "completed"
+    assert [c[1] for c in dispatcher.step_calls] == ["power_on_vm"]

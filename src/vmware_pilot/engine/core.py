@@ -57,6 +57,11 @@ class ServiceCore:
         return self._catalog()
 
     # --- helpers ----------------------------------------------------------------------------
+    def busy(self, workflow_id: str) -> bool:
+        """Whether a run, approval or rollback of ``workflow_id`` holds this Pilot's lock now."""
+        lock = self._locks.get(workflow_id)
+        return lock is not None and lock.locked()
+
     @contextlib.asynccontextmanager
     async def exclusive(self, wf: Workflow, verb: str) -> AsyncIterator[None]:
         """One run/approve/rollback per workflow at a time; a second caller is told it is running."""

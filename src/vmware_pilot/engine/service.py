@@ -8,6 +8,7 @@ that ends ``failed``): the server marks those ``isError`` by the contract's rule
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -333,42 +334,42 @@ class PilotService:
         channel: ApprovalChannel = "mcp",
         gate_step: int | None = None,
     ) -> dict[str, Any]:
-        """Approve under the run lease, taken before the approval is saved so that the run it
-        releases is never without its lease. While another Pilot holds it (an approval of the same
-        gate there, say), an approval that is not the last the gate needs is recorded without it;
-        the last one waits for the lease (up to a lease time), then is refused for what is true
-        then: the gate was released, or the workflow is running in another Pilot process."""
+        """Approve under this Pilot's lock of the workflow and its run lease, taken before the
+        approval is saved so that the run it releases is never without its lease. While another
+        run or approval holds them (an approval of the same gate here or in another Pilot, say), an
+        approval that is not the last the gate needs is recorded without them; the last one waits
+        for them (up to a lease time), then is refused for what is true then: the gate was
+        released, or the workflow is running."""
         runner = self.runner
-        give_up = asyncio.get_running_loop().time() + runner.lease_seconds
-        async with self.core.exclusive(wf, "approve"):
-            while True:
-                held = await RunLease.take(runner, wf.id)
-                if held is not None:
-                    try:
-                        wf = self.core.load(wf.id)
-                        return await runner.approve(
-                            wf, actor, approver, acknowledge, progress,
-                            expected_digest=expected_digest, channel=channel, gate_step=gate_step,
-                        )  # fmt: skip
-                    finally:
-                        await held.release()
-                wf = await asyncio.to_thread(self.core.load, wf.id)
-                try:
-                    return await runner.approve(
-                        wf, actor, approver, acknowledge, progress,
-                        expected_digest=expected_digest, channel=channel, gate_step=gate_step,
-                        holds_run=False,
-                    )  # fmt: skip
-                except QuorumReached:
-                    if asyncio.get_running_loop().time() >= give_up:
-                        break
-                await asyncio.sleep(_LEASE_POLL)
-            async with holding_run(runner, wf.id, wf.state.value):  # refused: the true reason
-                wf = self.core.load(wf.id)
-                return await runner.approve(
-                    wf, actor, approver, acknowledge, progress,
-                    expected_digest=expected_digest, channel=channel, gate_step=gate_step,
-                )  # fmt: skip
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + runner.lease_seconds
+        approving = functools.partial(
+            runner.approve,
+            actor=actor,
+            approver=approver,
+            acknowledge_not_executed=acknowledge,
+            progress=progress,
+            expected_digest=expected_digest,
+            channel=channel,
+            gate_step=gate_step,
+        )
+        while True:
+            if not self.core.busy(wf.id):
+                async with self.core.exclusive(wf, "approve"):
+                    held = await RunLease.take(runner, wf.id)
+                    if held is not None:
+                        try:
+                            return await approving(await asyncio.to_thread(self.core.load, wf.id))
+                        finally:
+                            await held.release()
+            try:
+                return await approving(await asyncio.to_thread(self.core.load, wf.id), holds_run=False)
+            except QuorumReached:
+                if loop.time() >= give_up:
+                    break
+            await asyncio.sleep(_LEASE_POLL)
+        async with self.core.exclusive(wf, "approve"), holding_run(runner, wf.id, wf.state.value):
+            return await approving(await asyncio.to_thread(self.core.load, wf.id))
 
     def pending_gate(self, workflow_id: str) -> dict[str, Any]:
         """What a person deciding on the gate sees: its message, options and approvals, the steps it
