@@ -245,6 +245,25 @@ async def test_a_plan_changed_while_the_form_was_open_is_refused(elicit_app: Pil
     assert status["state"] == "awaiting_approval" and audit(status, "approved") == []
 
 
+async def test_a_form_answered_after_another_gate_came_to_wait_is_refused_naming_it(
+    elicit_app: PilotApp,
+) -> None:
+    async def dave_approves_meanwhile(params: ElicitRequestFormParams) -> ElicitResult:
+        # While carol reads the form for the first gate, dave approves it at the terminal.
+        await elicit_app.service.approve(Actor("dave"), wf_id[0], "dave", channel="cli", gate_step=0)
+        return ElicitResult(action="accept", content={"decision": "approve", "approver": "carol"})
+
+    wf_id: list[str] = []
+    person = Person(dave_approves_meanwhile)
+    async with session(elicit_app, person) as client:
+        wf_id.append(await at_gate(client, gate(), READ_STEP, gate(message="The second gate"), OFF))
+        out = await client.refused("approve", workflow_id=wf_id[0])
+        status = await client.status(wf_id[0])
+    assert (out["refused"], out["gate_step"], out["waiting_gate"]) == ("not_the_waiting_gate", 0, 2)
+    assert "The second gate" in out["error"], out
+    assert [g["approvals"] for g in status["gates"] if g["index"] == 2] == [[]], "carol approved nothing"
+
+
 async def test_a_plan_changed_after_the_gate_is_refused_without_asking(elicit_app: PilotApp) -> None:
     person = Person({"decision": "approve", "approver": "carol"})
     async with session(elicit_app, person) as client:
