@@ -87,7 +87,9 @@ def _waiting_gate(wf: Workflow) -> Step:
 
 def _not_this_gate(wf: Workflow, gate: Step, gate_step: int) -> StateRefused:
     released = gate_records.released_steps(wf, gate.index)
-    releases = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in released) or "no step"
+    releases = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in released[:10]) or "no step"
+    if len(released) > 10:
+        releases += f" and {len(released) - 10} more"
     message = str(gate.params.get("message", "")).strip()
     said = f" ({message[:200]!r})" if message else ""
     return StateRefused(
