@@ -1,6 +1,6 @@
 """A real `vmware-pilot mcp --transport http` replica on a PostgreSQL server of the test's own, which
 the test stops and starts (issue 31): while it is down a valid token gets 503 with ``Retry-After``
-(not 401), the replica logs the outage once and its end once however many calls fail, and it keeps
+(not 401), so does a signed-in console page (not a sign-in redirect), the replica logs the outage once and its end once however many calls fail, and it keeps
 one connection pool of the documented size."""
 
 from __future__ import annotations
@@ -72,8 +72,18 @@ def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logge
         "VMWARE_PILOT_DISPATCH": "stdio",
         "VMWARE_PILOT_SWEEP_SECONDS": "0.2",
     }
-    with start_server(tmp_path, ["--transport", "http"], env=env) as server:
+    with (
+        start_server(tmp_path, ["--transport", "http"], env=env) as server,
+        httpx.Client(base_url=server.base, follow_redirects=False) as console,
+    ):
         assert _post(server, secret).status_code == 200
+        form = console.get("/console/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf
+        assert (
+            console.post("/console/login", data={"csrf": csrf.group(1), "token": secret}).status_code == 303
+        )
+        assert console.get("/console/workflows").status_code == 200
         before = len(server.stderr())
         own_server.halt()
         try:
@@ -85,11 +95,14 @@ def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logge
                 assert answer.headers["retry-after"] == "5"
                 assert answer.json()["retryable"] is True
                 assert _post(server, None).status_code == 401  # no bearer: nothing to check
+                page = console.get("/console/workflows")  # a signed-in person: not sent to sign in again
+                assert (page.status_code, page.headers.get("retry-after")) == (503, "5"), page.text[:500]
                 time.sleep(0.25)  # let the sweeper and the sender fail too (nothing here is timed)
             during = _logged(server, before)
         finally:
             own_server.resume()
         assert _post(server, secret).status_code == 200, server.stderr()[before:]
+        assert console.get("/console/workflows").status_code == 200, "the session held"
         after = _logged(server, before)
     assert len(during) == 1 and "The workflow database is unavailable" in during[0], during
     assert len(after) == 2 and "answers again" in after[1], after

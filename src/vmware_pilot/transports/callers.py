@@ -95,12 +95,12 @@ class CallerVerifier:
         return await self._jwt.verify(token) if self._jwt is not None else None
 
     def token_named(self, name: str) -> TokenEntry | None:
-        """The static token called ``name`` as it stands now (None once revoked, or while the
-        token store cannot be read: nothing is assumed then)."""
+        """The static token called ``name`` as it stands now (None once revoked); raises
+        ``TokensUnreadable`` while the token store cannot be read (nothing is assumed then)."""
         try:
             entries = self._tokens.entries()
-        except PilotError:
-            return None
+        except PilotError as exc:
+            raise TokensUnreadable(exc) from exc
         return next((e for e in entries if e.name == name), None)
 
 

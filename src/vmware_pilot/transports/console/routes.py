@@ -42,7 +42,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.execution.approval import precheck, release_notice
 from vmware_pilot.engine.gateview import GateView, summarize_result
-from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.errors import DatabaseUnavailable, PilotError, WorkflowNotFound
 from vmware_pilot.results import StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact
@@ -132,8 +132,11 @@ class Console:
     def caller(self, request: Request, reads: tuple[str, ...] = ()) -> Caller:
         """The signed-in person and role, allowed to see what ``reads`` show; raises ``_Denied``
         with the redirect to the sign-in form (saying why the session ended) or the refusal."""
-        found, expired = self.sessions.get(request.cookies.get(COOKIE, ""))
-        session = self.current(found) if found is not None else None
+        try:
+            found, expired = self.sessions.get(request.cookies.get(COOKIE, ""))
+            session = self.current(found) if found is not None else None
+        except (DatabaseUnavailable, TokensUnreadable):  # the session may well hold: nothing assumed
+            raise _Denied(self.unavailable(request)) from None
         if session is None:
             target = quote(request.url.path, safe="/")
             why = "&expired=1" if expired else "&ended=1" if found is not None else ""
@@ -161,6 +164,20 @@ class Console:
 
     def forbidden(self, request: Request, why: str, session: Session | None = None) -> Response:
         return self.page(request, "error.html", 403, title="Refused", message=why, session=session)
+
+    def unavailable(self, request: Request) -> Response:
+        """503 + Retry-After while the sessions or tokens cannot be read (the database is away);
+        what is wrong is in the server's log, not on a page."""
+        response = self.page(
+            request,
+            "error.html",
+            503,
+            title="Unavailable",
+            message="Pilot's database is unavailable right now; try again in a moment.",
+            session=None,
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
 
     # --- sign-in ----------------------------------------------------------------------------
     async def login_form(self, request: Request) -> Response:
@@ -194,21 +211,8 @@ class Console:
         token = fields.get("token", "").strip()[:_TOKEN_MAX]
         try:
             verified = await self.verifier.verify_token(token) if token else None
-        except TokensUnreadable:  # what is wrong is in the server's log, not for anonymous eyes
-            unavailable = self.page(
-                request,
-                "login.html",
-                503,
-                csrf=fields.get("csrf", ""),
-                next=_safe_next(fields.get("next", "")),
-                notice="",
-                error="Tokens cannot be checked right now (Pilot's database is unavailable); try again "
-                "in a moment.",
-                oidc=self.oidc is not None,
-                session=None,
-            )
-            unavailable.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            return unavailable
+        except TokensUnreadable:
+            return self.unavailable(request)
         problem = "That token is not valid." if verified is None else ""
         actor = actor_of(verified) if verified is not None else None
         if actor is not None:
@@ -299,7 +303,10 @@ class Console:
         return self.page(request, "oidc_error.html", status, message=exc.message, hint=exc.hint, session=None)
 
     async def logout(self, request: Request) -> Response:
-        session, _ = self.sessions.get(request.cookies.get(COOKIE, ""))
+        try:
+            session, _ = self.sessions.get(request.cookies.get(COOKIE, ""))
+        except DatabaseUnavailable:
+            return self.unavailable(request)
         if session is None:
             return RedirectResponse("/console/login", 303)
         if await self.posted(request, session) is None:
