@@ -2,7 +2,9 @@
 
 create → review → run (steps handed back) → approval gate → approve with acknowledgement →
 status → rollback preview, each printed readably. It uses a throw-away pilot home unless
-``--home`` is given, so it never touches the user's workflows by surprise.
+``--home`` is given, so it never touches the user's workflows by surprise, and it passes its server
+none of the ``VMWARE_PILOT_*`` settings but the log level (saying which it ignored): a database URL,
+a webhook or dispatch exported for real use never reach the demo.
 """
 
 from __future__ import annotations
@@ -239,11 +241,21 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, DemoFailed) else str(exc)
 
 
+# The settings the demo keeps: its home (set to the demo's own) and how much its server logs.
+OWNED = frozenset({f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}LOG_LEVEL"})
+
+
+def _cleared() -> list[str]:
+    """The ``VMWARE_PILOT_*`` variables of this environment the demo does not pass on: a database,
+    a webhook, dispatch to the real skills, a token store… would each reach the user's systems."""
+    return sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in OWNED)
+
+
 def _child_env(home: Path) -> dict[str, str]:
-    """This environment without Pilot settings that could point at the user's data, plus the demo home."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) or k == f"{ENV_PREFIX}LOG_LEVEL"
-    }
+    """The demo server's whole environment: this one without the Pilot settings the demo does
+    not own, plus the demo home."""
+    dropped = set(_cleared())
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env[f"{ENV_PREFIX}HOME"] = str(home)
     return env
 
@@ -261,7 +273,8 @@ async def _run(home: Path, console: Console, json_mode: bool, errlog: TextIO) ->
     from vmware_pilot.transports.client import connect_stdio, server_command
 
     command, args = server_command()
-    async with connect_stdio(command, args, env=_child_env(home), errlog=errlog) as client:
+    env = _child_env(home)
+    async with connect_stdio(command, args, env=env, errlog=errlog, inherit_env=False) as client:
         walk = _Walk(client, console, json_mode)
         if not json_mode:
             console.print(
@@ -285,6 +298,18 @@ def demo(
 ) -> None:
     """Walk a built-in template through the MCP server: review, run, gate, approve, status, rollback preview."""
     console = terminal_console()
+    cleared = _cleared()
+    if cleared:
+        # Said on stderr in --json mode too, where stdout carries only the record.
+        note = terminal_console(stderr=True) if json_output else console
+        note.print(
+            Text.assemble(
+                "The demo stands alone: it ignores ",
+                visible(", ".join(cleared)),
+                " (its server uses only the demo home, no database, webhook or skills of yours).\n",
+                style="dim",
+            )
+        )
     with _home(home) as pilot_home, tempfile.TemporaryFile(mode="w+") as errlog:
         try:
             asyncio.run(_run(pilot_home, console, json_output, errlog))

@@ -70,9 +70,15 @@ async def connect_stdio(
     args: list[str],
     env: Mapping[str, str] | None = None,
     errlog: TextIO = sys.stderr,
+    *,
+    inherit_env: bool = True,
 ) -> AsyncIterator[PilotClient]:
-    """Start the server subprocess, initialize a session; stop the process on exit."""
-    params = StdioServerParameters(command=command, args=args, env={**os.environ, **(env or {})})
+    """Start the server subprocess, initialize a session; stop the process on exit.
+
+    ``env`` is added to this process's environment, or (``inherit_env=False``) is the server's
+    whole environment."""
+    whole = {**os.environ, **(env or {})} if inherit_env else dict(env or {})
+    params = StdioServerParameters(command=command, args=args, env=whole)
     async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
