@@ -12,7 +12,7 @@ import pytest
 
 from tests.backends import BACKENDS, Database, sqlite_database
 from tests.pg_server import PgServer
-from vmware_pilot.config import Settings
+from vmware_pilot.config import Settings, unknown_settings
 
 # Byte-code caches on, whatever the machine says: some images set PYTHONDONTWRITEBYTECODE, and then
 # every run compiles each test module again (assertion rewriting) and every Python process the
@@ -32,6 +32,8 @@ def _isolated_home(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     for name in list(Settings.env_names().values()):
+        monkeypatch.delenv(name, raising=False)
+    for name, _near in unknown_settings():  # a stray name would add a warning to every command
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("VMWARE_PILOT_HOME", str(home / ".vmware"))
     yield home

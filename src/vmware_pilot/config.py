@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -13,9 +17,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from vmware_pilot.safety.redaction import redact_text
 
-__all__ = ["ENV_PREFIX", "Settings", "settings_problem"]
+__all__ = ["ENV_PREFIX", "LOG_LEVELS", "Settings", "settings_problem", "unknown_settings"]
 
 ENV_PREFIX = "VMWARE_PILOT_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Names the project's own tooling uses beside the settings (tests/pg_server.py, scripts/pg-setup.sh).
+_NOT_SETTINGS = f"{ENV_PREFIX}TEST_"
+# A URL SQLAlchemy parses (its own pattern, with a numeric port) for the two databases Pilot
+# stores workflows in; checked here so that every command refuses it in one line.
+_DATABASE_URL = re.compile(
+    r"(sqlite|postgresql)(\+\w+)?://"
+    r"(?:[^:/]*(?::[^@]*)?@)?"  # user and password
+    r"(?:\[[^/?]+\]|[^/:?]*)?(?::\d*)?"  # host and port
+    r"(?:/[^?]*)?(?:\?.*)?",  # database and query
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,30}")
@@ -76,7 +92,9 @@ class Settings(BaseSettings):
         default=None,
         description="Folder of custom YAML templates; empty means workflows/ in the home.",
     )
-    log_level: str = Field(default="INFO", description="Log level of the stderr log.")
+    log_level: str = Field(
+        default="INFO", description="Log level of the stderr log: DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
     skill_commands: dict[str, str] = Field(
         default_factory=dict,
         description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",
@@ -207,6 +225,27 @@ class Settings(BaseSettings):
         "Behind a proxy every client shares the proxy's address.",
     )
 
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        url = value.strip()
+        if url and not _DATABASE_URL.fullmatch(url):
+            # The value is not echoed: a URL may carry a password.
+            raise ValueError(
+                "VMWARE_PILOT_DATABASE_URL is not a database URL Pilot can use: give "
+                "postgresql+psycopg://USER@HOST:PORT/DATABASE or sqlite:////PATH/TO/pilot.db, or leave it "
+                "empty for the SQLite file pilot.db in the home"
+            )
+        return url
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"VMWARE_PILOT_LOG_LEVEL={value[:40]!r} is not one of {', '.join(LOG_LEVELS)}")
+        return level
+
     @field_validator("notify_url")
     @classmethod
     def _check_notify_url(cls, value: str) -> str:
@@ -316,6 +355,12 @@ class Settings(BaseSettings):
 def settings_problem(exc: Exception) -> str:
     """Invalid settings in one line, each problem with its variable, no value given echoed whole."""
     if not isinstance(exc, ValidationError):
+        # pydantic-settings: 'error parsing value for field "x" from source "…"', the JSON error its cause
+        field = re.search(r'field "(\w+)"', str(exc))
+        if field is not None and isinstance(exc.__cause__, json.JSONDecodeError):
+            name = f"{ENV_PREFIX}{field.group(1).upper()}"
+            example = ' e.g. {"vm": "vmware-vm-mcp --flag"}' if field.group(1) == "skill_commands" else ""
+            return f"{name} is not valid JSON ({exc.__cause__}); give a JSON object{example}"
         return " ".join(str(exc).split())
     problems = []
     for error in exc.errors():
@@ -323,3 +368,20 @@ def settings_problem(exc: Exception) -> str:
         message = str(error["msg"]).removeprefix("Value error, ")
         problems.append(message if not name or name in message else f"{name}: {message}")
     return "; ".join(problems)
+
+
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The ``VMWARE_PILOT_*`` names set in ``environ`` (default: this process's) that are no
+    setting, each with the nearest known name ("" when none is near): a mistyped name would
+    otherwise be ignored without a word."""
+    known = [name.upper() for name in Settings.model_fields]
+    found = []
+    for name in sorted(os.environ if environ is None else environ):
+        upper = name.upper()  # the environment is read without regard to case
+        if not upper.startswith(ENV_PREFIX) or upper.startswith(_NOT_SETTINGS):
+            continue
+        field = upper.removeprefix(ENV_PREFIX)
+        if field not in known:
+            near = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
+            found.append((name, f"{ENV_PREFIX}{near[0]}" if near else ""))
+    return found

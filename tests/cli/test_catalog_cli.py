@@ -56,7 +56,7 @@ def test_invalid_settings_are_an_error_with_a_hint_not_a_traceback(args: list[st
 
     assert result.exit_code == 2
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "invalid settings" in result.stderr and "skill_commands" in result.stderr
+    assert "invalid settings" in result.stderr and "VMWARE_PILOT_SKILL_COMMANDS" in result.stderr
     assert "hint: fix the VMWARE_PILOT_* environment variables" in result.stderr
 
 

@@ -53,13 +53,19 @@ def exit_code(exc: PilotError) -> int:
     return EXIT_REFUSED
 
 
-def load_settings(dispatch: bool = False) -> Settings:
+def load_settings(dispatch: bool = False, *, server: bool = False) -> Settings:
     """The settings from the environment (``dispatch``: ``--dispatch`` forces stdio dispatch);
-    raises ``StartupRefused`` naming each invalid variable, never echoing a value whole."""
+    raises ``StartupRefused`` naming each invalid variable, never echoing a value whole. A
+    ``VMWARE_PILOT_*`` name that is no setting is warned about on stderr (with the nearest known
+    one), not refused (``server``: in the form of ``vmware-pilot mcp``)."""
     from pydantic import ValidationError
 
-    from vmware_pilot.config import Settings, settings_problem
+    from vmware_pilot.config import Settings, settings_problem, unknown_settings
 
+    for name, near in unknown_settings():
+        guess = f"; did you mean {near}?" if near else " (README, Settings lists them)"
+        warning = f"warning: {name} is not a vmware-pilot setting and is ignored{guess}"
+        print(visible(("vmware-pilot mcp: " if server else "") + warning), file=sys.stderr)
     try:
         settings = Settings()
     except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON

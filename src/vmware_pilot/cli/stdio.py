@@ -66,7 +66,7 @@ def configure_logging(level: str) -> None:
 def load_settings(dispatch: bool) -> Settings:
     """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured;
     raises ``StartupRefused`` when they cannot be used."""
-    settings = _load(dispatch)
+    settings = _load(dispatch, server=True)
     try:
         configure_logging(settings.log_level)
     except ValueError as exc:

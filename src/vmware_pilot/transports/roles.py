@@ -161,6 +161,10 @@ class RoleBook:
         except FileNotFoundError:
             self._data, self._custom, self._groups, self._problem = None, {}, {}, ""
             return
+        except OSError as exc:  # a home under a file, a folder it may not enter
+            self._data, self._custom, self._groups = None, {}, {}
+            self._problem = f"{self.path} cannot be read ({exc})"
+            return
         if st.st_uid != os.geteuid() or st.st_mode & 0o022:
             self._data, self._custom, self._groups = None, {}, {}
             self._problem = (

@@ -54,6 +54,7 @@ TOKENS_FILE = "tokens.json"
 SECRET_PREFIX = "vpt_"  # noqa: S105 (a marker for secret scanners, not a secret)
 _FORMAT = 1
 _MAX_SECRET = 256
+_HOME_HINT = "Point VMWARE_PILOT_HOME at a folder you can write, or fix the permissions of the one named."
 
 
 class TokenStoreError(PilotError):
@@ -194,6 +195,8 @@ class TokenStore:
             st = self.path.stat()
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a home under a file, a folder it may not enter
+            raise TokenStoreError(f"{self.path} cannot be read ({exc})", hint=_HOME_HINT) from None
         _check_private(self.path, st)
         try:
             return self.path.read_bytes()
@@ -228,8 +231,9 @@ class TokenStore:
             return list(self._entries)
 
     def entries(self) -> list[TokenEntry]:
-        """Every token; raises ``TokenStoreError`` when the file is unusable."""
-        return self._current()
+        """Every token, read now; raises ``TokenStoreError`` when the file is unusable (the
+        caller says so: only a server's ``verify`` logs it)."""
+        return self._read()
 
     def verify(self, secret: str) -> TokenEntry | None:
         """The token whose secret this is, or None (also when the file is unusable)."""
@@ -244,9 +248,12 @@ class TokenStore:
     # --- writing ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[TokenEntry]]:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise TokenStoreError(f"{self.path} cannot be written ({exc})", hint=_HOME_HINT) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield self._read()
@@ -259,13 +266,18 @@ class TokenStore:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()  # left by a crash; we hold the lock, so nobody else is writing it
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(self.path)
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            tmp.replace(self.path)
+        except OSError as exc:  # a full disk, a read-only file system: the file is unchanged
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise TokenStoreError(f"{self.path} cannot be written ({exc})", hint=_HOME_HINT) from None
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
