@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "NOT_FOUND_HINT",
     "QUOTE_CHARS",
     "AccessRefused",
     "ApprovalGateRefused",
@@ -105,17 +106,16 @@ class PilotError(Exception):
         return out
 
 
+NOT_FOUND_HINT = "Use list_workflows() to see the workflows and their ids."
+
+
 class WorkflowNotFound(PilotError):
     def __init__(self, workflow_id: str) -> None:
         super().__init__(
             f"Workflow '{excerpt(workflow_id)}' not found",
-            hint="Use list_workflows() to see active workflow IDs.",
+            hint=NOT_FOUND_HINT,
         )
         self.workflow_id = workflow_id
-
-    def payload(self) -> dict[str, Any]:
-        # The reference answers exactly {"error": ...} for an unknown id.
-        return {"error": self.message}
 
 
 class InvalidTransition(PilotError):

@@ -14,6 +14,7 @@ from mcp.types import TextContent
 
 from tests.server.conftest import Client, connect
 from vmware_pilot.app import PilotApp
+from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.server.results import is_error_payload, to_result
 
 
@@ -56,7 +57,7 @@ async def test_unknown_workflow_is_an_error_frame_with_reference_message(client:
         "cancel_workflow",
     ):
         payload = await client.refused(tool, workflow_id="wf-nope")
-        assert payload == {"error": "Workflow 'wf-nope' not found"}, tool
+        assert payload == {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}, tool
 
 
 async def test_preview_is_not_an_error(client: Client) -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from tests.refusals import REFUSALS
 from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.results import (
     ApproveResult,
     CancelResult,
@@ -156,5 +157,6 @@ async def test_a_refusal_of_every_tool_is_one_of_the_shapes_its_output_schema_de
 
 async def test_a_refusal_keeps_its_own_shape_and_text(client: Client) -> None:
     result = await client.session.call_tool("get_workflow_status", {"workflow_id": "wf-nope"})
-    assert result.structuredContent == {"error": "Workflow 'wf-nope' not found"}
-    assert result.content[0].text == '{\n  "error": "Workflow \'wf-nope\' not found"\n}'  # type: ignore[union-attr]
+    assert result.structuredContent == {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}
+    text = '{\n  "error": "Workflow \'wf-nope\' not found",\n  "hint": "' + NOT_FOUND_HINT + '"\n}'
+    assert result.content[0].text == text  # type: ignore[union-attr]

@@ -23,6 +23,7 @@ from tests.server.conftest import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.safety.duties import READER
 from vmware_pilot.server import create_server
 
@@ -87,7 +88,7 @@ async def test_engine_refusals_carry_state_fields_and_a_hint(client: Client) -> 
     payload = await _raw(client, "run_workflow", {"workflow_id": workflow_id})
     assert list(payload) == ["error", "state", "hint"] and payload["state"] == "cancelled"
     unknown = await _raw(client, "get_workflow_status", {"workflow_id": "wf-nope"})
-    assert unknown == {"error": "Workflow 'wf-nope' not found"}  # the contract's exact shape
+    assert unknown == {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}  # the contract's
 
 
 async def test_a_role_refusal_names_role_and_tool(pilot_app: PilotApp) -> None:

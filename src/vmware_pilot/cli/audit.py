@@ -9,13 +9,14 @@ import typer
 
 from vmware_pilot.cli.common import fail, settings
 from vmware_pilot.cli.refusals import starting
+from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import json_text, say
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.store.sql import SqlStore, open_store
 
 __all__ = ["ExportFormat", "app"]
 
-app = typer.Typer(help="Verify or export the audit trail.", no_args_is_help=True)
+app = group("Verify or export the audit trail.")
 
 WorkflowOption = Annotated[
     str | None, typer.Option("--workflow", "-w", help="Only this workflow id (default: every workflow).")

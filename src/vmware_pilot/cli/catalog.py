@@ -14,6 +14,7 @@ from vmware_pilot.catalog.registry import Catalog, ToolInfo
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.cli import common
 from vmware_pilot.cli.common import EXIT_USAGE, refuse
+from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import json_text, say, visible
 from vmware_pilot.dispatch.discovery import DEFAULT_TIMEOUT, SKILLS, ProbeResult, refresh_catalog
@@ -26,9 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    help="Discover the tools of installed skills and show the skill catalog.", no_args_is_help=True
-)
+app = group("Discover the tools of installed skills and show the skill catalog.")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 

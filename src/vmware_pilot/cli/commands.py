@@ -8,13 +8,14 @@ runs or shows its own help. (``cli.main`` routes the forms that need no typer at
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand
 
 from vmware_pilot import __version__
-from vmware_pilot.cli.index import COMMANDS, EPILOG, SUMMARY, Lazy
+from vmware_pilot.cli.index import COMMANDS, EPILOG, SUMMARY, VERSION_HELP, Lazy
+from vmware_pilot.cli.style import SuggestingGroup, single
 
 __all__ = ["COMMANDS", "Lazy", "LazyGroup", "app", "load_command", "server_only", "version"]
 
@@ -28,14 +29,14 @@ def load_command(name: str) -> Any:
     if where.group:
         command = typer.main.get_group(obj)
     else:
-        single = typer.Typer(add_completion=False)
-        single.command(name=name)(obj)
-        command = typer.main.get_command(single)
+        app = single()
+        app.command(name=name)(obj)
+        command = typer.main.get_command(app)
     command.name = name
     return command
 
 
-class LazyGroup(TyperGroup):
+class LazyGroup(SuggestingGroup):
     """A group that imports a command's module only when the command itself is needed.
 
     While the group's own help is drawn it answers with stand-ins that carry only the summary,
@@ -83,8 +84,19 @@ def version() -> None:
     print(f"vmware-pilot {__version__}")
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        version()
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", help=VERSION_HELP, is_eager=True, callback=_print_version),
+    ] = False,
+) -> None:
     """Plan, review, approve, run and roll back multi-step VMware operations."""
 
 
@@ -92,6 +104,6 @@ def server_only() -> typer.Typer:
     """`vmware-pilot-mcp`: the `mcp` command as a program of its own (its options are the program's)."""
     from vmware_pilot.cli import serve
 
-    single = typer.Typer(add_completion=False)
-    single.command()(serve.mcp)
-    return single
+    app = single()
+    app.command()(serve.mcp)
+    return app

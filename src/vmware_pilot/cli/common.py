@@ -11,6 +11,7 @@ stderr). Secrets are masked in everything printed, and control characters are sh
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from vmware_pilot.cli.refusals import EXIT_REFUSED, EXIT_USAGE, exit_code, load_
 from vmware_pilot.cli.terminal import ask, console, json_text
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.errors import PilotError, TemplateError, WorkflowNotFound
 from vmware_pilot.safety.redaction import redact
 
 if TYPE_CHECKING:
@@ -116,14 +117,31 @@ def refuse(message: str, hint: str = "", code: int = EXIT_REFUSED) -> NoReturn:
     raise typer.Exit(code)
 
 
+# The engine words its refusals for MCP clients (tool names, calls); a person at the terminal is
+# told the command instead.
+_TOOL_CALL = re.compile(r"create_workflow_from_template\('([^']*)'(?:, \.\.\.)?\)")
+
+
+def _cli_words(exc: PilotError) -> tuple[str, str]:
+    """The refusal's message and hint in the words of the command line."""
+    message, hint = exc.message, exc.hint
+    if isinstance(exc, WorkflowNotFound):
+        hint = "`vmware-pilot workflows` lists the workflows and their ids."
+    elif isinstance(exc, TemplateError) and message.startswith("Unknown"):
+        hint = "`vmware-pilot templates` lists the templates and their parameters."
+    message = _TOOL_CALL.sub(r"template '\1'", message)
+    hint = hint.replace(" and call create_workflow_from_template again", " (-p NAME=VALUE) and run it again")
+    return message, hint
+
+
 def fail(exc: PilotError, json_mode: bool = False, hint: str = "") -> NoReturn:
     """Print a refusal (its payload in --json mode) and exit with ``exit_code(exc)``; ``hint``
-    replaces the refusal's own hint (an unknown id gets the command that lists the ids)."""
-    if not hint and isinstance(exc, WorkflowNotFound):
-        hint = "`vmware-pilot workflows` lists the workflows and their ids."
+    replaces the refusal's own hint. The printed words are the command line's (an unknown id gets
+    the command that lists the ids, not the MCP tool); the --json payload is the tools' own."""
+    message, own_hint = _cli_words(exc)
     if json_mode:
         sys.stdout.write(json_text(redact(exc.payload(), scrub_text=False)) + "\n")
-    refuse(exc.message, hint or exc.hint, exit_code(exc))
+    refuse(message, hint or own_hint, exit_code(exc))
 
 
 def confirm(question: str, yes: bool, json_mode: bool = False, hint: str = "") -> None:

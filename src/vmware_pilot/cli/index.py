@@ -12,11 +12,12 @@ import os
 import sys
 import textwrap
 
-__all__ = ["COMMANDS", "EPILOG", "PROG", "SUMMARY", "Lazy", "top_level_help"]
+__all__ = ["COMMANDS", "EPILOG", "PROG", "SUMMARY", "VERSION_HELP", "Lazy", "top_level_help"]
 
 PROG = "vmware-pilot"
 SUMMARY = "Plan, review, approve, run and roll back multi-step VMware operations."
 EPILOG = f"Run `{PROG} COMMAND --help` for a command's own options and help."
+VERSION_HELP = "Print the version and exit."
 
 
 class Lazy:
@@ -120,7 +121,7 @@ def top_level_help() -> str:
         *textwrap.wrap(SUMMARY, width, initial_indent="  ", subsequent_indent="  "),
         "",
         "Options:",
-        *_rows([("--help", "Show this message and exit.")], width),
+        *_rows([("--version", VERSION_HELP), ("--help", "Show this message and exit.")], width),
         "",
         "Commands:",
         *_rows([(name, where.summary) for name, where in COMMANDS.items()], width),

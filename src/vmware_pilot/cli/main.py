@@ -1,6 +1,6 @@
 """Entry points of `vmware-pilot` and `vmware-pilot-mcp`: route, then import only what runs.
 
-`version`, the top-level help (`--help`, `-h`, or no arguments: drawn by ``cli.index``) and a
+`version` (and `--version`), the top-level help (`--help`, `-h`, or no arguments: drawn by ``cli.index``) and a
 plain stdio start (`mcp` with at most ``--transport stdio`` and ``--dispatch``:
 what an MCP client runs for every session) are served without typer or rich (``cli.stdio``);
 every other form goes to the typer app in ``cli.commands``, which owns help and refusals. The
@@ -50,7 +50,7 @@ def _top_level_help(given: bool) -> None:
 
 def main() -> None:
     args = sys.argv[1:]
-    if args == ["version"]:
+    if args in (["version"], ["--version"]):
         print(f"vmware-pilot {__version__}")
         return
     if args in ([], ["--help"], ["-h"]):

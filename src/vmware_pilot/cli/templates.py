@@ -29,12 +29,13 @@ from vmware_pilot.cli.common import (
     operator,
     refuse,
 )
+from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import visible
 from vmware_pilot.errors import PilotError
 
 __all__ = ["app"]
 
-app = typer.Typer(no_args_is_help=False)
+app = group(no_args_is_help=False)
 
 DirArg = Annotated[Path, typer.Argument(help="A folder of template files (*.yaml, *.yml).")]
 

@@ -14,6 +14,7 @@ import typer
 from vmware_pilot.cli import common
 from vmware_pilot.cli.common import EXIT_USAGE, refuse
 from vmware_pilot.cli.network import role_book, token_store
+from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import say
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server import TOOL_NAMES
@@ -21,9 +22,7 @@ from vmware_pilot.transports.roles import RoleBook
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    help="Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", no_args_is_help=True
-)
+app = group("Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.")
 
 Name = Annotated[str, typer.Argument(help="Token name: who the caller is in workflows and the audit trail.")]
 RoleArg = Annotated[str, typer.Argument(help="admin, reader, or a role from roles.yaml in the pilot home.")]
@@ -111,8 +110,8 @@ def roles() -> None:
         visible = role.visible(TOOL_NAMES)
         tools = "all tools" if len(visible) == len(TOOL_NAMES) else ", ".join(visible)
         say(role.name, f"approve: {role.approve}", tools)
-    for group, target in listing.groups.items():
-        say(f"group {group}", f"→ {target or 'no role'}")
+    for group_name, target in listing.groups.items():
+        say(f"group {group_name}", f"→ {target or 'no role'}")
     if listing.problem:
         say(f"error: custom roles are off: {listing.problem}", err=True)
         raise typer.Exit(1)

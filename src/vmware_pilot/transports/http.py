@@ -6,7 +6,7 @@ the caller; the caller's role limits what it sees and may do (server/access.py).
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
 to anyone and says nothing else. ``/console`` is the web console (transports/console), signed in
-with the same tokens. At start, requests without a token are sent to the app in-process and the
+with the same tokens; ``GET /`` leads there, and the start line names its URL. At start, requests without a token are sent to the app in-process and the
 server refuses to start unless each one is refused with 401. Connections are guarded below HTTP
 (connections.py): read deadlines and a cap per client address.
 """
@@ -33,6 +33,9 @@ import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vmware_pilot.app import PilotApp
@@ -52,8 +55,17 @@ from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import Tokens
 
-__all__ = ["HttpOptions", "build_http_app", "parse_public_names", "public_base", "self_check", "serve_http"]
+__all__ = [
+    "CONSOLE_PATH",
+    "HttpOptions",
+    "build_http_app",
+    "parse_public_names",
+    "public_base",
+    "self_check",
+    "serve_http",
+]
 
+CONSOLE_PATH = "/console/"  # where `GET /` leads and the start line points
 _log = logging.getLogger("vmware_pilot.http")
 
 Transport = Literal["https", "http"]
@@ -293,7 +305,13 @@ def build_http_app(
     if jwt is None and app.settings.console_oidc_client_id.strip():
         _log.warning("VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored: VMWARE_PILOT_OAUTH_ISSUER is not set")
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
+    # A person who opens the server's address lands on the console, not on a bare 404.
+    starlette.router.routes.append(Route("/", _to_console, methods=["GET", "HEAD"]))
     return _Guard(starlette, hosts, origins)
+
+
+async def _to_console(request: Request) -> Response:
+    return RedirectResponse(CONSOLE_PATH, status_code=302)
 
 
 async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:
@@ -446,9 +464,10 @@ async def serve_http(
         if app.dispatcher is not None
         else "steps are handed back to the callers"
     )
+    console = f"{url.removesuffix('/mcp')}{CONSOLE_PATH}"
     sys.stderr.write(
         f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
-        f"Every caller needs a bearer token{who}; {dispatch}.\n"
+        f"Every caller needs a bearer token{who}; {dispatch}. Web console: {console}\n"
     )
     sys.stderr.flush()
     try:
