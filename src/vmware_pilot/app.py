@@ -14,6 +14,14 @@ from typing import Any
 from vmware_pilot.adapters.webhook import Notifier
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
+from vmware_pilot.dispatch.discovery import (
+    CatalogCache,
+    FileCache,
+    RefreshReport,
+    installed_skills,
+    refresh_catalog,
+    stale_reason,
+)
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.engine.core import ServiceCore
@@ -26,7 +34,15 @@ from vmware_pilot.errors import PilotError
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 
-__all__ = ["CatalogSource", "DbCatalogCache", "PilotApp", "build_app", "catalog_cache", "stdio_dispatcher"]
+__all__ = [
+    "CatalogSource",
+    "DbCatalogCache",
+    "PilotApp",
+    "build_app",
+    "catalog_cache",
+    "refresh_stale_catalog",
+    "stdio_dispatcher",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -149,6 +165,27 @@ def stdio_dispatcher(settings: Settings, catalog: CatalogSource) -> StdioDispatc
         overrides=settings.skill_commands,
     )
     return StdioDispatcher(options, known_skills=lambda: catalog().skills())
+
+
+def refresh_stale_catalog(settings: Settings, store: SqlStore | None = None) -> RefreshReport | None:
+    """Refresh the skill catalog from the installed skills when its cache is missing or older than
+    them (``dispatch.discovery.stale_reason``); None when it is current. With a database URL the
+    cache is its row (``store``, or a store opened for this). Blocking (it starts each installed
+    skill's server): call it from a worker thread or a command, never an event loop."""
+    own = open_store(settings) if settings.database_url and store is None else None
+    try:
+        cache: CatalogCache = catalog_cache(settings, store or own) or FileCache(settings.catalog_cache_path)
+        reason = stale_reason(cache.read(), installed_skills(settings.skill_commands))
+        if not reason:
+            return None
+        _log.info("refreshing the skill catalog from the installed skills: %s", reason)
+        report = asyncio.run(refresh_catalog(settings, cache_store=cache))
+    finally:
+        if own is not None:
+            own.close()
+    for result in report.failed:
+        _log.warning("skill catalog: %s: %s", result.skill, result.error)
+    return report
 
 
 def _note_unread_files(settings: Settings) -> None:

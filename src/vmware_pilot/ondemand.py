@@ -4,13 +4,14 @@ An MCP client starts the stdio server for every session and waits for `initializ
 (SQLAlchemy), the engine, the catalog and the templates are needed only by the first tool call.
 ``get`` builds the app once (thread-safe: writing tools run in worker threads); a build that fails
 (e.g. the store cannot be opened) raises that ``PilotError`` to the call, which reports it with its
-hint, and the next call tries again.
+hint, and the next call tries again. Work ``prepare`` started (the skill catalog's refresh of a
+dispatching server) ends before the first build.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -26,6 +27,13 @@ class AppOnDemand:
         self.settings = settings
         self._app = app
         self._lock = threading.Lock()
+        self._preparing: threading.Thread | None = None
+
+    def prepare(self, work: Callable[[Settings], object]) -> None:
+        """Start ``work(settings)`` in a daemon thread now (beside the handshake); the app's first
+        build waits for it to end, so no tool call sees the state before it (e.g. a stale catalog)."""
+        self._preparing = threading.Thread(target=work, args=(self.settings,), name="prepare", daemon=True)
+        self._preparing.start()
 
     @classmethod
     def ready(cls, app: PilotApp) -> AppOnDemand:
@@ -49,6 +57,9 @@ class AppOnDemand:
             with self._lock:
                 app = self._app
                 if app is None:
+                    if self._preparing is not None:
+                        self._preparing.join()
+                        self._preparing = None
                     from vmware_pilot.app import build_app
 
                     app = self._app = build_app(self.settings)

@@ -99,7 +99,8 @@ async def test_refresh_writes_a_private_cache_that_the_catalog_reads(pilot_home:
     path = settings.catalog_cache_path
     assert path.stat().st_mode & 0o777 == 0o600
     data = json.loads(path.read_text())
-    assert set(data) == {"refreshed_at", "vks"}
+    assert set(data) == {"refreshed_at", "installed", "vks"}
+    assert set(data["installed"]) == {"vks", "nsx"}  # what was found, whether it answered or not
     assert data["vks"]["version"] == "9.9"
     assert data["vks"]["refreshed_at"] == data["refreshed_at"] == report.refreshed_at
     catalog = Catalog.load(path)

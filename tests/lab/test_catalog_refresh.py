@@ -73,7 +73,8 @@ def test_the_cache_is_private_and_holds_real_schemas_and_annotations(
     cache = home / "catalog.json"
     assert cache.stat().st_mode & 0o777 == 0o600
     data = json.loads(cache.read_text())
-    assert set(data) == {"refreshed_at", "aiops", "monitor"}
+    assert set(data) == {"refreshed_at", "installed", "aiops", "monitor"}
+    assert set(data["installed"]) == {"aiops", "monitor"}
 
     aiops = tools_by_name(data["aiops"]["tools"])
     monitor = tools_by_name(data["monitor"]["tools"])
@@ -135,7 +136,12 @@ def test_a_broken_skill_server_fails_the_refresh_but_not_the_others(lab: Lab, tm
     assert skills["nsx"]["status"] == "failed"
     assert "cannot read config: boom" in skills["nsx"]["error"]
     assert skills["aiops"]["status"] == skills["monitor"]["status"] == "discovered"
-    assert set(json.loads((home / "catalog.json").read_text())) == {"refreshed_at", "aiops", "monitor"}
+    assert set(json.loads((home / "catalog.json").read_text())) == {
+        "refreshed_at",
+        "installed",
+        "aiops",
+        "monitor",
+    }
     assert "nsx: FAILED" in done.stderr
 
 
@@ -147,3 +153,44 @@ def test_refresh_prints_a_summary_table_by_default(lab: Lab, tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert "monitor" in done.stdout and "ok, version 2.4.2" in done.stdout
     assert "1 skill(s) discovered" in done.stdout
+
+
+SNAPSHOT = {
+    "action": "snapshot",
+    "skill": "aiops",
+    "tool": "create_vm_snapshot",
+    "params": {"vm_name": "DC0_H0_VM0", "snapshot_name": "before", "target": "lab"},
+}
+
+
+async def _risk_and_answer(lab: Lab, home: Path, dispatch: str) -> tuple[str | None, dict[str, Any]]:
+    """What a fresh Pilot (no catalog.json) says of aiops.create_vm_snapshot: its catalog risk, and
+    its answer to a plan that runs it without a gate."""
+    from tests.lab.test_dispatch_lab import pilot
+
+    async with pilot(lab, home, VMWARE_PILOT_DISPATCH=dispatch) as client:
+        catalog = await client.call("get_skill_catalog", {})
+        created = await client.call(
+            "create_workflow", {"name": "snap", "description": "lab", "steps": [SNAPSHOT]}
+        )
+    entry = catalog.payload["aiops"]["tools"].get("create_vm_snapshot")
+    return (entry or {}).get("risk"), created.payload
+
+
+async def test_a_dispatching_pilot_classifies_installed_tools_without_a_manual_refresh(
+    lab: Lab, tmp_path: Path
+) -> None:
+    # Handing steps back, Pilot starts no skill: the installed aiops's tool stays unclassified, so
+    # a plan running it without a gate is refused as an unknown change.
+    risk, answer = await _risk_and_answer(lab, tmp_path / "hand-back", "")
+    assert risk is None
+    assert [v["kind"] for v in answer["approval_gate_violations"]] == ["ungated_unclassified"]
+    assert not (tmp_path / "hand-back" / "catalog.json").exists()
+    # With dispatch, the first call finds the catalog refreshed from the installed skills: the
+    # skill's own annotations make it a write that is not destructive, which needs no gate.
+    home = tmp_path / "dispatch"
+    risk, answer = await _risk_and_answer(lab, home, "stdio")
+    assert risk == "medium"
+    assert "error" not in answer and answer["state"] == "pending", answer
+    cache = json.loads((home / "catalog.json").read_text())
+    assert set(cache["installed"]) == {"aiops", "monitor"}

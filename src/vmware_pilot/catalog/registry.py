@@ -2,7 +2,7 @@
 
 Curated data (``catalog.curated``) always wins for risk and description. Discovered data comes
 from the companion-tools format ``{skill: {server, version, tools: [{name, description,
-inputSchema, annotations}]}}`` (the discovery cache adds an optional ``refreshed_at``) and adds
+inputSchema, annotations}]}}`` (the discovery cache adds optional ``refreshed_at`` and ``installed``) and adds
 input schemas, annotations, and tools or skills the curated table lacks. Skills are matched by
 ``renames.skill_key`` (``aiops`` == ``vmware-aiops`` == ``vmware_aiops``).
 """
@@ -85,6 +85,8 @@ def _parse(data: Any) -> tuple[dict[str, DiscoveredSkill], str]:
     for raw_skill, entry in data.items():
         if raw_skill == "refreshed_at" and not isinstance(entry, Mapping):
             continue
+        if raw_skill == "installed" and isinstance(entry, Mapping) and "tools" not in entry:
+            continue  # the discovery cache's record of what was installed (dispatch.discovery)
         key = skill_key(raw_skill)
         if not key:
             raise InvalidInput(f"catalog data has an empty skill name {raw_skill!r}")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from vmware_pilot.cli.refusals import EXIT_REFUSED, EXIT_USAGE, exit_code, load_settings, report, starting
-from vmware_pilot.cli.terminal import ask, console, json_text
+from vmware_pilot.cli.terminal import ask, console, json_text, say
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError, TemplateError, WorkflowNotFound
@@ -91,10 +91,31 @@ def open_app(dispatch: bool = False) -> Iterator[PilotApp]:
         app = starting(lambda: build_app(chosen), "Check VMWARE_PILOT_HOME and VMWARE_PILOT_DATABASE_URL.")
     except PilotError as exc:
         fail(exc)
+    if app.dispatcher is not None:
+        _refresh_catalog(app)
     try:
         yield app
     finally:
         app.close()
+
+
+def _refresh_catalog(app: PilotApp) -> None:
+    """Before a dispatching command: the skill catalog brought up to date with the installed skills
+    when its cache is missing or older than them, said on stderr (a failure too; the command goes on
+    with the catalog it has)."""
+    from vmware_pilot.app import refresh_stale_catalog
+
+    try:
+        refreshed = refresh_stale_catalog(app.settings, app.store)
+    except PilotError as exc:
+        report(f"the skill catalog was not refreshed: {exc.message}", exc.hint)
+        return
+    if refreshed is not None:
+        found = [r.skill for r in refreshed.results if r.status == "discovered"]
+        say(
+            f"Refreshed the skill catalog from the installed skills ({', '.join(found) or 'none found'}).",
+            err=True,
+        )
 
 
 def run_async(app: PilotApp, work: Coroutine[Any, Any, T]) -> T:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,6 +135,15 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
     # With dispatch, this server continues the runs of Pilots that stopped (engine/execution/sweeper.py).
     runner = app.service.runner
     sweeper = Sweeper(lambda: runner, settings.sweep_seconds) if app.dispatcher is not None else None
+
+    if app.dispatcher is not None:
+        from vmware_pilot.cli.stdio import refresh_catalog_if_stale
+
+        # The skill catalog brought up to date with the installed skills, beside serving (the
+        # catalog is read again when its cache changes).
+        threading.Thread(
+            target=refresh_catalog_if_stale, args=(settings,), name="catalog", daemon=True
+        ).start()
 
     async def run() -> None:
         try:

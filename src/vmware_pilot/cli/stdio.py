@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from vmware_pilot.domain.actor import Actor
     from vmware_pilot.ondemand import AppOnDemand
 
-__all__ = ["configure_logging", "load_settings", "serve", "stdio_args"]
+__all__ = ["configure_logging", "load_settings", "refresh_catalog_if_stale", "serve", "stdio_args"]
 
 
 def stdio_args(args: Sequence[str]) -> bool | None:
@@ -83,9 +83,28 @@ async def _sweep(app: AppOnDemand) -> None:
     await Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds).run()
 
 
+def refresh_catalog_if_stale(settings: Settings) -> None:
+    """With dispatch: bring the skill catalog up to date with the installed skills when its cache is
+    missing or older than them (``app.refresh_stale_catalog``). Blocking: run it in a worker thread;
+    a failure is logged, the catalog stays as it was."""
+    from vmware_pilot.app import refresh_stale_catalog
+
+    try:
+        refresh_stale_catalog(settings)
+    except PilotError as exc:
+        logging.getLogger("vmware_pilot").warning("the skill catalog was not refreshed: %s", exc.message)
+    except Exception:  # a daemon thread's failure must not pass unseen
+        logging.getLogger("vmware_pilot").exception("the skill catalog was not refreshed")
+
+
 async def _serve(app: AppOnDemand, actor: Actor) -> None:
     from vmware_pilot.transports.stdio import serve_stdio
 
+    if app.dispatching and app.built is None:
+        # Beside the handshake, off the event loop (it starts the skills' servers); the first tool
+        # call waits for it. A daemon thread: a client that leaves early is not kept waiting (the
+        # cache is replaced atomically or not at all).
+        app.prepare(refresh_catalog_if_stale)
     sweeping = asyncio.create_task(_sweep(app)) if app.dispatching else None
     try:
         await serve_stdio(app, actor)

@@ -192,6 +192,8 @@ def _release_lines(r: ReleasedStep, targets: Mapping[str, TargetState]) -> list[
         _t(f"  group {r.group_id}" if r.group_id else ""),
     )
     lines: list[RenderableType] = [head, _t(f"   params: {_json(r.params)}")]
+    if r.unclassified():
+        lines.append(_t(f"   {r.unclassified()}", "yellow"))
     lines.append(_t(f"   undo:   {r.undo}", "" if r.rollback_tool else "yellow"))
     for name in r.targets:
         t = targets.get(str(name))

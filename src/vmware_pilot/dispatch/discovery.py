@@ -14,6 +14,12 @@ so a refresh on one host reaches every replica: ``refresh_catalog`` reads and wr
 
 A skill that is not installed is left out; a server that fails keeps the entry of the previous
 refresh (with its older ``refreshed_at``), if any. One failure never stops the others.
+
+The cache also records, under ``installed``, what each skill's server command was and when its
+program file last changed (``installed_skills``): a Pilot that dispatches compares that with what
+is installed now (``stale_reason``, no server started) and refreshes when they differ or there is
+no cache (``app.refresh_stale_catalog``), so a skill installed or upgraded is classified by its own
+annotations without anyone running `vmware-pilot catalog refresh`.
 """
 
 from __future__ import annotations
@@ -50,9 +56,11 @@ __all__ = [
     "ProbeResult",
     "RefreshReport",
     "discover",
+    "installed_skills",
     "list_server_tools",
     "probe_skill",
     "refresh_catalog",
+    "stale_reason",
     "write_cache",
 ]
 
@@ -63,6 +71,9 @@ SKILLS: Final[tuple[str, ...]] = tuple(CURATED)
 DEFAULT_TIMEOUT: Final = 30.0
 _MAX_PAGES: Final = 100
 _DETAIL_MAX: Final = 300
+# The cache's own keys beside the skills' entries.
+INSTALLED: Final = "installed"
+_META: Final = frozenset({"refreshed_at", INSTALLED})
 
 Status = Literal["discovered", "not_installed", "failed"]
 
@@ -272,6 +283,37 @@ async def discover(
     return list(await asyncio.gather(*(one(s) for s in skills)))
 
 
+def installed_skills(
+    overrides: Mapping[str, str] | None = None, *, path: str | None = None, skills: Sequence[str] = SKILLS
+) -> dict[str, str]:
+    """Skill → its server's command line and its program file's change time, for the skills
+    ``dispatch.locate`` finds (no server is started): what a refresh would probe."""
+    found: dict[str, str] = {}
+    for skill in skills:
+        try:
+            command = locate(skill, overrides, path=path)
+        except DispatchRefused:
+            continue
+        try:
+            changed = str(Path(command.program).stat().st_mtime_ns)
+        except OSError:
+            changed = "?"
+        found[command.skill] = f"{command.display()} @{changed}"
+    return found
+
+
+def stale_reason(cached: Mapping[str, Any], installed: Mapping[str, str]) -> str:
+    """Why the cache ``cached`` no longer describes the ``installed`` skills ("" when it does, or
+    when no skill is installed: there is nothing to learn)."""
+    if not installed:
+        return ""
+    if not cached:
+        return "there is no catalog cache yet"
+    if cached.get(INSTALLED) != dict(installed):
+        return "the installed skills changed since the catalog was last refreshed"
+    return ""
+
+
 def _read_previous(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -310,15 +352,21 @@ async def refresh_catalog(
     ``cache_store``: where the cache is read and written (default: the file in the pilot home)."""
     store = cache_store if cache_store is not None else FileCache(settings.catalog_cache_path)
     previous = store.read()
+    probed_keys = {skill_key(s) for s in skills}
+    # What is installed, read before probing: a skill upgraded meanwhile makes the next start refresh.
+    kept = previous.get(INSTALLED)
+    installed = {
+        k: v for k, v in (kept if isinstance(kept, dict) else {}).items() if skill_key(k) not in probed_keys
+    }
+    installed.update(installed_skills(settings.skill_commands, skills=skills))
     results = await discover(
         skills, overrides=settings.skill_commands, server_timeout=server_timeout, on_result=on_result
     )
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    cache: dict[str, Any] = {"refreshed_at": now}
-    probed_keys = {skill_key(s) for s in skills}
+    cache: dict[str, Any] = {"refreshed_at": now, INSTALLED: dict(sorted(installed.items()))}
     for skill, entry in previous.items():
         # A partial refresh keeps what it did not probe.
-        if skill != "refreshed_at" and skill_key(skill) not in probed_keys and isinstance(entry, dict):
+        if skill not in _META and skill_key(skill) not in probed_keys and isinstance(entry, dict):
             cache[skill] = {"refreshed_at": previous.get("refreshed_at", ""), **entry}
     final: list[ProbeResult] = []
     for outcome in results:
@@ -336,6 +384,6 @@ async def refresh_catalog(
             result = replace(result, kept_from=old_refreshed or "an earlier refresh")
         final.append(result)
     store.write(cache)
-    _log.info("catalog cache %s: %d skill(s) discovered", store.where, len(cache) - 1)
+    _log.info("catalog cache %s: %d skill(s) discovered", store.where, len(cache) - len(_META))
     cache_path = store.path if isinstance(store, FileCache) else store.where
     return RefreshReport(now, cache_path, tuple(final))

@@ -87,6 +87,16 @@ class ReleasedStep(BaseModel):
     targets: list[str] = Field(default_factory=list)
     preview: Preview | None = None
 
+    def unclassified(self) -> str:
+        """For a tool Pilot cannot classify (tier ``unknown``): why, and how to fix it; "" otherwise."""
+        if self.tier != "unknown":
+            return ""
+        return (
+            f"Step {self.index} ({self.skill}.{self.tool}) is unclassified: {self.why or 'Pilot does not know it'}. "
+            "Run `vmware-pilot catalog refresh` where the skill is installed, so that its own "
+            "annotations classify it (a Pilot with dispatch does this at start when the skills changed)."
+        )
+
 
 class Evidence(BaseModel):
     """A step that ran before the gate: its status and a one-line summary of its result."""
@@ -123,13 +133,15 @@ class GateView(BaseModel):
         return GateStatus.model_validate(self.gate) if self.gate else None
 
     def alerts(self) -> list[str]:
-        """The sentences the gate page flags about its targets, in page order: what changed about
-        each target (engine.drift: already as the step would leave it, gone, changed), a failed
-        read, and a preview the skill refused, failed or could not give (secrets masked)."""
+        """The sentences the gate page flags, in page order: a step Pilot cannot classify (and how to
+        fix that), what changed about each target (engine.drift: already as the step would leave
+        it, gone, changed), a failed read, and a preview the skill refused, failed or could not give
+        (secrets masked)."""
         found: list[str] = []
         by_name = {t.name: t for t in self.targets}
         seen: set[str] = set()
         for r in self.releases:
+            found.append(r.unclassified())
             for name in r.targets:
                 t = by_name.get(name)
                 if t is None or name in seen:
