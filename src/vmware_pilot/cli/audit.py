@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from vmware_pilot.cli.common import fail, settings
+from vmware_pilot.cli.common import JsonOption, Output, fail, settings
 from vmware_pilot.cli.refusals import starting
 from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import json_text, say
@@ -40,16 +40,25 @@ def _store() -> SqlStore:
 
 
 @app.command()
-def verify(workflow: WorkflowOption = None) -> None:
+def verify(workflow: WorkflowOption = None, json_output: JsonOption = False) -> None:
     """Check every audit event's hash chain. Exit 0 when intact, 1 naming the first bad event."""
     try:
         with _store() as store:
             report = store.verify_audit(workflow)
     except PilotError as exc:
-        fail(exc, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")
+        fail(exc, json_output, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")
+    Output(json_output).result(
+        {
+            "ok": report.ok,
+            "checked": report.checked,
+            "workflows": report.workflows,
+            "description": report.description or None,
+            "broken": list(report.broken),
+        }
+    )
     scope = f"workflow {workflow}" if workflow else f"{report.workflows} workflow(s)"
     if report.ok:
-        say(f"Audit trail intact: {report.checked} event(s) in {scope} verified.")
+        say(f"Audit trail intact: {report.checked} event(s) in {scope} verified.", err=json_output)
         return
     say(f"Audit trail BROKEN: {report.description}", err=True)
     if len(report.broken) > 1:

@@ -138,17 +138,20 @@ def _export_folder(folder: Path) -> None:
 @app.command(name="remove")
 def remove_template(
     name: Annotated[str, typer.Argument(help="The custom template's name.")],
+    json_output: JsonOption = False,
 ) -> None:
     """Remove a custom template (its row in the database, or its file in the templates folder)."""
     with open_app() as pilot:
         try:
             removed = pilot.service.templates.remove(name)
         except PilotError as exc:
-            fail(exc)
+            fail(exc, json_output)
         except OSError as exc:
             refuse(f"cannot remove the template {name!r}: {exc.strerror or exc}", "", EXIT_USAGE)
     if not removed:
         refuse(
             f"no custom template named {name!r}", "`vmware-pilot templates` lists the templates.", EXIT_USAGE
         )
-    Output(False).show(f"Template {name!r} removed.")
+    out = Output(json_output)
+    out.result({"name": name, "removed": True})
+    out.show(f"Template {name!r} removed.")

@@ -7,15 +7,16 @@ name, a role or the token file is the operator's to fix (a usage error).
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from vmware_pilot.cli import common
-from vmware_pilot.cli.common import EXIT_USAGE, refuse
+from vmware_pilot.cli.common import EXIT_USAGE, JsonOption, Output, refuse
 from vmware_pilot.cli.network import role_book, token_store
 from vmware_pilot.cli.style import group
-from vmware_pilot.cli.terminal import say
+from vmware_pilot.cli.terminal import json_text, say
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.roles import RoleBook
@@ -45,6 +46,7 @@ def create(
         str,
         typer.Option(help="admin (every tool, approves anything), reader (the four read tools) or custom."),
     ] = "admin",
+    json_output: JsonOption = False,
 ) -> None:
     """Create a token and print its secret once. Clients send `Authorization: Bearer <secret>`."""
     settings = common.settings()
@@ -53,7 +55,10 @@ def create(
         secret = token_store(settings).create(name, role)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
-    say(secret)
+    if json_output:  # the secret is the result: printed as it is, this once
+        sys.stdout.write(json_text({"name": name, "role": role, "secret": secret}) + "\n")
+    else:
+        say(secret)
     say(
         f"Token {name!r} created with role {role}. The secret above is shown only now; store it in the "
         "client's configuration. A running server accepts it from its next request.",
@@ -62,34 +67,42 @@ def create(
 
 
 @app.command(name="list")
-def list_tokens() -> None:
+def list_tokens(json_output: JsonOption = False) -> None:
     """Token names with their role and creation time (never the secrets)."""
     settings = common.settings()
     try:
         entries = token_store(settings).entries()
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
+    usable = role_book(settings).listing().roles
+    if json_output:
+        listed = [
+            {"name": e.name, "role": e.role, "created_at": e.created_at, "role_usable": e.role in usable}
+            for e in entries
+        ]
+        Output(True).result(listed)
+        return
     if not entries:
         say("No tokens. Create one with `vmware-pilot token create NAME --role ROLE`.")
         return
-    usable = role_book(settings).listing().roles
     for entry in entries:
         note = "" if entry.role in usable else "  (role not usable: its calls are refused)"
         say(entry.name, entry.role, f"{entry.created_at}{note}")
 
 
 @app.command()
-def revoke(name: Name) -> None:
+def revoke(name: Name, json_output: JsonOption = False) -> None:
     """Delete a token; a running server refuses it from its next request (401)."""
     try:
         token_store(common.settings()).revoke(name)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
-    say(f"Token {name!r} revoked.")
+    Output(json_output).result({"name": name, "revoked": True})
+    say(f"Token {name!r} revoked.", err=json_output)
 
 
 @app.command(name="set-role")
-def set_role(name: Name, role: RoleArg) -> None:
+def set_role(name: Name, role: RoleArg, json_output: JsonOption = False) -> None:
     """Give a token another role; applies from the server's next request."""
     settings = common.settings()
     _check_role(role_book(settings), role)
@@ -97,15 +110,31 @@ def set_role(name: Name, role: RoleArg) -> None:
         token_store(settings).set_role(name, role)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
-    say(f"Token {name!r} now has role {role}.")
+    Output(json_output).result({"name": name, "role": role})
+    say(f"Token {name!r} now has role {role}.", err=json_output)
 
 
 @app.command()
-def roles() -> None:
+def roles(json_output: JsonOption = False) -> None:
     """The roles tokens can have and the groups mapped to roles for OAuth callers; exit 1 when the
     roles file is broken (custom roles and the group mapping are then off)."""
     book = role_book(common.settings())
     listing = book.listing()
+    if json_output:
+        Output(True).result(
+            {
+                "roles": [
+                    {"name": r.name, "approve": r.approve, "tools": list(r.visible(TOOL_NAMES))}
+                    for r in listing.roles.values()
+                ],
+                "groups": listing.groups,
+                "problem": listing.problem or None,
+            }
+        )
+        if listing.problem:
+            say(f"error: custom roles are off: {listing.problem}", err=True)
+            raise typer.Exit(1)
+        return
     for role in listing.roles.values():
         visible = role.visible(TOOL_NAMES)
         tools = "all tools" if len(visible) == len(TOOL_NAMES) else ", ".join(visible)
