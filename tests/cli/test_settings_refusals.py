@@ -227,5 +227,5 @@ def test_the_stdio_server_warns_about_an_unknown_name_on_stderr(tmp_path: Path) 
     assert done.stdout == ""  # the protocol channel carries no warning
     assert (
         "vmware-pilot mcp: warning: VMWARE_PILOT_XYZZY is not a vmware-pilot setting and is ignored "
-        "(README, Settings lists them)" in done.stderr
+        "(docs/settings.md lists them)" in done.stderr
     )

@@ -1,6 +1,6 @@
 """How every command refuses: one exit-code mapping, one settings loader, one way to say why.
 
-Exit codes (README, "Operators"): ``0`` done, ``1`` refused (a rule, the workflow's state, an
+Exit codes (README, "Operators (CLI)"): ``0`` done, ``1`` refused (a rule, the workflow's state, an
 outside service, or the person said no), ``2`` usage (bad arguments, an unknown workflow id, or
 settings that cannot be used). ``exit_code`` maps a ``PilotError`` to one of them by its class:
 ``InvalidInput``, ``WorkflowNotFound`` and ``StartupRefused`` are usage, every other refusal is
@@ -43,7 +43,7 @@ EXIT_DONE: Final = 0
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2
 
-SETTINGS_HINT: Final = "fix the VMWARE_PILOT_* environment variables (README, Settings)."
+SETTINGS_HINT: Final = "fix the VMWARE_PILOT_* environment variables (docs/settings.md lists them)."
 
 
 def exit_code(exc: PilotError) -> int:
@@ -63,7 +63,7 @@ def load_settings(dispatch: bool = False, *, server: bool = False) -> Settings:
     from vmware_pilot.config import Settings, settings_problem, unknown_settings
 
     for name, near in unknown_settings():
-        guess = f"; did you mean {near}?" if near else " (README, Settings lists them)"
+        guess = f"; did you mean {near}?" if near else " (docs/settings.md lists them)"
         warning = f"warning: {name} is not a vmware-pilot setting and is ignored{guess}"
         print(visible(("vmware-pilot mcp: " if server else "") + warning), file=sys.stderr)
     try:
