@@ -142,7 +142,9 @@ def test_project_files_a_user_looks_for() -> None:
     assert project["license"] in ("MIT", {"text": "MIT"}) and licence.startswith("MIT License")
     assert "Copyright (c) 2026 vmware-pilot contributors" in licence
     changelog = (REPO / "CHANGELOG.md").read_text()
-    assert f"## {__version__} " in changelog  # the version this checkout is
-    assert changelog.count("\n## ") == 1  # one release so far: every version this checkout has been
+    versions = [line[3:] for line in changelog.splitlines() if line.startswith("## ")]
+    # Every version this checkout has been (3.0.0 since the first commit), newest first.
+    assert versions == ["Unreleased", f"{__version__} (not yet released)"]
+    assert "### Foundation (2026-11-30)" in changelog  # from the first commit on
     for name, words in (("CONTRIBUTING.md", "scripts/test.sh"), ("SECURITY.md", "Scope")):
         assert words in (REPO / name).read_text(), name
