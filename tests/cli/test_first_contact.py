@@ -75,9 +75,13 @@ def test_a_subcommands_help_shows_flags_without_a_type() -> None:
     ("args", "said"),
     [
         (["wrkflows"], "No such command 'wrkflows'. Did you mean 'workflows'?"),
-        (["aprove", "wf-1"], "No such command 'aprove'. Did you mean 'approve'?"),
+        pytest.param(
+            ["aprove", "wf-1"], "No such command 'aprove'. Did you mean 'approve'?", marks=pytest.mark.slow
+        ),
         (["token", "lst"], "No such command 'lst'. Did you mean 'list'?"),
-        (["catalog", "refesh"], "No such command 'refesh'. Did you mean 'refresh'?"),
+        pytest.param(
+            ["catalog", "refesh"], "No such command 'refesh'. Did you mean 'refresh'?", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_a_mistyped_command_gets_the_nearest_ones(args: list[str], said: str) -> None:
@@ -100,7 +104,12 @@ MCP_WORDS = re.compile(r"\b[a-z_]+\(\)|create_workflow_from_template|list_workfl
         (["status", "wf-nope"], 2, "`vmware-pilot workflows` lists"),
         (["run", "no_such_template"], 1, "`vmware-pilot templates` lists"),
         (["run", "incident_response"], 2, "(-p NAME=VALUE)"),
-        (["run", "incident_response", "-p", "alert_entity=a", "-p", "alert_name=b", "-p", "x=1"], 2, "-p"),
+        pytest.param(  # one process per case: the cheaper cases above stay in the fast tier
+            ["run", "incident_response", "-p", "alert_entity=a", "-p", "alert_name=b", "-p", "x=1"],
+            2,
+            "-p",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_refusals_at_the_terminal_are_in_the_command_lines_words(

@@ -193,8 +193,8 @@ def test_unknown_names_get_the_nearest_known_one() -> None:
 
 UNKNOWN = [
     pytest.param(("vmware-pilot", "workflows"), id="workflows"),
-    pytest.param(("vmware-pilot", "token", "list"), id="token"),
-    pytest.param(("vmware-pilot", "catalog", "show", "--json"), id="catalog"),
+    pytest.param(("vmware-pilot", "token", "list"), id="token", marks=pytest.mark.slow),
+    pytest.param(("vmware-pilot", "catalog", "show", "--json"), id="catalog", marks=pytest.mark.slow),
 ]
 
 
