@@ -26,6 +26,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.refusals import REFUSALS
 from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.transports.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
@@ -230,7 +231,10 @@ def test_the_python_sdk_reads_a_refusal_of_every_tool(expected_refusals: dict[st
     for tool, text in expected_refusals.items():
         payload = json.loads(text)
         assert isinstance(payload["error"], str) and payload["error"], tool
-    assert json.loads(expected_refusals["get_workflow_status"]) == {"error": "Workflow 'wf-nope' not found"}
+    assert json.loads(expected_refusals["get_workflow_status"]) == {
+        "error": "Workflow 'wf-nope' not found",
+        "hint": NOT_FOUND_HINT,
+    }
     assert json.loads(expected_refusals["list_workflows"])["field"] == "limit"
 
 
