@@ -9,6 +9,7 @@ cached in the process, so another process's writes are seen at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
@@ -55,11 +56,11 @@ from vmware_pilot.store.connection import (
     sqlite_path,
     unavailable,
 )
-from vmware_pilot.store.migrations import migrate
+from vmware_pilot.store.migrations import current_version, migrate
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
 from vmware_pilot.store.tables import audit_events, workflow_counts, workflow_ledger, workflows
 
-__all__ = ["SqlStore", "open_store"]
+__all__ = ["SqlStore", "StoreGauges", "open_store"]
 
 _log = logging.getLogger(__name__)
 _BATCH = 1000
@@ -163,6 +164,15 @@ def _page(limit: int | None, offset: int) -> None:
         raise InvalidInput(f"limit must be 0 or more, got {limit}", field="limit", hint="Omit limit for all.")
     if offset < 0:
         raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset", hint="Start at 0.")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreGauges:
+    """Workflows by state, and the notification outbox's pending rows and the oldest one's age (s)."""
+
+    workflows_by_state: dict[str, int]
+    outbox_pending: int
+    outbox_oldest_age: float
 
 
 class SqlStore:
@@ -439,6 +449,14 @@ class SqlStore:
     def notice_counts(self) -> Mapping[str, int]:
         with self._tx(write=False) as conn:
             return outbox.status_counts(conn)
+
+    def gauges(self) -> StoreGauges:
+        """What the database knows now, for the metrics (one snapshot: every replica reports the same)."""
+        with self._tx(write=False) as conn:
+            rows = conn.execute(select(workflows.c.state, func.count()).group_by(workflows.c.state))
+            states = {str(state): int(n) for state, n in rows}
+            pending = int(outbox.status_counts(conn).get("pending", 0))
+            return StoreGauges(states, pending, outbox.oldest_pending_age(conn))
 
     # --- bearer tokens (store/tokens.py) ----------------------------------------------------
     def token_rows(self) -> list[tokens.TokenRow]:
@@ -733,6 +751,11 @@ class SqlStore:
             description=first.description,
             broken=tuple(broken),
         )
+
+    def schema_version(self) -> int:
+        """The schema version the database records now (raises ``StoreError`` when unreachable)."""
+        with self._tx(write=False) as conn:
+            return current_version(conn)
 
     def close(self) -> None:
         self._engine.dispose()

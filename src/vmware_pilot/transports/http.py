@@ -5,7 +5,7 @@ whose name is the caller, or with OAuth configured a JWT access token (oauth.py)
 the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
-to anyone and says nothing else. ``/console`` is the web console (transports/console), signed in
+to anyone and says nothing else; ``/livez`` and ``/readyz`` are the probes of health.py. ``/console`` is the web console (transports/console), signed in
 with the same tokens. At start, requests without a token are sent to the app in-process and the
 server refuses to start unless each one is refused with 401. Connections are guarded below HTTP
 (connections.py): read deadlines and a cap per client address.
@@ -47,6 +47,7 @@ from vmware_pilot.transports.callers import (
     resource_metadata_url,
 )
 from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
+from vmware_pilot.transports.health import PROBE_PATHS, Probes
 from vmware_pilot.transports.http_body import check_bodies
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
@@ -168,12 +169,14 @@ class HttpOptions:
 
 
 class _Guard:
-    """``/healthz`` first (no checks), then Host → 421 and Origin → 403 for everything else."""
+    """``/healthz``, ``/livez`` and ``/readyz`` first (no checks: probes reach a replica by its
+    address), then Host → 421 and Origin → 403 for everything else."""
 
-    def __init__(self, app: ASGIApp, hosts: list[str], origins: list[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: list[str], origins: list[str], probes: Probes) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
         self.origins = frozenset(origins)
+        self.probes = probes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -182,6 +185,12 @@ class _Guard:
         if scope["path"] in ("/healthz", "/healthz/"):
             if scope["method"] in ("GET", "HEAD"):
                 await _respond(send, 200, b'{"status":"ok"}', "application/json", scope["method"] == "HEAD")
+            else:
+                await _respond(send, 405, b"Method Not Allowed", "text/plain")
+            return
+        if scope["path"].rstrip("/") in PROBE_PATHS:
+            if scope["method"] in ("GET", "HEAD"):
+                await self.probes.answer(scope, send, _respond)
             else:
                 await _respond(send, 405, b"Method Not Allowed", "text/plain")
             return
@@ -293,7 +302,7 @@ def build_http_app(
     if jwt is None and app.settings.console_oidc_client_id.strip():
         _log.warning("VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored: VMWARE_PILOT_OAUTH_ISSUER is not set")
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
-    return _Guard(starlette, hosts, origins)
+    return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None))
 
 
 async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:
