@@ -102,3 +102,16 @@ def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
         if path.name != "sdk.py" and reach.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+async def test_the_low_level_server_keeps_its_request_handlers_by_request_type() -> None:
+    from mcp.types import ListToolsRequest
+
+    from vmware_pilot.server.sdk import lowlevel, time_requests
+
+    server = FastMCP("probe")
+    seen: list[tuple[str, float]] = []
+    time_requests(lowlevel(server), lambda method, seconds: seen.append((method, seconds)))
+    handler = lowlevel(server).request_handlers[ListToolsRequest]
+    await handler(ListToolsRequest(method="tools/list"))
+    assert [method for method, _ in seen] == ["tools/list"] and seen[0][1] >= 0

@@ -31,6 +31,7 @@ from mcp.types import ContentBlock
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
+from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
@@ -146,6 +147,7 @@ class PilotFastMCP(FastMCP[Any]):
         try:
             result = await self._call(name, arguments)
         except PilotError as exc:
+            telemetry.count("refusals", kind=str(exc.fields.get("refused") or type(exc).__name__))
             framed = refusal_result(exc, arguments)
         else:
             framed = tool_result(result, arguments)

@@ -11,7 +11,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.fastmcp.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
 
-from vmware_pilot import __version__
+from vmware_pilot import __version__, telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.limits import MAX_REQUEST_BYTES
@@ -97,6 +97,10 @@ def create_server(
     )
     _speak_fully(server, source)
     sdk.set_version(server, __version__)
+    sdk.time_requests(
+        sdk.lowlevel(server),
+        lambda method, seconds: telemetry.observe("mcp_request_duration_seconds", seconds, method=method),
+    )
     if level != "DEBUG":
         # One INFO line per request ("Processing request of type …") is noise in an operator log.
         logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.WARNING)

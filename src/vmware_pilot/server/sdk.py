@@ -3,12 +3,13 @@
 Nothing else in ``src`` reads a private attribute of an SDK object or replaces an SDK method:
 FastMCP's low-level server (``_mcp_server``) and tool manager (``_tool_manager`` and its ``_tools``), the argument
 model inside a tool's metadata (``Tool.fn_metadata.arg_model``), and the low-level server's
-``run`` and ``get_capabilities``. A test (tests/server/test_sdk.py) fails when an SDK release
+``run``, ``get_capabilities`` and ``request_handlers``. A test (tests/server/test_sdk.py) fails when an SDK release
 moves or retypes any of them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -29,6 +30,7 @@ __all__ = [
     "lowlevel",
     "run_on_streams",
     "set_version",
+    "time_requests",
     "wrap_run",
 ]
 
@@ -77,6 +79,23 @@ def wrap_run(server: Server[Any, Any], wrapper: Callable[[RunFn], RunFn]) -> Non
     """Replace the low-level server's ``run`` (one session over a pair of message streams, used by
     stdio, streamable HTTP and the in-memory transport alike) with ``wrapper(original run)``."""
     server.run = wrapper(server.run)  # type: ignore[method-assign,assignment]
+
+
+def time_requests(server: Server[Any, Any], observe: Callable[[str, float], None]) -> None:
+    """Call ``observe(method, seconds)`` after every request the low-level server handles."""
+    for kind, handler in list(server.request_handlers.items()):
+        server.request_handlers[kind] = _timed(handler, observe)
+
+
+def _timed(handler: Callable[[Any], Awaitable[Any]], observe: Callable[[str, float], None]) -> Any:
+    async def timed(request: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return await handler(request)
+        finally:
+            observe(str(getattr(request, "method", "unknown")), time.monotonic() - started)
+
+    return timed
 
 
 def declare_subscriptions(server: Server[Any, Any]) -> None:

@@ -21,7 +21,7 @@ import re
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -49,6 +49,7 @@ from vmware_pilot.transports.callers import (
 from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
 from vmware_pilot.transports.health import PROBE_PATHS, Probes
 from vmware_pilot.transports.http_body import check_bodies
+from vmware_pilot.transports.metrics import Metrics, MetricsEndpoint, metrics_only_app
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import Tokens
@@ -105,6 +106,8 @@ class HttpOptions:
     cert: Path | None = None
     key: Path | None = None
     public_names: tuple[str, ...] = ()
+    metrics_port: int | None = None  # serve /metrics without a token on this port too
+    metrics_host: str = "127.0.0.1"
 
     @property
     def scheme(self) -> str:
@@ -114,6 +117,10 @@ class HttpOptions:
         """These options, checked; raises ``InvalidInput`` saying what to change."""
         if not 0 <= self.port <= 65535:
             raise InvalidInput(f"port {self.port} is out of range", field="port", hint="Use 1-65535.")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise InvalidInput(
+                f"metrics port {self.metrics_port} is out of range", field="metrics_port", hint="Use 1-65535."
+            )
         for name in self.public_names:
             if not (_is_ip(name) or (_DNS_NAME.match(name) and ".." not in name)):
                 raise InvalidInput(
@@ -172,11 +179,14 @@ class _Guard:
     """``/healthz``, ``/livez`` and ``/readyz`` first (no checks: probes reach a replica by its
     address), then Host → 421 and Origin → 403 for everything else."""
 
-    def __init__(self, app: ASGIApp, hosts: list[str], origins: list[str], probes: Probes) -> None:
+    def __init__(
+        self, app: ASGIApp, hosts: list[str], origins: list[str], probes: Probes, metrics: MetricsEndpoint
+    ) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
         self.origins = frozenset(origins)
         self.probes = probes
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -201,6 +211,9 @@ class _Guard:
         origin = headers.get("origin")
         if origin is not None and origin.lower() not in self.origins:
             await _respond(send, 403, b"Invalid Origin header", "text/plain")
+            return
+        if scope["path"].rstrip("/") == "/metrics":
+            await self.metrics(scope, receive, send)
             return
         await self.app(_lowercased(scope, (b"host", b"origin")), receive, send)
 
@@ -253,9 +266,11 @@ def build_http_app(
     tokens: Tokens,
     roles: RoleBook,
     jwt: JwtVerifier | None = None,
+    metrics: Metrics | None = None,
 ) -> ASGIApp:
     """The guarded ASGI app for validated ``options`` on the bound ``port``; with ``jwt``, also an
-    OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role)."""
+    OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role).
+    ``metrics``: the server's metrics (default: a new set, for ``/metrics`` behind a role)."""
     hosts, origins = options.allowed_hosts(port), options.allowed_origins(port)
     sdk_http = logging.getLogger("mcp.server.streamable_http")
     if not any(isinstance(f, _EndedSessionStream) for f in sdk_http.filters):
@@ -302,7 +317,8 @@ def build_http_app(
     if jwt is None and app.settings.console_oidc_client_id.strip():
         _log.warning("VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored: VMWARE_PILOT_OAUTH_ISSUER is not set")
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
-    return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None))
+    endpoint = MetricsEndpoint(metrics or Metrics(app), CallerVerifier(tokens, jwt), roles.role_of)
+    return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None), endpoint)
 
 
 async def self_check(asgi: ASGIApp, host: str, metadata_url: str = "") -> None:
@@ -370,6 +386,30 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
+class _QuietServer(uvicorn.Server):
+    """A second server in the same loop: the main one owns the signals and stops this one."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _metrics_server(metrics: Metrics, options: HttpOptions) -> tuple[uvicorn.Server, socket.socket]:
+    """The ``--metrics-port`` server (``/metrics`` only, no token) and its bound socket."""
+    assert options.metrics_port is not None
+    sock = _bind(options.metrics_host, options.metrics_port)
+    config = uvicorn.Config(
+        metrics_only_app(metrics),
+        ws="none",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+    )
+    return _QuietServer(config), sock
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if host == "localhost":
@@ -421,7 +461,8 @@ async def serve_http(
     except BaseException:
         sock.close()
         raise
-    asgi = build_http_app(app, options, port, tokens, roles, jwt)
+    metrics = Metrics(app)
+    asgi = build_http_app(app, options, port, tokens, roles, jwt, metrics)
     await self_check(asgi, options.allowed_hosts(port)[1], resource_metadata_url(jwt.config) if jwt else "")
     settings = app.settings
     limits = ConnectionLimits(
@@ -447,6 +488,7 @@ async def serve_http(
             else None
         ),
     )
+    scraper = _metrics_server(metrics, options) if options.metrics_port is not None else None
     names = ", ".join(options.names())
     who = f" (a static one, or an OAuth access token from {jwt.config.issuer})" if jwt else ""
     url = f"{options.scheme}://{_host_form(options.names()[0])}:{port}/mcp"
@@ -459,11 +501,24 @@ async def serve_http(
         f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
         f"Every caller needs a bearer token{who}; {dispatch}.\n"
     )
+    if scraper is not None:
+        where = f"{_host_form(options.metrics_host)}:{scraper[1].getsockname()[1]}"
+        sys.stderr.write(
+            f"vmware-pilot metrics: http://{where}/metrics (no token; keep it on a private network).\n"
+        )
     sys.stderr.flush()
+    scraping = asyncio.create_task(scraper[0].serve(sockets=[scraper[1]])) if scraper else None
     try:
         await _Server(config, handshake_timeout=limits.header_timeout).serve(sockets=[sock])
     finally:
         with contextlib.suppress(OSError):
             sock.close()
+        if scraper is not None and scraping is not None:
+            scraper[0].should_exit = True
+            with contextlib.suppress(Exception):
+                await scraping
+            with contextlib.suppress(OSError):
+                scraper[1].close()
+        metrics.close()
         await app.service.drain()
     _log.info("vmware-pilot MCP server on port %d stopped", port)
