@@ -77,6 +77,11 @@ class Settings(BaseSettings):
         description="Folder of custom YAML templates; empty means workflows/ in the home.",
     )
     log_level: str = Field(default="INFO", description="Log level of the stderr log.")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Format of the stderr log: 'text' lines, or 'json' (one object per line: time, level, "
+        "logger, message, workflow_id, request_id, caller, source).",
+    )
     skill_commands: dict[str, str] = Field(
         default_factory=dict,
         description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",

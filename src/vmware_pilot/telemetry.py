@@ -1,4 +1,5 @@
-"""What is worth measuring, told to whoever listens; nothing listens unless a server serves metrics.
+"""What is worth measuring, told to whoever listens (nothing listens unless a server serves
+metrics), and the context log lines are written in.
 
 The engine and the MCP server call ``count`` and ``observe`` with a name of ``NAMES`` and its
 labels; with no listener these cost a truth test. ``transports/metrics.py`` listens and keeps
@@ -11,9 +12,16 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Protocol
 
-__all__ = ["NAMES", "Listener", "count", "listen", "observe"]
+__all__ = ["NAMES", "Listener", "caller", "count", "listen", "observe", "request_id", "workflow_id"]
+
+# The context of what is being done, for the log lines written meanwhile (cli/logs.py): set by the
+# MCP server per tool call and by the runner per step; tasks started meanwhile inherit them.
+workflow_id: ContextVar[str] = ContextVar("pilot_workflow_id", default="")
+request_id: ContextVar[str] = ContextVar("pilot_request_id", default="")
+caller: ContextVar[str] = ContextVar("pilot_caller", default="")
 
 # name → (kind, label names). Kinds: "counter" (count) or "histogram" (observe, in seconds).
 NAMES: dict[str, tuple[str, tuple[str, ...]]] = {

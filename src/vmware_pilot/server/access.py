@@ -144,6 +144,7 @@ class PilotFastMCP(FastMCP[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any]
     ) -> Sequence[ContentBlock] | dict[str, Any]:
+        self._note_context(arguments)
         try:
             result = await self._call(name, arguments)
         except PilotError as exc:
@@ -153,6 +154,19 @@ class PilotFastMCP(FastMCP[Any]):
             framed = tool_result(result, arguments)
         # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
         return framed  # type: ignore[return-value]
+
+    def _note_context(self, arguments: dict[str, Any]) -> None:
+        """The request id, caller and workflow id of this call, for the log lines written meanwhile."""
+        workflow_id = arguments.get("workflow_id")
+        telemetry.workflow_id.set(workflow_id[:64] if isinstance(workflow_id, str) else "")
+        try:
+            telemetry.request_id.set(str(self.get_context().request_id))
+        except ValueError:  # no request in flight (a direct call)
+            telemetry.request_id.set("")
+        try:
+            telemetry.caller.set(self._caller().label)
+        except PilotError:
+            telemetry.caller.set("")
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,

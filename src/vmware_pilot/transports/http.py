@@ -386,6 +386,17 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
+def _announce(lines: list[str], json_log: bool) -> None:
+    """The start-up banner on stderr, whatever the log level: plain lines, or with the JSON log
+    records through the log's handlers (one object per line there too)."""
+    if not json_log:
+        sys.stderr.write("".join(f"{line}\n" for line in lines))
+        sys.stderr.flush()
+        return
+    for line in lines:
+        _log.handle(_log.makeRecord(_log.name, logging.INFO, __file__, 0, "%s", (line,), None))
+
+
 class _QuietServer(uvicorn.Server):
     """A second server in the same loop: the main one owns the signals and stops this one."""
 
@@ -497,16 +508,16 @@ async def serve_http(
         if app.dispatcher is not None
         else "steps are handed back to the callers"
     )
-    sys.stderr.write(
+    lines = [
         f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
-        f"Every caller needs a bearer token{who}; {dispatch}.\n"
-    )
+        f"Every caller needs a bearer token{who}; {dispatch}."
+    ]
     if scraper is not None:
         where = f"{_host_form(options.metrics_host)}:{scraper[1].getsockname()[1]}"
-        sys.stderr.write(
-            f"vmware-pilot metrics: http://{where}/metrics (no token; keep it on a private network).\n"
+        lines.append(
+            f"vmware-pilot metrics: http://{where}/metrics (no token; keep it on a private network)."
         )
-    sys.stderr.flush()
+    _announce(lines, json_log=app.settings.log_format == "json")
     scraping = asyncio.create_task(scraper[0].serve(sockets=[scraper[1]])) if scraper else None
     try:
         await _Server(config, handshake_timeout=limits.header_timeout).serve(sockets=[sock])

@@ -439,6 +439,7 @@ class Runner:
         ``preview`` calls the step's tool with ``confirm: false`` (the caller checked it declares it).
         Measured (``telemetry``): its duration by skill, tool and outcome; a failure by kind."""
         started = time.monotonic()
+        telemetry.workflow_id.set(wf.id)
         outcome = await self._call_step(wf, index, bound=bound, reverse=reverse, preview=preview)
         if self.dispatcher is not None:
             step = wf.steps[index]
