@@ -69,6 +69,11 @@ COMMANDS: dict[str, Lazy] = {
         "run",
         "Create a workflow and run it here: progress, and each approval gate asked at this terminal.",
     ),
+    "doctor": Lazy(
+        "doctor",
+        "doctor",
+        "Check what this host needs: settings, database, skills, OAuth, notify URL and clock.",
+    ),
     "version": Lazy("commands", "version", "Print the version."),
     "audit": Lazy("audit", "app", "Verify or export the audit trail.", group=True),
     "catalog": Lazy(

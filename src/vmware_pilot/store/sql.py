@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import logging
 import threading
+import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,11 +57,11 @@ from vmware_pilot.store.connection import (
     sqlite_path,
     unavailable,
 )
-from vmware_pilot.store.migrations import current_version, migrate
+from vmware_pilot.store.migrations import LATEST, current_version, migrate
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
 from vmware_pilot.store.tables import audit_events, workflow_counts, workflow_ledger, workflows
 
-__all__ = ["SqlStore", "StoreGauges", "open_store"]
+__all__ = ["DatabaseState", "SqlStore", "StoreGauges", "database_state", "open_store"]
 
 _log = logging.getLogger(__name__)
 _BATCH = 1000
@@ -765,6 +766,36 @@ class SqlStore:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class DatabaseState:
+    """What `vmware-pilot doctor` reads of the database, without creating or migrating it."""
+
+    exists: bool
+    version: int
+    latest: int
+    clock_skew: float  # the database's clock minus this host's, in seconds
+
+
+def database_state(settings: Settings) -> DatabaseState:
+    """The schema version and clock of the database ``settings`` name (a SQLite file not created
+    yet is reported as such and left uncreated); raises ``StoreError`` when it cannot be reached."""
+    url = settings.resolved_database_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return DatabaseState(False, 0, LATEST, 0.0)
+    engine = make_engine(url, settings)
+    try:
+        with engine.connect() as conn:
+            version = current_version(conn)
+            clock = conn.execute(text(f"SELECT {leases.db_clock(conn)}")).scalar()
+            skew = float(clock) - time.time() if clock is not None else 0.0
+    except SQLAlchemyError as exc:
+        raise unavailable(engine, exc) from exc
+    finally:
+        engine.dispose()
+    return DatabaseState(True, version, LATEST, skew)
 
 
 def open_store(settings: Settings) -> SqlStore:
