@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.backends import Database
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
@@ -40,6 +42,7 @@ def test_a_fresh_home_is_well_and_nothing_is_created(pilot_home: Path) -> None:
     assert not pilot_home.exists()  # doctor looks, it creates nothing
 
 
+@pytest.mark.slow  # starts a skill server
 def test_a_misspelt_setting_and_a_required_skill_that_will_not_start_are_named(pilot_home: Path) -> None:
     broken = shlex.join([sys.executable, str(FAKE), "nostart"])
     env = {
