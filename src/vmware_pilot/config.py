@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -287,6 +288,15 @@ class Settings(BaseSettings):
             if not skill.strip() or not argv:
                 raise ValueError(f"skill {skill!r} needs a non-empty skill name and command line")
         return value
+
+    @property
+    def otlp_endpoint(self) -> str:
+        """OpenTelemetry's own OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (not a
+        VMWARE_PILOT_ setting: the SDK reads its other variables itself); tracing is on when set."""
+        return (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+        ).strip()
 
     @property
     def home_path(self) -> Path:

@@ -1,5 +1,7 @@
 """What is worth measuring, told to whoever listens (nothing listens unless a server serves
-metrics), and the context log lines are written in.
+metrics), the context log lines are written in, and the spans of a trace (none unless
+OpenTelemetry is configured: ``adapters/otel.py`` installs a tracer; without one a span is a
+``nullcontext`` and OpenTelemetry is never imported).
 
 The engine and the MCP server call ``count`` and ``observe`` with a name of ``NAMES`` and its
 labels; with no listener these cost a truth test. ``transports/metrics.py`` listens and keeps
@@ -10,12 +12,26 @@ read them from the database at scrape time, so every replica reports the same tr
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-__all__ = ["NAMES", "Listener", "caller", "count", "listen", "observe", "request_id", "workflow_id"]
+__all__ = [
+    "NAMES",
+    "Listener",
+    "Tracer",
+    "caller",
+    "count",
+    "listen",
+    "observe",
+    "request_id",
+    "span",
+    "trace_with",
+    "traceparent",
+    "workflow_id",
+]
 
 # The context of what is being done, for the log lines written meanwhile (cli/logs.py): set by the
 # MCP server per tool call and by the runner per step; tasks started meanwhile inherit them.
@@ -60,3 +76,38 @@ def count(name: str, **labels: str) -> None:
 def observe(name: str, value: float, **labels: str) -> None:
     for listener in list(_listeners):
         listener.observe(name, value, labels)
+
+
+SpanKind = Literal["server", "client", "internal"]
+
+
+class Tracer(Protocol):
+    def span(
+        self, name: str, kind: SpanKind, attributes: Mapping[str, Any], parent: str
+    ) -> contextlib.AbstractContextManager[Any]: ...
+
+    def traceparent(self) -> str: ...
+
+
+_tracer: Tracer | None = None
+
+
+def trace_with(tracer: Tracer | None) -> None:
+    """Make ``tracer`` the one spans go to (None: tracing off)."""
+    global _tracer
+    _tracer = tracer
+
+
+def span(
+    name: str, kind: SpanKind = "internal", attributes: Mapping[str, Any] | None = None, parent: str = ""
+) -> contextlib.AbstractContextManager[Any]:
+    """A span around a block while tracing is on (``parent``: a W3C traceparent to continue);
+    yields the span, or None when tracing is off."""
+    if _tracer is None:
+        return contextlib.nullcontext()
+    return _tracer.span(name, kind, attributes or {}, parent)
+
+
+def traceparent() -> str:
+    """The W3C traceparent of the current span, for the next process ('' when tracing is off)."""
+    return _tracer.traceparent() if _tracer is not None else ""

@@ -105,13 +105,23 @@ def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
 
 
 async def test_the_low_level_server_keeps_its_request_handlers_by_request_type() -> None:
+    import contextlib
+    from collections.abc import Iterator
+
     from mcp.types import ListToolsRequest
 
-    from vmware_pilot.server.sdk import lowlevel, time_requests
+    from vmware_pilot.server.sdk import lowlevel, wrap_requests
 
     server = FastMCP("probe")
-    seen: list[tuple[str, float]] = []
-    time_requests(lowlevel(server), lambda method, seconds: seen.append((method, seconds)))
+    seen: list[str] = []
+
+    @contextlib.contextmanager
+    def around(request: object) -> Iterator[None]:
+        seen.append(f"before {getattr(request, 'method', '')}")
+        yield
+        seen.append("after")
+
+    wrap_requests(lowlevel(server), around)
     handler = lowlevel(server).request_handlers[ListToolsRequest]
     await handler(ListToolsRequest(method="tools/list"))
-    assert [method for method, _ in seen] == ["tools/list"] and seen[0][1] >= 0
+    assert seen == ["before tools/list", "after"]

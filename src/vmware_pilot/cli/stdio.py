@@ -58,6 +58,10 @@ def load_settings(dispatch: bool) -> Settings:
         configure_logging(settings.log_level, settings.log_format)
     except ValueError as exc:
         raise StartupRefused(f"invalid settings: {exc}", hint=SETTINGS_HINT) from None
+    if settings.otlp_endpoint:  # OpenTelemetry is imported only then (the optional extra `otel`)
+        from vmware_pilot.adapters.otel import install
+
+        install()
     return settings
 
 

@@ -26,6 +26,7 @@ from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest
 
+from vmware_pilot import telemetry
 from vmware_pilot.dispatch.locate import SkillCommand
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
@@ -182,7 +183,13 @@ class SkillSession:
             )
         self.last_used = time.monotonic()
         self.calls += 1
-        request = ClientRequest(CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments)))
+        parent = telemetry.traceparent()  # with tracing on: the trace goes on in the skill
+        params = CallToolRequestParams(name=tool, arguments=arguments)
+        if parent:
+            params = CallToolRequestParams.model_validate(
+                {"name": tool, "arguments": arguments, "_meta": {"traceparent": parent}}
+            )
+        request = ClientRequest(CallToolRequest(params=params))
         try:
             return await session.send_request(
                 request, CallToolResult, request_read_timeout_seconds=timedelta(seconds=seconds)

@@ -9,8 +9,8 @@ moves or retypes any of them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -30,7 +30,7 @@ __all__ = [
     "lowlevel",
     "run_on_streams",
     "set_version",
-    "time_requests",
+    "wrap_requests",
     "wrap_run",
 ]
 
@@ -81,21 +81,20 @@ def wrap_run(server: Server[Any, Any], wrapper: Callable[[RunFn], RunFn]) -> Non
     server.run = wrapper(server.run)  # type: ignore[method-assign,assignment]
 
 
-def time_requests(server: Server[Any, Any], observe: Callable[[str, float], None]) -> None:
-    """Call ``observe(method, seconds)`` after every request the low-level server handles."""
+def wrap_requests(server: Server[Any, Any], around: Callable[[Any], AbstractContextManager[Any]]) -> None:
+    """Handle every request the low-level server serves inside ``around(request)``."""
     for kind, handler in list(server.request_handlers.items()):
-        server.request_handlers[kind] = _timed(handler, observe)
+        server.request_handlers[kind] = _around(handler, around)
 
 
-def _timed(handler: Callable[[Any], Awaitable[Any]], observe: Callable[[str, float], None]) -> Any:
-    async def timed(request: Any) -> Any:
-        started = time.monotonic()
-        try:
+def _around(
+    handler: Callable[[Any], Awaitable[Any]], around: Callable[[Any], AbstractContextManager[Any]]
+) -> Any:
+    async def wrapped(request: Any) -> Any:
+        with around(request):
             return await handler(request)
-        finally:
-            observe(str(getattr(request, "method", "unknown")), time.monotonic() - started)
 
-    return timed
+    return wrapped
 
 
 def declare_subscriptions(server: Server[Any, Any]) -> None:

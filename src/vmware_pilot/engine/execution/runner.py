@@ -440,10 +440,25 @@ class Runner:
         Measured (``telemetry``): its duration by skill, tool and outcome; a failure by kind."""
         started = time.monotonic()
         telemetry.workflow_id.set(wf.id)
-        outcome = await self._call_step(wf, index, bound=bound, reverse=reverse, preview=preview)
+        step = wf.steps[index]
+        skill, tool = step.skill, (step.rollback_tool if reverse else step.tool)
+        with telemetry.span(
+            f"tools/call {tool}",
+            "client",
+            {
+                "mcp.method.name": "tools/call",
+                "gen_ai.tool.name": tool,
+                "gen_ai.operation.name": "execute_tool",
+                "vmware_pilot.workflow_id": wf.id,
+                "vmware_pilot.step": index,
+                "vmware_pilot.skill": skill,
+                "vmware_pilot.undo": reverse,
+            },
+        ) as current:
+            outcome = await self._call_step(wf, index, bound=bound, reverse=reverse, preview=preview)
+            if current is not None:
+                current.set_attribute("vmware_pilot.outcome", outcome.kind.value)
         if self.dispatcher is not None:
-            step = wf.steps[index]
-            skill, tool = step.skill, (step.rollback_tool if reverse else step.tool)
             kind = outcome.kind.value
             telemetry.observe(
                 "step_duration_seconds", time.monotonic() - started, skill=skill, tool=tool, outcome=kind
