@@ -41,11 +41,19 @@ def stream(capsys: pytest.CaptureFixture[str]) -> Iterator[Err]:
     """Root logging as the CLI configures it, into the captured stderr; put back afterwards."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    # A network server built earlier in this process quiets these loggers (transports/http.py):
+    # a process of its own starts from their defaults.
+    sdk = [logging.getLogger(n) for n in ("mcp.server.streamable_http", "mcp.server.lowlevel.server")]
+    levels = [logger.level for logger in sdk]
+    for logger in sdk:
+        logger.setLevel(logging.NOTSET)
     try:
         yield Err(capsys)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        for logger, saved in zip(sdk, levels, strict=True):
+            logger.setLevel(saved)
 
 
 def _closed() -> BaseException:

@@ -164,7 +164,10 @@ def _wait_for(prom: str, expr: str, want: float, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     seen: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        seen = _query(prom, expr)
+        try:
+            seen = _query(prom, expr)
+        except httpx.ConnectError:  # Prometheus still starting
+            seen = []
         if seen and float(seen[0]["value"][1]) == want:
             return
         time.sleep(0.5)
