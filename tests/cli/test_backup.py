@@ -91,6 +91,7 @@ def test_a_backup_taken_while_pilot_runs_restores_into_an_empty_home_and_reads_t
     assert (tmp_path / "restored" / ".vmware").stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow  # four entry-point runs; the cheap refusal is the next test
 def test_restore_refuses_a_home_that_is_not_empty_and_changes_nothing(
     filled: tuple[PilotApp, list[str]], tmp_path: Path, pilot_home: Path
 ) -> None:
@@ -114,6 +115,7 @@ def test_restore_refuses_a_file_that_is_not_a_pilot_database(tmp_path: Path) -> 
     assert not (home / "pilot.db").exists()
 
 
+@pytest.mark.slow  # a PostgreSQL server for one refusal
 @pytest.mark.backends("postgresql")
 def test_backup_on_postgresql_refuses_with_the_pg_dump_recipe(database: Database, tmp_path: Path) -> None:
     refused = cli("backup", str(tmp_path / "x.db"))

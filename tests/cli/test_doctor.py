@@ -71,6 +71,7 @@ def test_invalid_settings_fail_with_the_variable_named(pilot_home: Path) -> None
     assert "VMWARE_PILOT_DISPATCH" in rows(out)["settings"]["detail"]
 
 
+@pytest.mark.slow  # entry-point runs on both backends; the cheap checks are above
 def test_the_database_reports_its_schema_and_clock(database: Database) -> None:
     env = {"VMWARE_PILOT_DATABASE_URL": database.raw_url} if database.backend == "postgresql" else {}
     code, out, err = doctor("--json", env=env)
@@ -81,6 +82,7 @@ def test_the_database_reports_its_schema_and_clock(database: Database) -> None:
     assert "pilot_test" not in out  # nothing of the URL's user
 
 
+@pytest.mark.slow  # an entry-point run waiting on a connection; the cheap checks are above
 def test_an_unreachable_database_fails(pilot_home: Path) -> None:
     url = "postgresql+psycopg://pilot:pw-secret@127.0.0.1:9/none"
     code, out, _ = doctor(

@@ -114,6 +114,7 @@ async def test_a_run_is_one_trace_from_the_clients_request_to_each_step(
     assert {s.name for s in listed} >= {"tools/call create_workflow", "tools/call run_workflow"}
 
 
+@pytest.mark.slow  # a process of its own
 async def test_the_trace_context_reaches_a_real_skill_in_meta(spans: InMemorySpanExporter) -> None:
     dispatcher = StdioDispatcher(options(), env=dict(os.environ))
     try:
@@ -130,6 +131,7 @@ async def test_the_trace_context_reaches_a_real_skill_in_meta(spans: InMemorySpa
     assert untraced.payload["traceparent"] is None  # no span: nothing sent
 
 
+@pytest.mark.slow  # a process of its own
 def test_tracing_is_off_and_opentelemetry_never_imported_without_an_endpoint(tmp_path: Path) -> None:
     code = (
         "import asyncio, sys\n"
