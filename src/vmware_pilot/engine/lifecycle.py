@@ -7,7 +7,6 @@ from typing import Any
 
 from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.core import ServiceCore
@@ -60,7 +59,10 @@ class Lifecycle:
         self.core.refuse_unless_clear("reject", wf, radius)
         who = actor.label if actor.authenticated else (rejected_by.strip() or actor.label)
         gate = gate_records.pending_gate(wf)
-        waited = gate_records.waited_seconds(wf, gate.index, utcnow()) if gate is not None else None
+        # On the database's clock, as the gate's reached_at was recorded.
+        waited = (
+            gate_records.waited_seconds(wf, gate.index, self.core.store.now()) if gate is not None else None
+        )
         out = self.core.runner.cancel(wf, actor, reason, rejected_by=who)
         telemetry.count("gate_decisions", decision="rejected")
         if waited is not None:
