@@ -12,6 +12,7 @@ bash scripts/fastmcp/setup.sh  # fastmcp's client for tests/clients, in its own 
 bash scripts/console-setup.sh
 bash scripts/pg-setup.sh    # PostgreSQL 15 for the tests on the PostgreSQL backend
 bash scripts/faketime-setup.sh  # libfaketime: a replica with a skewed clock
+bash scripts/prometheus-setup.sh  # a real Prometheus scrapes a test server (tests/transports/test_metrics.py)
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy

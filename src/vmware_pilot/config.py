@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     log_level: str = Field(
         default="INFO", description="Log level of the stderr log: DEBUG, INFO, WARNING, ERROR or CRITICAL."
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Format of the stderr log: 'text' lines, or 'json' (one object per line: time, level, "
+        "logger, message, workflow_id, request_id, caller, source).",
+    )
     skill_commands: dict[str, str] = Field(
         default_factory=dict,
         description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",
@@ -321,6 +326,15 @@ class Settings(BaseSettings):
             if not skill.strip() or not argv:
                 raise ValueError(f"skill {skill!r} needs a non-empty skill name and command line")
         return value
+
+    @property
+    def otlp_endpoint(self) -> str:
+        """OpenTelemetry's own OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (not a
+        VMWARE_PILOT_ setting: the SDK reads its other variables itself); tracing is on when set."""
+        return (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+        ).strip()
 
     @property
     def home_path(self) -> Path:

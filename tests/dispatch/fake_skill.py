@@ -4,7 +4,8 @@ Run as ``python fake_skill.py MODE``. Tools: ``echo`` (returns its arguments and
 pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``seconds``),
 ``rendezvous`` (waits in a folder until ``parties`` callers are in it at once), ``preview``
 (answers ``{"action": "preview"}``), ``boom`` (raises), ``noisy`` (writes to stderr, then raises
-with a two-line message). MODE ``nostart`` exits before the handshake.
+with a two-line message), ``traced`` (returns the ``_meta.traceparent`` the call carried). MODE
+``nostart`` exits before the handshake.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 if len(sys.argv) > 1 and sys.argv[1] == "nostart":
     sys.stderr.write("fake skill: refusing to start\n")
@@ -82,6 +83,12 @@ def noisy() -> dict[str, Any]:
     sys.stderr.write("fake skill INFO: a line for the log\nTraceback (most recent call last):\n  boom\n")
     sys.stderr.flush()
     raise RuntimeError("the skill failed loudly\nand said more on a second line")
+
+
+@server.tool()
+def traced(ctx: Context) -> dict[str, Any]:  # type: ignore[type-arg]
+    meta = ctx.request_context.meta
+    return {"traceparent": getattr(meta, "traceparent", None) if meta is not None else None}
 
 
 if __name__ == "__main__":

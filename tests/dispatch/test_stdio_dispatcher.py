@@ -195,13 +195,22 @@ async def test_hanging_call_times_out_as_unknown_and_the_session_is_dropped() ->
         await d.aclose()
 
 
-async def test_server_that_cannot_start_means_nothing_was_sent() -> None:
+async def test_server_that_cannot_start_means_nothing_was_sent(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="vmware_pilot")
     d = StdioDispatcher(options(overrides={"aiops": command("nostart")}), env=dict(os.environ))
     try:
         with pytest.raises(DispatchRefused, match="nothing was run"):
             await d.call("aiops", "echo", {})
     finally:
         await d.aclose()
+    # One WARNING line naming the skill, the cause and its last words; its stderr itself at DEBUG.
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("vmware_pilot")]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    summary = warnings[0].getMessage()
+    assert summary.startswith("skill aiops did not start (") and "\n" not in summary
+    assert summary.endswith("its last line: fake skill: refusing to start")
+    relayed = [r for r in caplog.records if r.name == "vmware_pilot.skill.aiops"]
+    assert [(r.levelname, r.getMessage()) for r in relayed] == [("DEBUG", "fake skill: refusing to start")]
 
 
 async def test_preview_and_tool_errors_are_judged(dispatcher: StdioDispatcher) -> None:
@@ -254,7 +263,7 @@ async def test_preflight_lists_every_skill_that_cannot_start(dispatcher: StdioDi
 async def test_a_skills_stderr_goes_to_pilots_log_and_its_error_is_one_line(
     dispatcher: StdioDispatcher, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level("INFO", logger="vmware_pilot.skill")
+    caplog.set_level("DEBUG", logger="vmware_pilot.skill")
     outcome = await dispatcher.call("aiops", "noisy", {})
     assert outcome.kind is OutcomeKind.FAILED
     assert "\n" not in outcome.message and "the skill failed loudly and said more" in outcome.message
@@ -263,8 +272,10 @@ async def test_a_skills_stderr_goes_to_pilots_log_and_its_error_is_one_line(
         if any("Traceback" in r.getMessage() for r in caplog.records):
             break
         await asyncio.sleep(0.05)
-    lines = [r.getMessage() for r in caplog.records if r.name == "vmware_pilot.skill.aiops"]
+    relayed = [r for r in caplog.records if r.name == "vmware_pilot.skill.aiops"]
+    lines = [r.getMessage() for r in relayed]
     assert "fake skill INFO: a line for the log" in lines and "Traceback (most recent call last):" in lines
+    assert {r.levelname for r in relayed} == {"DEBUG"}  # a skill's chatter never fills Pilot's log
 
 
 async def test_the_skill_server_lists_its_input_schemas(dispatcher: StdioDispatcher) -> None:

@@ -102,3 +102,26 @@ def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
         if path.name != "sdk.py" and reach.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+async def test_the_low_level_server_keeps_its_request_handlers_by_request_type() -> None:
+    import contextlib
+    from collections.abc import Iterator
+
+    from mcp.types import ListToolsRequest
+
+    from vmware_pilot.server.sdk import lowlevel, wrap_requests
+
+    server = FastMCP("probe")
+    seen: list[str] = []
+
+    @contextlib.contextmanager
+    def around(request: object) -> Iterator[None]:
+        seen.append(f"before {getattr(request, 'method', '')}")
+        yield
+        seen.append("after")
+
+    wrap_requests(lowlevel(server), around)
+    handler = lowlevel(server).request_handlers[ListToolsRequest]
+    await handler(ListToolsRequest(method="tools/list"))
+    assert seen == ["before tools/list", "after"]

@@ -70,6 +70,17 @@ COMMANDS: dict[str, Lazy] = {
         "run",
         "Create a workflow and run it here: progress, and each approval gate asked at this terminal.",
     ),
+    "doctor": Lazy(
+        "doctor",
+        "doctor",
+        "Check what this host needs: settings, database, skills, OAuth, notify URL and clock.",
+    ),
+    "backup": Lazy(
+        "backup", "backup", "Back up the SQLite store into a new FILE (online: servers may keep running)."
+    ),
+    "restore": Lazy(
+        "backup", "restore", "Restore a backup FILE into an empty pilot home, then verify its audit trail."
+    ),
     "version": Lazy("commands", "version", "Print the version."),
     "audit": Lazy("audit", "app", "Verify or export the audit trail.", group=True),
     "catalog": Lazy(

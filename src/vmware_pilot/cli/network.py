@@ -53,7 +53,14 @@ def role_book(settings: Settings) -> RoleBook:
 
 
 def http_options(
-    transport: str, host: str, port: int, cert: Path | None, key: Path | None, public_name: str
+    transport: str,
+    host: str,
+    port: int,
+    cert: Path | None,
+    key: Path | None,
+    public_name: str,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> HttpOptions | None:
     """The network options, or None for stdio; refuses network options given with stdio."""
     if transport == "stdio":
@@ -65,6 +72,8 @@ def http_options(
                 ("--cert", cert, None),
                 ("--key", key, None),
                 ("--public-name", public_name, ""),
+                ("--metrics-port", metrics_port, None),
+                ("--metrics-host", metrics_host, "127.0.0.1"),
             )
             if value != default
         ]
@@ -77,7 +86,16 @@ def http_options(
             )
         return None
     kind: Transport = "https" if transport == "https" else "http"
-    return HttpOptions(kind, host.strip(), port, cert, key, parse_public_names(public_name))
+    return HttpOptions(
+        kind,
+        host.strip(),
+        port,
+        cert,
+        key,
+        parse_public_names(public_name),
+        metrics_port=metrics_port,
+        metrics_host=metrics_host.strip(),
+    )
 
 
 def serve_network(settings: Settings, options: HttpOptions) -> None:

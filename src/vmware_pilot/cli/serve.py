@@ -48,6 +48,16 @@ def mcp(
     public_name: Annotated[
         str, typer.Option(help="https/http: comma-separated names clients use (checked in Host and Origin).")
     ] = "",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="https/http: also serve /metrics without a token on this port (for a Prometheus on a "
+            "private network; on the main port /metrics needs the role admin or metrics)."
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="https/http: address the --metrics-port listens on.")
+    ] = "127.0.0.1",
 ) -> None:
     """Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS."""
     kind = transport.strip().lower()
@@ -60,7 +70,7 @@ def mcp(
         )
     from vmware_pilot.cli.network import http_options, serve_network
 
-    network = http_options(kind, host, port, cert, key, public_name)
+    network = http_options(kind, host, port, cert, key, public_name, metrics_port, metrics_host)
     try:
         settings = load_settings(dispatch)
     except PilotError as exc:

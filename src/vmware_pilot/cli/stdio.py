@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from vmware_pilot.cli.logs import configure_logging
 from vmware_pilot.cli.refusals import SETTINGS_HINT, exit_code, report
 from vmware_pilot.cli.refusals import load_settings as _load
 from vmware_pilot.errors import PilotError, StartupRefused
@@ -50,27 +50,18 @@ def stdio_args(args: Sequence[str]) -> bool | None:
     return dispatch
 
 
-def configure_logging(level: str) -> None:
-    """Root logging to stderr at ``level``; refuses an unknown level name."""
-    numeric = logging.getLevelName(level.strip().upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"log level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=numeric,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
-
-
 def load_settings(dispatch: bool) -> Settings:
     """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured;
     raises ``StartupRefused`` when they cannot be used."""
     settings = _load(dispatch, server=True)
     try:
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
     except ValueError as exc:
         raise StartupRefused(f"invalid settings: {exc}", hint=SETTINGS_HINT) from None
+    if settings.otlp_endpoint:  # OpenTelemetry is imported only then (the optional extra `otel`)
+        from vmware_pilot.adapters.otel import install
+
+        install()
     return settings
 
 

@@ -55,10 +55,13 @@ __all__ = [
     "FileCache",
     "ProbeResult",
     "RefreshReport",
+    "SkillExamination",
     "discover",
+    "examine_skill",
     "installed_skills",
     "list_server_tools",
     "probe_skill",
+    "read_probe",
     "refresh_catalog",
     "stale_reason",
     "write_cache",
@@ -312,6 +315,86 @@ def stale_reason(cached: Mapping[str, Any], installed: Mapping[str, str]) -> str
     if cached.get(INSTALLED) != dict(installed):
         return "the installed skills changed since the catalog was last refreshed"
     return ""
+
+
+@dataclass(frozen=True)
+class SkillExamination:
+    """What `vmware-pilot doctor` found of one skill: its server's version, tools, and one read."""
+
+    version: str
+    tools: int
+    read_tool: str = ""
+    read_error: str = ""  # empty: the read answered (or there was no read to try)
+
+
+def read_probe(tools: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """A read-only tool needing no argument but the target, listing things (``limit`` 1) if any."""
+    readable = [
+        t
+        for t in tools
+        if (t.get("annotations") or {}).get("readOnlyHint") is True
+        and set(t.get("inputSchema", {}).get("required") or []) <= {"target"}
+    ]
+    listing = [
+        t
+        for t in readable
+        if t["name"].startswith("list_") and "limit" in t["inputSchema"].get("properties", {})
+    ]
+    chosen = listing or readable
+    return chosen[0] if chosen else None
+
+
+async def examine_skill(
+    command: SkillCommand,
+    *,
+    target: str = "",
+    server_timeout: float = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+) -> SkillExamination:
+    """Start ``command``'s server, list its tools and call one read (on ``target`` when given);
+    raises ``DispatchRefused`` when it does not start or list. A read that fails is reported."""
+    from vmware_pilot.dispatch.judge import judge
+
+    params = StdioServerParameters(
+        command=command.program,
+        args=command.args,
+        env=dict(os.environ if env is None else env),
+        cwd=str(Path.home()),
+    )
+    stage = "start"
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio.fail_after(server_timeout):
+                    stage = "initialize"
+                    init = await session.initialize()
+                    stage = "tools/list"
+                    tools = [_tool_record(t) for t in (await session.list_tools()).tools]
+                    probe = read_probe(tools)
+                    if probe is None:
+                        return SkillExamination(init.serverInfo.version, len(tools))
+                    properties = probe["inputSchema"].get("properties", {})
+                    arguments: dict[str, Any] = {"limit": 1} if "limit" in properties else {}
+                    if target and "target" in properties:
+                        arguments["target"] = target
+                    stage = f"tools/call {probe['name']}"
+                    outcome = judge(
+                        command.skill, probe["name"], await session.call_tool(probe["name"], arguments)
+                    )
+            error = "" if outcome.kind == "succeeded" else redact_text(outcome.message)[:_DETAIL_MAX]
+            return SkillExamination(init.serverInfo.version, len(tools), probe["name"], error)
+        except Exception as exc:
+            what = _describe(exc, stage, server_timeout)
+            errlog.seek(0)
+            said = _last_line(errlog.read())
+            raise DispatchRefused(
+                f"{command.display()}: {what}" + (f"; its last stderr line: {said}" if said else ""),
+                hint="Run the command by hand to see why it does not start.",
+                skill=command.skill,
+            ) from exc
 
 
 def _read_previous(path: Path) -> dict[str, Any]:

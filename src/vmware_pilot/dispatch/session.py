@@ -26,6 +26,7 @@ from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest
 
+from vmware_pilot import telemetry
 from vmware_pilot.dispatch.locate import SkillCommand
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
@@ -47,13 +48,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class SkillLog:
-    """Where a skill server's stderr goes: a pipe whose lines become Pilot log records
-    (``vmware_pilot.skill.<skill>``, INFO), so a skill's chatter and tracebacks land in Pilot's
-    log and never on the terminal of an operator running ``vmware-pilot run`` or ``approve``."""
+    """Where a skill server's stderr goes: a pipe whose lines become Pilot log records at DEBUG
+    under a logger of their own (``vmware_pilot.skill.<skill>``: raise it to see a skill's
+    chatter), so a skill's chatter and tracebacks (a skill prints one for an ordinary refusal)
+    neither fill Pilot's log nor reach the terminal of an operator running ``vmware-pilot run``.
+    The last line is kept for the one-line WARNING when the skill fails to start."""
 
     def __init__(self, skill: str) -> None:
         read_fd, write_fd = os.pipe()
         self.writer: TextIO = os.fdopen(write_fd, "w")
+        self.last = ""
         self._log = logging.getLogger(f"vmware_pilot.skill.{skill}")
         self._thread = threading.Thread(target=self._forward, args=(read_fd,), daemon=True)
         self._thread.start()
@@ -63,7 +67,13 @@ class SkillLog:
             for raw in pipe:
                 line = _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
                 if line.strip():
-                    self._log.info("%s", line[:2000])
+                    self.last = line.strip()[:300]
+                    self._log.debug("%s", line[:2000])
+
+    def finished(self, within: float) -> str:
+        """The last line the skill wrote, once its stderr ended (or ``within`` seconds passed)."""
+        self._thread.join(within)
+        return self.last
 
     def close(self) -> None:
         """Close Pilot's end; the reader ends when the server's copy closes too (it exited)."""
@@ -91,6 +101,7 @@ class SkillSession:
         self._stop = asyncio.Event()
         self._failure: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
+        self._errlog: SkillLog | None = None
 
     @property
     def alive(self) -> bool:
@@ -108,6 +119,7 @@ class SkillSession:
             cwd=str(Path.home()),
         )
         errlog = SkillLog(self.command.skill)
+        self._errlog = errlog
         try:
             async with (
                 stdio_client(params, errlog=errlog.writer) as (read, write),
@@ -134,6 +146,7 @@ class SkillSession:
             await asyncio.wait_for(self._ready.wait(), within)
         except TimeoutError:
             await self.close()
+            await self._summarise(f"no MCP handshake within {within:g} s")
             raise DispatchRefused(
                 f"vmware-{self.command.skill}-mcp did not finish the MCP handshake within {within:g} s; "
                 "nothing was run",
@@ -143,11 +156,23 @@ class SkillSession:
         if self._session is None:
             cause = _first_line(self._failure) if self._failure else "it exited"
             await self.close()
+            await self._summarise(cause)
             raise DispatchRefused(
                 f"{self.command.display()} did not start or did not finish the MCP handshake ({cause}); "
                 "nothing was run",
                 hint="Run the skill's server by hand to see its error, fix its configuration, and retry.",
             )
+
+    async def _summarise(self, cause: str) -> None:
+        """One WARNING line for a skill that did not start: the cause and the last line it wrote
+        (its whole stderr is at DEBUG under ``vmware_pilot.skill.<skill>``)."""
+        last = await asyncio.to_thread(self._errlog.finished, 2.0) if self._errlog is not None else ""
+        _log.warning(
+            "skill %s did not start (%s)%s",
+            self.command.skill,
+            cause,
+            f"; its last line: {last}" if last else "",
+        )
 
     async def call(self, tool: str, arguments: dict[str, Any], seconds: float) -> CallToolResult:
         """Send one tools/call; EffectUnknown when the answer does not come back."""
@@ -158,7 +183,13 @@ class SkillSession:
             )
         self.last_used = time.monotonic()
         self.calls += 1
-        request = ClientRequest(CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments)))
+        parent = telemetry.traceparent()  # with tracing on: the trace goes on in the skill
+        params = CallToolRequestParams(name=tool, arguments=arguments)
+        if parent:
+            params = CallToolRequestParams.model_validate(
+                {"name": tool, "arguments": arguments, "_meta": {"traceparent": parent}}
+            )
+        request = ClientRequest(CallToolRequest(params=params))
         try:
             return await session.send_request(
                 request, CallToolResult, request_read_timeout_seconds=timedelta(seconds=seconds)

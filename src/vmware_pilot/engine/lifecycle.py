@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
@@ -56,7 +58,15 @@ class Lifecycle:
         radius = cancel_blast_radius(wf, self.core.catalog, acknowledge_unknown_effects=False)
         self.core.refuse_unless_clear("reject", wf, radius)
         who = actor.label if actor.authenticated else (rejected_by.strip() or actor.label)
+        gate = gate_records.pending_gate(wf)
+        # On the database's clock, as the gate's reached_at was recorded.
+        waited = (
+            gate_records.waited_seconds(wf, gate.index, self.core.store.now()) if gate is not None else None
+        )
         out = self.core.runner.cancel(wf, actor, reason, rejected_by=who)
+        telemetry.count("gate_decisions", decision="rejected")
+        if waited is not None:
+            telemetry.observe("gate_wait_seconds", waited, decision="rejected")
         out.update(action="cancelled", rejected_by=who, blast_radius=radius)
         return out
 

@@ -31,6 +31,7 @@ from mcp.types import ContentBlock
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
+from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
@@ -143,14 +144,29 @@ class PilotFastMCP(FastMCP[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any]
     ) -> Sequence[ContentBlock] | dict[str, Any]:
+        self._note_context(arguments)
         try:
             result = await self._call(name, arguments)
         except PilotError as exc:
+            telemetry.count("refusals", kind=str(exc.fields.get("refused") or type(exc).__name__))
             framed = refusal_result(exc, arguments)
         else:
             framed = tool_result(result, arguments)
         # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
         return framed  # type: ignore[return-value]
+
+    def _note_context(self, arguments: dict[str, Any]) -> None:
+        """The request id, caller and workflow id of this call, for the log lines written meanwhile."""
+        workflow_id = arguments.get("workflow_id")
+        telemetry.workflow_id.set(workflow_id[:64] if isinstance(workflow_id, str) else "")
+        try:
+            telemetry.request_id.set(str(self.get_context().request_id))
+        except ValueError:  # no request in flight (a direct call)
+            telemetry.request_id.set("")
+        try:
+            telemetry.caller.set(self._caller().label)
+        except PilotError:
+            telemetry.caller.set("")
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,

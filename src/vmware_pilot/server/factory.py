@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from typing import TYPE_CHECKING, Literal, cast
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.fastmcp.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
 
-from vmware_pilot import __version__
+from vmware_pilot import __version__, telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.limits import MAX_REQUEST_BYTES
@@ -62,6 +65,35 @@ def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
     return source.get().service.store.load(workflow_id)
 
 
+@contextlib.contextmanager
+def _observed(request: Any) -> Iterator[None]:
+    """An MCP request measured (``pilot_mcp_request_duration_seconds``) and, with tracing on, in
+    a server span with the MCP semantic conventions, continuing the client's ``_meta.traceparent``."""
+    if request is None:  # the SDK's own inner call (tools/list to refresh its cache): not a request
+        yield
+        return
+    method = str(getattr(request, "method", "unknown"))
+    params = getattr(request, "params", None)
+    tool = str(getattr(params, "name", "")) if method == "tools/call" else ""
+    arguments = getattr(params, "arguments", None) if tool else None
+    workflow_id = arguments.get("workflow_id") if isinstance(arguments, dict) else None
+    meta = getattr(params, "meta", None)
+    parent = getattr(meta, "traceparent", "") if meta is not None else ""
+    attributes: dict[str, Any] = {"mcp.method.name": method}
+    if tool:
+        attributes.update({"gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool"})
+    if isinstance(workflow_id, str):
+        attributes["vmware_pilot.workflow_id"] = workflow_id[:64]
+    started = time.monotonic()
+    try:
+        with telemetry.span(
+            f"{method} {tool}".strip(), "server", attributes, parent if isinstance(parent, str) else ""
+        ):
+            yield
+    finally:
+        telemetry.observe("mcp_request_duration_seconds", time.monotonic() - started, method=method)
+
+
 def create_server(
     app: PilotApp | AppOnDemand,
     *,
@@ -97,6 +129,7 @@ def create_server(
     )
     _speak_fully(server, source)
     sdk.set_version(server, __version__)
+    sdk.wrap_requests(sdk.lowlevel(server), _observed)
     if level != "DEBUG":
         # One INFO line per request ("Processing request of type …") is noise in an operator log.
         logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.WARNING)

@@ -3,13 +3,14 @@
 Nothing else in ``src`` reads a private attribute of an SDK object or replaces an SDK method:
 FastMCP's low-level server (``_mcp_server``) and tool manager (``_tool_manager`` and its ``_tools``), the argument
 model inside a tool's metadata (``Tool.fn_metadata.arg_model``), and the low-level server's
-``run`` and ``get_capabilities``. A test (tests/server/test_sdk.py) fails when an SDK release
+``run``, ``get_capabilities`` and ``request_handlers``. A test (tests/server/test_sdk.py) fails when an SDK release
 moves or retypes any of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -29,6 +30,7 @@ __all__ = [
     "lowlevel",
     "run_on_streams",
     "set_version",
+    "wrap_requests",
     "wrap_run",
 ]
 
@@ -77,6 +79,22 @@ def wrap_run(server: Server[Any, Any], wrapper: Callable[[RunFn], RunFn]) -> Non
     """Replace the low-level server's ``run`` (one session over a pair of message streams, used by
     stdio, streamable HTTP and the in-memory transport alike) with ``wrapper(original run)``."""
     server.run = wrapper(server.run)  # type: ignore[method-assign,assignment]
+
+
+def wrap_requests(server: Server[Any, Any], around: Callable[[Any], AbstractContextManager[Any]]) -> None:
+    """Handle every request the low-level server serves inside ``around(request)``."""
+    for kind, handler in list(server.request_handlers.items()):
+        server.request_handlers[kind] = _around(handler, around)
+
+
+def _around(
+    handler: Callable[[Any], Awaitable[Any]], around: Callable[[Any], AbstractContextManager[Any]]
+) -> Any:
+    async def wrapped(request: Any) -> Any:
+        with around(request):
+            return await handler(request)
+
+    return wrapped
 
 
 def declare_subscriptions(server: Server[Any, Any]) -> None:

@@ -21,7 +21,16 @@ from sqlalchemy import Connection, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["Claimed", "claim", "enqueue", "finish", "prune", "retry_later", "status_counts"]
+__all__ = [
+    "Claimed",
+    "claim",
+    "enqueue",
+    "finish",
+    "oldest_pending_age",
+    "prune",
+    "retry_later",
+    "status_counts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +107,10 @@ def status_counts(conn: Connection) -> Mapping[str, int]:
     rows = conn.execute(text("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status"))
     counts: dict[str, Any] = {str(r.status): int(r.n) for r in rows}
     return counts
+
+
+def oldest_pending_age(conn: Connection) -> float:
+    """Seconds (on the database's clock) since the oldest pending row was queued; 0 when none is."""
+    query = "SELECT CLOCK - MIN(created_at) FROM notifications WHERE status = 'pending'"
+    age = conn.execute(text(query.replace("CLOCK", db_clock(conn)))).scalar()
+    return max(0.0, float(age)) if age is not None else 0.0

@@ -9,9 +9,11 @@ cached in the process, so another process's writes are seen at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
+import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,11 +57,11 @@ from vmware_pilot.store.connection import (
     sqlite_path,
     unavailable,
 )
-from vmware_pilot.store.migrations import migrate
+from vmware_pilot.store.migrations import LATEST, current_version, migrate
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
 from vmware_pilot.store.tables import audit_events, workflow_counts, workflow_ledger, workflows
 
-__all__ = ["SqlStore", "open_store"]
+__all__ = ["DatabaseState", "SqlStore", "StoreGauges", "database_state", "open_store"]
 
 _log = logging.getLogger(__name__)
 _BATCH = 1000
@@ -163,6 +165,15 @@ def _page(limit: int | None, offset: int) -> None:
         raise InvalidInput(f"limit must be 0 or more, got {limit}", field="limit", hint="Omit limit for all.")
     if offset < 0:
         raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset", hint="Start at 0.")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreGauges:
+    """Workflows by state, and the notification outbox's pending rows and the oldest one's age (s)."""
+
+    workflows_by_state: dict[str, int]
+    outbox_pending: int
+    outbox_oldest_age: float
 
 
 class SqlStore:
@@ -439,6 +450,14 @@ class SqlStore:
     def notice_counts(self) -> Mapping[str, int]:
         with self._tx(write=False) as conn:
             return outbox.status_counts(conn)
+
+    def gauges(self) -> StoreGauges:
+        """What the database knows now, for the metrics (one snapshot: every replica reports the same)."""
+        with self._tx(write=False) as conn:
+            rows = conn.execute(select(workflows.c.state, func.count()).group_by(workflows.c.state))
+            states = {str(state): int(n) for state, n in rows}
+            pending = int(outbox.status_counts(conn).get("pending", 0))
+            return StoreGauges(states, pending, outbox.oldest_pending_age(conn))
 
     # --- bearer tokens (store/tokens.py) ----------------------------------------------------
     def token_rows(self) -> list[tokens.TokenRow]:
@@ -734,6 +753,11 @@ class SqlStore:
             broken=tuple(broken),
         )
 
+    def schema_version(self) -> int:
+        """The schema version the database records now (raises ``StoreError`` when unreachable)."""
+        with self._tx(write=False) as conn:
+            return current_version(conn)
+
     def close(self) -> None:
         self._engine.dispose()
 
@@ -742,6 +766,36 @@ class SqlStore:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class DatabaseState:
+    """What `vmware-pilot doctor` reads of the database, without creating or migrating it."""
+
+    exists: bool
+    version: int
+    latest: int
+    clock_skew: float  # the database's clock minus this host's, in seconds
+
+
+def database_state(settings: Settings) -> DatabaseState:
+    """The schema version and clock of the database ``settings`` name (a SQLite file not created
+    yet is reported as such and left uncreated); raises ``StoreError`` when it cannot be reached."""
+    url = settings.resolved_database_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return DatabaseState(False, 0, LATEST, 0.0)
+    engine = make_engine(url, settings)
+    try:
+        with engine.connect() as conn:
+            version = current_version(conn)
+            clock = conn.execute(text(f"SELECT {leases.db_clock(conn)}")).scalar()
+            skew = float(clock) - time.time() if clock is not None else 0.0
+    except SQLAlchemyError as exc:
+        raise unavailable(engine, exc) from exc
+    finally:
+        engine.dispose()
+    return DatabaseState(True, version, LATEST, skew)
 
 
 def open_store(settings: Settings) -> SqlStore:

@@ -5,7 +5,7 @@ whose name is the caller, or with OAuth configured a JWT access token (oauth.py)
 the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
-to anyone and says nothing else. ``/console`` is the web console (transports/console), signed in
+to anyone and says nothing else; ``/livez`` and ``/readyz`` are the probes of health.py. ``/console`` is the web console (transports/console), signed in
 with the same tokens; ``GET /`` leads there, and the start line names its URL. At start, requests without a token are sent to the app in-process and the
 server refuses to start unless each one is refused with 401. Connections are guarded below HTTP
 (connections.py): read deadlines and a cap per client address.
@@ -21,7 +21,7 @@ import re
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -50,7 +50,9 @@ from vmware_pilot.transports.callers import (
     resource_metadata_url,
 )
 from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
+from vmware_pilot.transports.health import PROBE_PATHS, Probes
 from vmware_pilot.transports.http_body import check_bodies
+from vmware_pilot.transports.metrics import Metrics, MetricsEndpoint, metrics_only_app
 from vmware_pilot.transports.oauth import JwtVerifier
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import Tokens
@@ -116,6 +118,8 @@ class HttpOptions:
     cert: Path | None = None
     key: Path | None = None
     public_names: tuple[str, ...] = ()
+    metrics_port: int | None = None  # serve /metrics without a token on this port too
+    metrics_host: str = "127.0.0.1"
 
     @property
     def scheme(self) -> str:
@@ -125,6 +129,10 @@ class HttpOptions:
         """These options, checked; raises ``InvalidInput`` saying what to change."""
         if not 0 <= self.port <= 65535:
             raise InvalidInput(f"port {self.port} is out of range", field="port", hint="Use 1-65535.")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise InvalidInput(
+                f"metrics port {self.metrics_port} is out of range", field="metrics_port", hint="Use 1-65535."
+            )
         for name in self.public_names:
             if not (_is_ip(name) or (_DNS_NAME.match(name) and ".." not in name)):
                 raise InvalidInput(
@@ -180,12 +188,17 @@ class HttpOptions:
 
 
 class _Guard:
-    """``/healthz`` first (no checks), then Host → 421 and Origin → 403 for everything else."""
+    """``/healthz``, ``/livez`` and ``/readyz`` first (no checks: probes reach a replica by its
+    address), then Host → 421 and Origin → 403 for everything else."""
 
-    def __init__(self, app: ASGIApp, hosts: list[str], origins: list[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, hosts: list[str], origins: list[str], probes: Probes, metrics: MetricsEndpoint
+    ) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
         self.origins = frozenset(origins)
+        self.probes = probes
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -197,6 +210,12 @@ class _Guard:
             else:
                 await _respond(send, 405, b"Method Not Allowed", "text/plain")
             return
+        if scope["path"].rstrip("/") in PROBE_PATHS:
+            if scope["method"] in ("GET", "HEAD"):
+                await self.probes.answer(scope, send, _respond)
+            else:
+                await _respond(send, 405, b"Method Not Allowed", "text/plain")
+            return
         headers = Headers(scope=scope)
         if headers.get("host", "").lower() not in self.hosts:
             await _respond(send, 421, b"Invalid Host header", "text/plain")
@@ -204,6 +223,9 @@ class _Guard:
         origin = headers.get("origin")
         if origin is not None and origin.lower() not in self.origins:
             await _respond(send, 403, b"Invalid Origin header", "text/plain")
+            return
+        if scope["path"].rstrip("/") == "/metrics":
+            await self.metrics(scope, receive, send)
             return
         await self.app(_lowercased(scope, (b"host", b"origin")), receive, send)
 
@@ -256,9 +278,11 @@ def build_http_app(
     tokens: Tokens,
     roles: RoleBook,
     jwt: JwtVerifier | None = None,
+    metrics: Metrics | None = None,
 ) -> ASGIApp:
     """The guarded ASGI app for validated ``options`` on the bound ``port``; with ``jwt``, also an
-    OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role)."""
+    OAuth resource server (protected resource metadata, JWT access tokens, 403 without a role).
+    ``metrics``: the server's metrics (default: a new set, for ``/metrics`` behind a role)."""
     hosts, origins = options.allowed_hosts(port), options.allowed_origins(port)
     sdk_http = logging.getLogger("mcp.server.streamable_http")
     if not any(isinstance(f, _EndedSessionStream) for f in sdk_http.filters):
@@ -307,7 +331,8 @@ def build_http_app(
     mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
     # A person who opens the server's address lands on the console, not on a bare 404.
     starlette.router.routes.append(Route("/", _to_console, methods=["GET", "HEAD"]))
-    return _Guard(starlette, hosts, origins)
+    endpoint = MetricsEndpoint(metrics or Metrics(app), CallerVerifier(tokens, jwt), roles.role_of)
+    return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None), endpoint)
 
 
 async def _to_console(request: Request) -> Response:
@@ -379,6 +404,41 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
+def _announce(lines: list[str], json_log: bool) -> None:
+    """The start-up banner on stderr, whatever the log level: plain lines, or with the JSON log
+    records through the log's handlers (one object per line there too)."""
+    if not json_log:
+        sys.stderr.write("".join(f"{line}\n" for line in lines))
+        sys.stderr.flush()
+        return
+    for line in lines:
+        _log.handle(_log.makeRecord(_log.name, logging.INFO, __file__, 0, "%s", (line,), None))
+
+
+class _QuietServer(uvicorn.Server):
+    """A second server in the same loop: the main one owns the signals and stops this one."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _metrics_server(metrics: Metrics, options: HttpOptions) -> tuple[uvicorn.Server, socket.socket]:
+    """The ``--metrics-port`` server (``/metrics`` only, no token) and its bound socket."""
+    assert options.metrics_port is not None
+    sock = _bind(options.metrics_host, options.metrics_port)
+    config = uvicorn.Config(
+        metrics_only_app(metrics),
+        ws="none",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+    )
+    return _QuietServer(config), sock
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if host == "localhost":
@@ -430,7 +490,8 @@ async def serve_http(
     except BaseException:
         sock.close()
         raise
-    asgi = build_http_app(app, options, port, tokens, roles, jwt)
+    metrics = Metrics(app)
+    asgi = build_http_app(app, options, port, tokens, roles, jwt, metrics)
     await self_check(asgi, options.allowed_hosts(port)[1], resource_metadata_url(jwt.config) if jwt else "")
     settings = app.settings
     limits = ConnectionLimits(
@@ -456,6 +517,7 @@ async def serve_http(
             else None
         ),
     )
+    scraper = _metrics_server(metrics, options) if options.metrics_port is not None else None
     names = ", ".join(options.names())
     who = f" (a static one, or an OAuth access token from {jwt.config.issuer})" if jwt else ""
     url = f"{options.scheme}://{_host_form(options.names()[0])}:{port}/mcp"
@@ -465,15 +527,28 @@ async def serve_http(
         else "steps are handed back to the callers"
     )
     console = f"{url.removesuffix('/mcp')}{CONSOLE_PATH}"
-    sys.stderr.write(
+    lines = [
         f"vmware-pilot MCP server: {url} (listening on {_host_form(options.host)}:{port}; names: {names}). "
-        f"Every caller needs a bearer token{who}; {dispatch}. Web console: {console}\n"
-    )
-    sys.stderr.flush()
+        f"Every caller needs a bearer token{who}; {dispatch}. Web console: {console}"
+    ]
+    if scraper is not None:
+        where = f"{_host_form(options.metrics_host)}:{scraper[1].getsockname()[1]}"
+        lines.append(
+            f"vmware-pilot metrics: http://{where}/metrics (no token; keep it on a private network)."
+        )
+    _announce(lines, json_log=app.settings.log_format == "json")
+    scraping = asyncio.create_task(scraper[0].serve(sockets=[scraper[1]])) if scraper else None
     try:
         await _Server(config, handshake_timeout=limits.header_timeout).serve(sockets=[sock])
     finally:
         with contextlib.suppress(OSError):
             sock.close()
+        if scraper is not None and scraping is not None:
+            scraper[0].should_exit = True
+            with contextlib.suppress(Exception):
+                await scraping
+            with contextlib.suppress(OSError):
+                scraper[1].close()
+        metrics.close()
         await app.service.drain()
     _log.info("vmware-pilot MCP server on port %d stopped", port)

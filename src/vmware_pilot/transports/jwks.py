@@ -95,6 +95,11 @@ class IssuerKeys:
                 found = self._lookup(kid)
         return found
 
+    @property
+    def held(self) -> bool:
+        """Whether any signing key has been fetched (the readiness check asks)."""
+        return bool(self._keys or self._unnamed)
+
     def key_ids(self) -> list[str]:
         """The ids of the keys held now, sorted."""
         return sorted(self._keys)

@@ -118,6 +118,13 @@ def reach(wf: Workflow, gate_index: int, now: datetime) -> dict[str, Any]:
     return record
 
 
+def waited_seconds(wf: Workflow, gate_index: int, now: datetime) -> float | None:
+    """Seconds gate ``gate_index`` has waited since the run reached it (None: no record of it)."""
+    record = gate_record(wf, gate_index)
+    reached = from_iso(str(record.get("reached_at") or "")) if record else None
+    return None if reached is None else max(0.0, (now - reached).total_seconds())
+
+
 def is_expired(record: dict[str, Any] | None, now: datetime) -> bool:
     expires = from_iso(str(record.get("expires_at") or "")) if record else None
     return expires is not None and now >= expires

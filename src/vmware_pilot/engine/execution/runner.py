@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from vmware_pilot import telemetry
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.dispatch.judge import one_line
 from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
@@ -262,6 +264,7 @@ class Runner:
         # Taking the expired lease bumps its fence: the run that held it can no longer record
         # the step's outcome over this verdict.
         fence = await self._take_lease(wf, stuck, owner)
+        telemetry.count("lease_takeovers")
 
         def change(w: Workflow) -> bool:
             # False when its run recorded the outcome just before.
@@ -433,7 +436,40 @@ class Runner:
         self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
     ) -> StepOutcome:
         """Resolve references and secrets, then dispatch; every exception becomes an outcome.
-        ``preview`` calls the step's tool with ``confirm: false`` (the caller checked it declares it)."""
+        ``preview`` calls the step's tool with ``confirm: false`` (the caller checked it declares it).
+        Measured (``telemetry``): its duration by skill, tool and outcome; a failure by kind."""
+        started = time.monotonic()
+        telemetry.workflow_id.set(wf.id)
+        step = wf.steps[index]
+        skill, tool = step.skill, (step.rollback_tool if reverse else step.tool)
+        with telemetry.span(
+            f"tools/call {tool}",
+            "client",
+            {
+                "mcp.method.name": "tools/call",
+                "gen_ai.tool.name": tool,
+                "gen_ai.operation.name": "execute_tool",
+                "vmware_pilot.workflow_id": wf.id,
+                "vmware_pilot.step": index,
+                "vmware_pilot.skill": skill,
+                "vmware_pilot.undo": reverse,
+            },
+        ) as current:
+            outcome = await self._call_step(wf, index, bound=bound, reverse=reverse, preview=preview)
+            if current is not None:
+                current.set_attribute("vmware_pilot.outcome", outcome.kind.value)
+        if self.dispatcher is not None:
+            kind = outcome.kind.value
+            telemetry.observe(
+                "step_duration_seconds", time.monotonic() - started, skill=skill, tool=tool, outcome=kind
+            )
+            if outcome.kind in (OutcomeKind.FAILED, OutcomeKind.EFFECT_UNKNOWN):
+                telemetry.count("dispatch_errors", skill=skill, kind=kind)
+        return outcome
+
+    async def _call_step(
+        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+    ) -> StepOutcome:
         step = wf.steps[index]
         field = "rollback_params" if reverse else "params"
         tool = step.rollback_tool if reverse else step.tool
@@ -508,48 +544,57 @@ class Runner:
         last approval the gate needs; the last raises ``approval.QuorumReached``, nothing recorded."""
         who = approver.strip()
         dispatching = self.dispatcher is not None
-        for _ in range(_COMMIT_ATTEMPTS):
-            now = await asyncio.to_thread(self.store.now)
-            gate, digest, so_far, required = approval.precheck(
-                wf, approver, acknowledge_not_executed, expected_digest, now=now, gate_step=gate_step
-            )
-            last = so_far + 1 >= required
-            if last and not holds_run:
-                raise approval.QuorumReached(
-                    f"The approval by {who} completes the quorum of the gate at step {gate.index}",
-                    workflow_id=wf.id,
+        try:
+            for _ in range(_COMMIT_ATTEMPTS):
+                now = await asyncio.to_thread(self.store.now)
+                gate, digest, so_far, required = approval.precheck(
+                    wf, approver, acknowledge_not_executed, expected_digest, now=now, gate_step=gate_step
                 )
-            unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
-            gate_index = gate.index
-            to = approval.recipient(wf, actor, channel, dispatching)
-            if last:
-                refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
-                if refusal is not None:
-                    raise refusal
-                self.refuse_handback(wf, to, start=gate_index + 1)
-            change = functools.partial(
-                approval.record,
-                gate_index=gate_index,
-                who=who,
-                digest=digest,
-                required=required,
-                channel=channel,
-                actor=actor,
-                to=to,
-                dispatching=dispatching,
-                now=now,
-                release=last,
-            )
-            try:
-                wf, released = await self.save(wf, change)
-                break
-            except approval.QuorumReached:
-                if not holds_run:
-                    raise
-                # Another Pilot recorded an approval since the load: this one is the last now.
-                wf = await asyncio.to_thread(self.store.load, wf.id)
-        else:
-            raise ConcurrencyConflict(wf.id, wf.version, None)
+                last = so_far + 1 >= required
+                if last and not holds_run:
+                    raise approval.QuorumReached(
+                        f"The approval by {who} completes the quorum of the gate at step {gate.index}",
+                        workflow_id=wf.id,
+                    )
+                unrun = [s for s in wf.steps[: gate.index] if s.status is S.NOT_EXECUTED]
+                gate_index = gate.index
+                to = approval.recipient(wf, actor, channel, dispatching)
+                if last:
+                    refusal = await self.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+                    if refusal is not None:
+                        raise refusal
+                    self.refuse_handback(wf, to, start=gate_index + 1)
+                change = functools.partial(
+                    approval.record,
+                    gate_index=gate_index,
+                    who=who,
+                    digest=digest,
+                    required=required,
+                    channel=channel,
+                    actor=actor,
+                    to=to,
+                    dispatching=dispatching,
+                    now=now,
+                    release=last,
+                )
+                try:
+                    wf, released = await self.save(wf, change)
+                    break
+                except approval.QuorumReached:
+                    if not holds_run:
+                        raise
+                    # Another Pilot recorded an approval since the load: this one is the last now.
+                    wf = await asyncio.to_thread(self.store.load, wf.id)
+            else:
+                raise ConcurrencyConflict(wf.id, wf.version, None)
+        except PilotError as exc:
+            _count_gate_refusal(exc)
+            raise
+        if released:
+            waited = gate_records.waited_seconds(wf, gate_index, now)
+            telemetry.count("gate_decisions", decision="approved")
+            if waited is not None:
+                telemetry.observe("gate_wait_seconds", waited, decision="approved")
         if not released:
             missing = approval.approvals_missing(wf, gate_index, required)
             out = self.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
@@ -594,3 +639,13 @@ class Runner:
         )
         self.vault.forget(wf.id)
         return self.result(wf, actor, Outcome.CANCELLED)
+
+
+def _count_gate_refusal(exc: PilotError) -> None:
+    """An approval refused because its gate expired (a decision: ``expired``) or its plan changed
+    since the gate was shown (a drift stop)."""
+    refused = exc.fields.get("refused")
+    if refused == "gate_expired":
+        telemetry.count("gate_decisions", decision="expired")
+    elif refused == "plan_changed":
+        telemetry.count("drift_stops")
