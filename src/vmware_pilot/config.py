@@ -230,6 +230,29 @@ class Settings(BaseSettings):
         "Behind a proxy every client shares the proxy's address.",
     )
 
+    mcp_expose: str = Field(
+        default="all",
+        description="MCP servers: which tools are offered, 'all' or 'read' (the four read tools); the "
+        "--expose flag wins. Hidden tools are neither listed nor callable.",
+    )
+    mcp_allow_write: str = Field(
+        default="",
+        description="MCP servers with expose 'read': comma-separated write tools offered as well; the "
+        "--allow-write flag wins.",
+    )
+    runaway_max: int = Field(
+        default=25,
+        ge=0,
+        description="Identical write calls (same tool, arguments and caller) allowed within "
+        "VMWARE_PILOT_RUNAWAY_WINDOW_SEC; more are refused. Reads are never refused; 0: no limit.",
+    )
+    runaway_window_sec: float = Field(
+        default=120.0,
+        gt=0,
+        le=86400,
+        description="Seconds over which identical write calls are counted for VMWARE_PILOT_RUNAWAY_MAX.",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str) -> str:

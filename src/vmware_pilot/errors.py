@@ -11,6 +11,7 @@
     │   ├── StepValidationError      a step dict is malformed (names step index and field)
     │   └── TemplateParamError       a template parameter is missing, unknown or mistyped
     ├── AccessRefused                the caller's role does not allow this tool or approval
+    ├── RunawayRefused               the same write call repeated too often in a short time
     ├── StartupRefused               the settings, or a home, database or file they name, cannot be used
     ├── TemplateError                unknown template, unloadable YAML, name clash
     ├── ApprovalGateRefused          the approval-gate rule refused a plan (carries violations + fix)
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidTransition",
     "PilotError",
     "ReviewBlocked",
+    "RunawayRefused",
     "SchemaTooNew",
     "SecretUnavailable",
     "StartupRefused",
@@ -192,6 +194,10 @@ class TemplateParamError(InvalidInput):
 
 class AccessRefused(PilotError):
     """The caller's role does not allow the call (fields: ``role``, and ``tool`` for a tool call)."""
+
+
+class RunawayRefused(PilotError):
+    """The same write call (tool, arguments, caller) came too often within the window."""
 
 
 class StartupRefused(PilotError):

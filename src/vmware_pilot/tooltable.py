@@ -296,14 +296,17 @@ run_workflow refuse. Fix a draft with update_draft.""",
         name="get_workflow_status",
         title="Get workflow status",
         effect="read",
-        threaded=True,
+        # async: it reads in worker threads itself, and waits (wait_seconds) on the loop
         failure_hint="Use list_workflows() to see active workflow IDs.",
         summary="""\
 Snapshot of one workflow: state, steps with status and result, diff_report (what it \
 changed so far) and audit log. Does not advance it.
 
-Use it to poll after run_workflow or to learn why a workflow stopped: 'not_executed' steps are \
-yours to perform, state 'awaiting_approval' means approve (after the human agrees).
+Use it to follow a workflow after run_workflow or to learn why a workflow stopped: \
+'not_executed' steps are yours to perform, state 'awaiting_approval' means approve (after the \
+human agrees). To wait for progress (a run, someone else's approval), pass wait_seconds (up to \
+60): the answer comes as soon as the workflow changes, or unchanged when the wait ends; call \
+again rather than in a tight loop.
 
 Returns the full workflow record.""",
     ),

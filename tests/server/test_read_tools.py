@@ -5,7 +5,7 @@ See docs/contract.md#tools and #review.
 
 from __future__ import annotations
 
-from tests.server.conftest import DELETE_STEP, READ_STEP, Client
+from tests.server.conftest import DELETE_STEP, INCIDENT, READ_STEP, Client
 
 BUILTINS = [
     "clone_and_test",
@@ -135,7 +135,16 @@ async def test_list_workflows_active_newest_first_and_paged(client: Client) -> N
 
 
 async def test_list_workflows_without_limit_answers_the_50_most_recent_and_pages_on(client: Client) -> None:
-    ids = [await client.incident() for _ in range(53)][::-1]
+    # Distinct inputs: 53 identical creates in a row would trip the runaway breaker (server/runaway.py).
+    made = [
+        await client.ok(
+            "create_workflow_from_template",
+            workflow_type="incident_response",
+            params={**INCIDENT, "alert_name": f"High CPU {i}"},
+        )
+        for i in range(53)
+    ]
+    ids = [m["workflow_id"] for m in made][::-1]
     first = await client.ok("list_workflows")
     assert [w["id"] for w in first["active_workflows"]] == ids[:50]
     assert (first["active_total"], first["next_offset"]) == (53, 50)

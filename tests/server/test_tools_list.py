@@ -14,7 +14,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import create_server
 
-STR, BOOL, INT, OBJ, ARR, NULL = "string", "boolean", "integer", "object", "array", "null"
+STR, BOOL, INT, NUM, OBJ, ARR, NULL = "string", "boolean", "integer", "number", "object", "array", "null"
 REQ = object()  # marks a required parameter
 
 # name → [(parameter, JSON type, default or REQ)], in the contract's tools/list order.
@@ -64,7 +64,8 @@ EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
         ],
     ),
     ("review_workflow", [("workflow_id", STR, REQ)]),
-    ("get_workflow_status", [("workflow_id", STR, REQ)]),
+    # wait_seconds is optional, after 2.4.0's workflow_id: old calls still fit
+    ("get_workflow_status", [("workflow_id", STR, REQ), ("wait_seconds", NUM, 0)]),
     ("list_workflows", [("limit", (INT, NULL), None), ("offset", INT, 0)]),  # paging is our addition
     ("get_skill_catalog", []),
 ]

@@ -58,6 +58,21 @@ def mcp(
     metrics_host: Annotated[
         str, typer.Option(help="https/http: address the --metrics-port listens on.")
     ] = "127.0.0.1",
+    expose: Annotated[
+        str | None,
+        typer.Option(
+            help="Which tools to offer: all (default) or read (the four read tools). Hidden tools are "
+            "neither listed nor callable; not authorization: roles still decide. Default: "
+            "VMWARE_PILOT_MCP_EXPOSE."
+        ),
+    ] = None,
+    allow_write: Annotated[
+        str | None,
+        typer.Option(
+            help="With --expose read: comma-separated write tools to offer as well. Default: "
+            "VMWARE_PILOT_MCP_ALLOW_WRITE (read only when neither flag is given)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the MCP tools: on stdio (configure this command in your MCP client) or over HTTPS."""
     kind = transport.strip().lower()
@@ -72,7 +87,7 @@ def mcp(
 
     network = http_options(kind, host, port, cert, key, public_name, metrics_port, metrics_host)
     try:
-        settings = load_settings(dispatch)
+        settings = load_settings(dispatch, expose, allow_write)
     except PilotError as exc:
         raise refused(exc) from None
     if network is not None:

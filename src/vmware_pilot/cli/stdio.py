@@ -50,19 +50,34 @@ def stdio_args(args: Sequence[str]) -> bool | None:
     return dispatch
 
 
-def load_settings(dispatch: bool) -> Settings:
-    """Settings from the environment (``--dispatch`` forces stdio dispatch), logging configured;
-    raises ``StartupRefused`` when they cannot be used."""
+def load_settings(dispatch: bool, expose: str | None = None, allow_write: str | None = None) -> Settings:
+    """Settings from the environment (``--dispatch`` forces stdio dispatch; ``--expose`` and
+    ``--allow-write``, when either is given, replace the environment's exposure), logging
+    configured; raises ``StartupRefused`` when they cannot be used."""
+    from vmware_pilot.server.exposure import exposed_tools, resolve_exposure
+    from vmware_pilot.tooltable import TOOL_NAMES
+
     settings = _load(dispatch, server=True)
     try:
         configure_logging(settings.log_level, settings.log_format)
     except ValueError as exc:
         raise StartupRefused(f"invalid settings: {exc}", hint=SETTINGS_HINT) from None
+    chosen, writes = resolve_exposure(expose, allow_write, settings.mcp_expose, settings.mcp_allow_write)
+    offered = exposed_tools(chosen, writes)
+    if len(offered) < len(TOOL_NAMES):
+        hidden = [n for n in TOOL_NAMES if n not in offered]
+        logging.getLogger("vmware_pilot").info(
+            "offering %d of %d tools (not offered: %s); this limits what clients see, roles still "
+            "decide what a caller may do",
+            len(offered),
+            len(TOOL_NAMES),
+            ", ".join(hidden),
+        )
     if settings.otlp_endpoint:  # OpenTelemetry is imported only then (the optional extra `otel`)
         from vmware_pilot.adapters.otel import install
 
         install()
-    return settings
+    return settings.model_copy(update={"mcp_expose": chosen.strip().lower(), "mcp_allow_write": writes})
 
 
 async def _sweep(app: AppOnDemand) -> None:

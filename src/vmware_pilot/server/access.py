@@ -11,6 +11,10 @@ Every refusal of a call, whoever raises it (the door in ``server.arguments``, th
 the engine), is a ``PilotError`` that ``call_tool`` turns into a result in one place
 (``server.errors.refusal_result``); a tool's own result is framed by ``server.errors.tool_result``.
 
+A server may offer fewer tools (``server.exposure``): one not offered is neither listed nor
+callable, and a call to it gets the answer of an unknown tool. Identical write calls repeated too
+often by one caller are refused (``server.runaway``); reads never are.
+
 Calls never wait for each other, except quick writes to one existing workflow (the tool table's
 ``queued`` tools), which take turns per workflow so many callers editing one draft never conflict.
 Runs, approvals and rollbacks are kept one-at-a-time per workflow by the service itself.
@@ -39,6 +43,7 @@ from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.server import sdk
 from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_tool_refusal
 from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_failure
+from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
 __all__ = ["ActorSource", "PilotFastMCP", "RoleOf", "read_refusal"]
@@ -93,6 +98,8 @@ class PilotFastMCP(FastMCP[Any]):
         caller: ActorSource,
         role_of: RoleOf | None,
         load_workflow: LoadWorkflow,
+        offered: frozenset[str] = frozenset(TOOL_NAMES),
+        runaway: RunawayBreaker | None = None,
         **kwargs: Any,
     ) -> None:
         # The tools are built when first listed or called: building them (argument models, output
@@ -101,6 +108,8 @@ class PilotFastMCP(FastMCP[Any]):
         self._caller = caller
         self._role_of = role_of
         self._load_workflow = load_workflow
+        self._offered = offered
+        self._runaway = runaway
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         super().__init__(*args, **kwargs)
         # Calls to hidden or unknown tools are refused with a payload; the SDK's warning (which
@@ -131,7 +140,7 @@ class PilotFastMCP(FastMCP[Any]):
 
     async def list_tools(self) -> list[MCPTool]:
         self._build_tools_once()
-        tools = await super().list_tools()
+        tools = [t for t in await super().list_tools() if t.name in self._offered]
         if self._role_of is None:
             return tools
         try:
@@ -173,11 +182,14 @@ class PilotFastMCP(FastMCP[Any]):
         arguments over a limit or against the schema, the caller's role, the engine's rules."""
         self._build_tools_once()
         tool = sdk.find_tool(self, name)
-        if tool is None:
-            raise unknown_tool_refusal(name, TOOL_NAMES)
+        if tool is None or name not in self._offered:  # a hidden tool is answered as unknown
+            raise unknown_tool_refusal(name, [n for n in TOOL_NAMES if n in self._offered])
         check_limits(arguments)
         if self._role_of is not None:
             await self._check_role(name, arguments)
+        if self._runaway is not None:
+            actor = self._caller()
+            self._runaway.check(f"{actor.kind}:{actor.name}", name, arguments)
         spec = spec_of(name)
         workflow_id = arguments.get("workflow_id")
         try:

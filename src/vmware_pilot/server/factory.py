@@ -23,8 +23,10 @@ from vmware_pilot.server import sdk
 from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
+from vmware_pilot.server.exposure import exposed_tools
 from vmware_pilot.server.prompts import register_prompts
 from vmware_pilot.server.resources import register_resources
+from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.server.runlog import register_logging
 from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
 from vmware_pilot.server.wire import guard
@@ -58,7 +60,7 @@ def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
 def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
     from vmware_pilot.server.tools import build_tools  # and the result models: not for `initialize`
 
-    return build_tools(lambda: source.get().service, caller)
+    return build_tools(lambda: source.get().service, caller, source.settings.watch_interval)
 
 
 def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
@@ -107,13 +109,16 @@ def create_server(
 
     ``actor`` is the fixed caller (stdio) or a function returning the caller of the request being
     handled (network). With ``role_of``, tools/list and every call are limited to the caller's role
-    (``server.access``). The remaining arguments configure FastMCP's HTTP authentication and
+    (``server.access``). The settings' exposure (``server.exposure``) hides tools from every caller,
+    and their runaway limits refuse repeated identical write calls (``server.runaway``). The
+    remaining arguments configure FastMCP's HTTP authentication and
     Host/Origin checks. ``initialize`` reports name ``vmware-pilot`` and the package version.
     An ``AppOnDemand`` not built yet is built by the first tool call that needs it.
     """
     caller: ActorSource = (lambda: actor) if isinstance(actor, Actor) else actor
     source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
-    level = source.settings.log_level.upper()
+    settings = source.settings
+    level = settings.log_level.upper()
     server = PilotFastMCP(
         SERVER_NAME,
         instructions=instructions(source.dispatching),
@@ -122,6 +127,8 @@ def create_server(
         caller=caller,
         role_of=role_of,
         load_workflow=functools.partial(_load, source),
+        offered=exposed_tools(settings.mcp_expose, settings.mcp_allow_write),
+        runaway=RunawayBreaker(settings.runaway_max, settings.runaway_window_sec),
         token_verifier=token_verifier,
         auth=auth,
         transport_security=transport_security,

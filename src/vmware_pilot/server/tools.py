@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
+import anyio
 import anyio.to_thread
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.tools import Tool
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
     from vmware_pilot.engine.service import PilotService
 
 __all__ = ["TOOL_NAMES", "build_tools"]
+
+_log = logging.getLogger("vmware_pilot.server")
 
 ToolContext = Context[Any, Any, Any]
 M = TypeVar("M", bound=BaseModel)
@@ -165,6 +169,16 @@ Limit = Annotated[
         description="Page size for active_workflows, 1 to 500; null (default) returns the 50 most recent.",
     ),
 ]
+WaitSeconds = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=60,
+        description="Seconds (0 to 60) to wait for the workflow to change before answering: the answer "
+        "comes as soon as its state, a step or a gate moves (a change by anyone), or when the wait ends, "
+        "unchanged. 0 (default) answers at once. Use it instead of calling in a loop.",
+    ),
+]
 Offset = Annotated[
     int, Field(ge=0, le=2**31 - 1, description="Number of active workflows to skip before the page.")
 ]
@@ -258,6 +272,29 @@ def _lean(schema: Any) -> Any:
     return out
 
 
+async def _wait_for_change(
+    versions: Callable[[list[str]], dict[str, int]], workflow_id: str, wait: float, interval: float
+) -> None:
+    """Return once ``workflow_id``'s stored version moved from what it is now, or after ``wait``
+    seconds, whichever comes first; at once when there is no such workflow (the status says so).
+
+    Each look reads only the version (``Store.versions``), in a worker thread, every ``interval``
+    seconds: between looks nothing is held but this coroutine. A change by any process sharing the
+    database counts, as for resource subscriptions (``server.subscriptions``)."""
+    first = (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
+    if first is None:
+        return
+    _log.debug(
+        "get_workflow_status: waiting up to %g s for %s to move from version %d", wait, workflow_id, first
+    )
+    with anyio.move_on_after(wait):
+        while True:
+            await anyio.sleep(interval)
+            now = (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
+            if now != first:
+                return
+
+
 def _preview_or(model: type[M], answer: Mapping[str, Any]) -> M | Preview:
     """A rollback's or cancel's answer: its preview (nothing changed), or what it did."""
     if answer.get("action") == "preview":
@@ -290,8 +327,11 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
     return tool
 
 
-def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor]) -> list[Tool]:
-    """The 13 tools bound to ``service()``, in the tool table's order.
+def build_tools(
+    service: Callable[[], PilotService], actor: Callable[[], Actor], watch: float = 1.0
+) -> list[Tool]:
+    """The 13 tools bound to ``service()``, in the tool table's order; ``watch`` is the seconds
+    between two looks at a workflow's version while ``get_workflow_status`` waits for a change.
 
     ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling
     (and, for a threaded tool, in its worker thread): the service may be built by the first call,
@@ -403,8 +443,17 @@ def build_tools(service: Callable[[], PilotService], actor: Callable[[], Actor])
         return result_of(ReviewResult, service().review_workflow(workflow_id))
 
     @tool
-    def get_workflow_status(workflow_id: WorkflowId) -> StatusView:
-        return result_of(StatusView, service().get_workflow_status(workflow_id))
+    async def get_workflow_status(workflow_id: WorkflowId, wait_seconds: WaitSeconds = 0) -> StatusView:
+        # Every store read hops to a worker thread and back: a wait holds neither a thread nor a
+        # database connection between two looks at the workflow's version.
+        if wait_seconds > 0:
+
+            def versions(ids: list[str]) -> dict[str, int]:
+                return service().store.versions(ids)  # in the worker thread: may build the app
+
+            await _wait_for_change(versions, workflow_id, wait_seconds, watch)
+        answer = await anyio.to_thread.run_sync(lambda: service().get_workflow_status(workflow_id))
+        return result_of(StatusView, answer)
 
     @tool
     def list_workflows(limit: Limit = None, offset: Offset = 0) -> ListResult:
