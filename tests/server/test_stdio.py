@@ -73,3 +73,57 @@ async def test_workflow_survives_a_server_restart(pilot_home: Path) -> None:
         status = await client.status(created["workflow_id"])
         assert status["state"] == "awaiting_approval"
         assert status["created_by"]  # the OS user on stdio
+
+
+READ_TOOLS = ["review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"]
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["mcp", "--expose", "read"], {}), (["mcp"], {"VMWARE_PILOT_MCP_EXPOSE": "read"})],
+    ids=["flag", "environment"],
+)
+@pytest.mark.slow
+async def test_expose_read_offers_the_four_read_tools_over_stdio(
+    args: list[str], env: dict[str, str], pilot_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    async with serve(str(BIN / "vmware-pilot"), args, pilot_home) as (client, _, _):
+        listed = [t.name for t in (await client.session.list_tools()).tools]
+        assert listed == READ_TOOLS
+        hidden = await client.refused("create_workflow_from_template", workflow_type="x", params={})
+        unknown = await client.refused("no_such_tool", workflow_type="x", params={})
+        assert hidden == {**unknown, "error": "Unknown tool: create_workflow_from_template"}
+        assert hidden["field"] == "name"
+        assert "create_workflow" not in hidden["hint"]
+        assert (await client.ok("list_workflows"))["active_workflows"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        (["mcp", "--expose", "write"], {}, "tool exposure 'write' is not known"),
+        (["mcp", "--expose", "read", "--allow-write", "nope"], {}, "'nope', which is not a tool"),
+        (["mcp"], {"VMWARE_PILOT_MCP_EXPOSE": "bogus"}, "tool exposure 'bogus' is not known"),
+    ],
+    ids=["flag", "allow-write", "environment"],
+)
+@pytest.mark.slow
+def test_a_bad_exposure_stops_the_server_with_exit_2(
+    args: list[str], env: dict[str, str], words: str, pilot_home: Path
+) -> None:
+    done = subprocess.run(
+        [str(BIN / "vmware-pilot"), *args],
+        env={**os.environ, "VMWARE_PILOT_HOME": str(pilot_home), **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    message, hint = done.stderr.splitlines()
+    assert message.startswith("vmware-pilot mcp: ") and words in message
+    assert hint.strip()
