@@ -181,3 +181,31 @@ async def subscribe_and_cancel_elsewhere_as_reader(
     done = await anyio.to_thread.run_sync(lambda: cli(home, "cancel", workflow_id, "--yes"))
     assert done.returncode == 0, done.stderr
     await updates.wait(uri)
+
+
+@pytest.mark.slow
+async def test_http_offers_only_the_exposed_tools_to_every_caller(tmp_path: Path) -> None:
+    pilot_home = tmp_path / ".vmware"
+    pilot_home.mkdir(mode=0o700)
+    admin = TokenStore(pilot_home / "tokens.json").create("ann", "admin")
+    args = ["--transport", "http", "--expose", "read", "--allow-write", "cancel_workflow"]
+    with start_server(tmp_path, args) as server:
+        async with http_session(server.url, admin, Updates()) as session:
+            listed = [t.name for t in (await session.list_tools()).tools]
+            assert listed == [
+                "cancel_workflow",
+                "review_workflow",
+                "get_workflow_status",
+                "list_workflows",
+                "get_skill_catalog",
+            ]
+            hidden = await session.call_tool(
+                "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
+            )
+            assert hidden.isError is True
+            assert hidden.structuredContent is not None
+            assert hidden.structuredContent["error"] == "Unknown tool: create_workflow_from_template"
+            assert hidden.structuredContent["field"] == "name"
+            listing = await session.call_tool("list_workflows", {})
+            assert listing.isError is False
+        assert server.stop() == 0
