@@ -53,7 +53,12 @@ def _start(home: Path, transport: str) -> tuple[subprocess.Popen[bytes], int, ss
         verify = ssl.create_default_context(cafile=str(cert))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VMWARE_PILOT_")}
     env.update(
-        {"HOME": str(home), "VMWARE_PILOT_HOME": str(home / ".vmware"), "VMWARE_PILOT_LOG_LEVEL": "WARNING"}
+        {
+            "HOME": str(home),
+            "VMWARE_PILOT_HOME": str(home / ".vmware"),
+            "VMWARE_PILOT_LOG_LEVEL": "WARNING",
+            "VMWARE_PILOT_RUNAWAY_MAX": "0",  # identical writes on purpose: no runaway breaker
+        }
     )
     log = home / "server.log"
     with log.open("wb") as err:

@@ -51,6 +51,7 @@ def _start(home: Path, database_url: str, n: int) -> tuple[subprocess.Popen[byte
             "HOME": str(home),
             "VMWARE_PILOT_HOME": str(home / ".vmware"),
             "VMWARE_PILOT_LOG_LEVEL": "WARNING",
+            "VMWARE_PILOT_RUNAWAY_MAX": "0",  # identical writes on purpose: no runaway breaker
             "VMWARE_PILOT_DATABASE_URL": database_url,
         }
     )

@@ -80,7 +80,12 @@ class Subject:
         return str(Path(self.command).with_name("python"))
 
     def env(self, home: Path) -> dict[str, str]:
-        return {"VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_LOG_LEVEL": "WARNING"}
+        # Benchmarks repeat identical writes on purpose: no runaway breaker (server/runaway.py).
+        return {
+            "VMWARE_PILOT_HOME": str(home),
+            "VMWARE_PILOT_LOG_LEVEL": "WARNING",
+            "VMWARE_PILOT_RUNAWAY_MAX": "0",
+        }
 
 
 def _p(values: list[float], q: float) -> float:
