@@ -216,8 +216,10 @@ async def test_a_wait_answers_with_the_change_another_session_made(
             assert before["state"] == "awaiting_approval"
             with _watching() as waiting:
                 task = asyncio.create_task(agent.ok("get_workflow_status", workflow_id=wid, wait_seconds=60))
-                await waiting.started.wait()  # its starting version is read: the approval comes after
-                assert not task.done()
+                started = asyncio.create_task(waiting.started.wait())
+                await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
+                # Its starting version is read and it has not answered: the approval comes after.
+                assert started.done() and not task.done()
                 await approver.ok("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
                 changed = await task
             assert changed["state"] != "awaiting_approval"
