@@ -57,6 +57,9 @@ __all__ = [
     "InFlight",
     "ListResult",
     "PlannedStep",
+    "PredictedChange",
+    "PredictedStep",
+    "Prediction",
     "Preview",
     "RecordStep",
     "Refusal",
@@ -188,6 +191,10 @@ class GateApproval(Result):
     at: str
     channel: str = ""
     digest: str = ""
+    # The prediction the approval was given for, and the reason given for approving despite a
+    # failing one (``approve``'s ``acknowledge_predicted_failure``).
+    verdict: str = ""
+    acknowledged_failure: str = ""
 
 
 class GateStatus(Result):
@@ -265,8 +272,44 @@ class WorkflowRecord(Result):
     in_flight: list[InFlight] = Field(default_factory=list)
 
 
+class PredictedChange(Result):
+    """One change a step is predicted to make: ``object``'s ``field`` from ``before`` to ``after``
+    (None: not known)."""
+
+    object: str
+    field: str
+    before: Any = None
+    after: Any = None
+
+
+class PredictedStep(Result):
+    """One released step as predicted (``safety.predict``)."""
+
+    step: int
+    skill: str = ""
+    tool: str = ""
+    outcome: Literal["succeeds", "no_change", "refused", "fails", "unknown"]
+    reason: str = ""
+    changes: list[PredictedChange] = Field(default_factory=list)
+
+
+class Prediction(Result):
+    """What approving the pending gate is predicted to do: one ``verdict``, a one-line ``summary``,
+    the first failing step and what the steps before it leave (``fails``), and every step."""
+
+    verdict: Literal["succeeds", "fails", "unknown"]
+    summary: str = ""
+    failing_step: int | None = None
+    leaves: str = ""
+    at: str = ""
+    steps: list[PredictedStep] = Field(default_factory=list)
+
+
 class StatusView(WorkflowRecord):
-    """``get_workflow_status``: the record, with ``gates`` and ``in_flight`` when they say something."""
+    """``get_workflow_status``: the record, with ``gates`` and ``in_flight`` when they say something,
+    and ``prediction`` while a gate waits."""
+
+    prediction: Prediction | None = None
 
 
 # --- blast radius (docs/contract.md#rollback-and-cancel) ----------------------------------------

@@ -415,6 +415,8 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
         "rollback_params": {"vm_name": "web-01-test", "confirm": True},
     }
     dispatcher.answers["get_alarms"] = failed("monitoring down")
+    # The clone does not exist yet when the gate reads it (the prediction would say it does).
+    dispatcher.answers["get_vm_info"] = lambda s, t, p: failed(f"VM not found. Requested: '{p['vm_name']}'")
     wid = create(dapp, actor, [GATE, clone, READ])
     await dapp.service.run_workflow(actor, wid)
     assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "failed"

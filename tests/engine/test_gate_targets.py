@@ -140,16 +140,12 @@ def vm(power: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def test_the_gate_says_plainly_when_an_object_is_already_as_the_step_would_leave_it() -> None:
-    said = changes(vm("poweredOff"), ["power_off_vm"], [], None)
-    assert said == [
-        "ALREADY POWERED OFF: VM web on vc is poweredOff already, so power_off_vm would have nothing to do."
-    ]
-    assert changes(vm("poweredOn"), ["power_off_vm"], [], None) == []
+def test_drift_leaves_already_so_and_exists_already_to_the_step_by_step_prediction() -> None:
+    """Whether a step has nothing to do is judged against the state the plan leaves at that point
+    (safety.predict), never per object against the state before the plan."""
+    assert changes(vm("poweredOff"), ["power_off_vm", "power_on_vm"], [], None) == []
     exists = {"kind": "segment", "name": "s1", "read": "ok", "summary": {}}
-    assert changes(exists, ["create_segment"], ["create_segment"], None) == [
-        "ALREADY EXISTS: create_segment would create segment s1, which exists already."
-    ]
+    assert changes(exists, ["create_segment"], ["create_segment"], None) == []
     absent = {"kind": "segment", "name": "s1", "read": "not_found"}
     assert changes(absent, ["create_segment"], ["create_segment"], None) == []
 
@@ -296,3 +292,30 @@ async def test_an_object_the_step_creates_is_expected_to_be_absent(
     _, view = await at_gate(dapp, actor, [GATE, step("aiops", tool, vm_name="new-vm", ova_path="/x.ova")])
     (target,) = view["targets"]
     assert target["changes"] == [] and target["line"] == f"new-vm: does not exist yet ({tool} creates it)"
+
+
+async def test_the_gate_says_a_step_has_nothing_to_do_only_at_its_point_of_the_plan(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_vm_info"] = ok({"name": "web", "power_state": "poweredOff", "uuid": "u"})
+    dispatcher.answers["get_segment"] = ok({"display_name": "s1", "type": "ROUTED"})
+    off = step("aiops", "power_off_vm", vm_name="web", force=True)
+    on = step("aiops", "power_on_vm", vm_name="web")
+    seg = step("nsx", "create_segment", segment_id="s1", display_name="s1", subnet="10.0.0.1/24")
+    _, view = await at_gate(dapp, actor, [GATE, off, on, off, seg])
+    outcomes = [(s["step"], s["outcome"]) for s in view["prediction"]["steps"]]
+    assert outcomes == [(1, "no_change"), (2, "succeeds"), (3, "succeeds"), (4, "fails")]
+    alerts = view["alerts"]
+    assert alerts[0].startswith("FAILS at step 4 (nsx.create_segment): segment s1 exists already")
+    assert (
+        "Step 1 (aiops.power_off_vm) NO_CHANGE: Nothing to do: VM web is poweredOff already (as read at "
+        "the gate), so power_off_vm would change nothing." in alerts
+    )
+    # The power-on after it is a change, and the power-off after that is one too: no "already" for them.
+    assert not any(a.startswith(("Step 2 ", "Step 3 ")) for a in alerts), alerts
+    assert view["prediction"]["steps"][1]["changes"][0] == {
+        "object": "web",
+        "field": "power_state",
+        "before": "poweredOff",
+        "after": "poweredOn",
+    }

@@ -107,7 +107,11 @@ async def test_the_targets_state_is_read_before_the_gate_and_audited(
     dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
     again = await dapp.service.show_gate(actor, wid)
     changes = again["targets"][0]["changes"]
-    assert any(c.startswith("ALREADY POWERED OFF: VM web-01 on lab is poweredOff already") for c in changes)
+    (predicted,) = again["prediction"]["steps"]
+    assert predicted["outcome"] == "no_change"
+    assert predicted["reason"].startswith(
+        "Nothing to do: VM web-01 is poweredOff already (as read at the gate)"
+    )
     assert any(c.startswith("CHANGED since the gate was first shown") for c in changes)
     assert any("power_state poweredOn → poweredOff" in c for c in changes)
     assert (
@@ -201,10 +205,15 @@ async def test_the_webhook_body_carries_the_gate_pages_alert_sentences(
         finally:
             app.close()
     alerts = got.event["gate"]["alerts"]
-    assert any(a.startswith("ALREADY POWERED OFF: VM web-01 on lab is poweredOff already") for a in alerts)
+    assert any(
+        a.startswith("Step 1 (aiops.power_off_vm) NO_CHANGE: Nothing to do: VM web-01 is poweredOff already")
+        for a in alerts
+    ), alerts
     assert alerts == page["alerts"], "the same sentences as the gate page"
     changes = page["targets"][0]["changes"]
     assert alerts[: len(changes)] == changes
+    assert got.event["gate"]["prediction"] == page["prediction"], "the same prediction as the gate page"
+    assert page["prediction"]["verdict"] == "succeeds"
 
 
 async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Settings, actor: Actor) -> None:

@@ -39,7 +39,7 @@ from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable
-from vmware_pilot.safety.redaction import redact_text
+from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -85,6 +85,8 @@ def gate_summary(view: GateView) -> dict[str, Any]:
     """The part of a gate view a notification carries (bounded: no previews' raw payloads)."""
     gate = view.pending()
     return {
+        # What approving is predicted to do, first (engine.gateview.GateView.prediction).
+        "prediction": redact(view.prediction.payload()) if view.prediction is not None else None,
         "index": gate.index if gate else None,
         "message": gate.message if gate else "",
         "digest": gate.digest if gate else "",

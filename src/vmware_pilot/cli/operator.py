@@ -209,6 +209,14 @@ def approve(
             help="State that you performed the steps handed out before this gate and checked their results.",
         ),
     ] = False,
+    acknowledge_failure: Annotated[
+        str,
+        typer.Option(
+            "--acknowledge-failure",
+            metavar="REASON",
+            help="Approve although Pilot predicts the run fails; your reason is recorded with the approval.",
+        ),
+    ] = "",
     dispatch: DispatchOption = False,
     yes: YesOption = False,
     json_output: JsonOption = False,
@@ -222,12 +230,19 @@ def approve(
         # The approval names the gate and the plan the person was shown.
         digest, gate_step = (pending.digest, pending.index) if pending else ("", None)
         try:  # the engine's own refusals, before the person is asked (nothing changes)
-            app.service.check_approval(workflow_id, person.label, ack_not_executed, digest, gate_step)
+            app.service.check_approval(
+                workflow_id, person.label, ack_not_executed, digest, gate_step, acknowledge_failure
+            )
         except PilotError as exc:
             if isinstance(exc, StepsNotExecuted):
                 exc.hint = (
                     "Add --ack-not-executed only if they were performed and you checked their results; "
                     f"otherwise `vmware-pilot reject {workflow_id} --reason ...`."
+                )
+            elif exc.fields.get("refused") == "predicted_failure":
+                exc.hint = (
+                    "Fix the plan or the estate and look again, or add --acknowledge-failure REASON to "
+                    f"approve anyway; otherwise `vmware-pilot reject {workflow_id} --reason ...`."
                 )
             fail(exc, json_output)
         ran_by_pilot = [s for s in view.already_ran if s.status in _RAN_BY_PILOT]
@@ -262,6 +277,7 @@ def approve(
                     channel="cli",
                     expected_digest=digest,
                     gate_step=gate_step,
+                    acknowledge_failure=acknowledge_failure,
                 ),
             )
         except PilotError as exc:

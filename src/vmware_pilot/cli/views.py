@@ -183,8 +183,21 @@ def _json(value: Any) -> str:
     return json.dumps(redact(value, scrub_text=False), ensure_ascii=False, sort_keys=True)
 
 
-def _release_lines(r: ReleasedStep, targets: Mapping[str, TargetState]) -> list[RenderableType]:
-    """One released step: skill.tool, risk, params, undo, the state of what it names, the preview."""
+_OUTCOME_STYLE = {
+    "succeeds": "green",
+    "no_change": "yellow",
+    "refused": "bold red",
+    "fails": "bold red",
+    "unknown": "yellow",
+}
+_VERDICT_STYLE = {"succeeds": "bold green", "fails": "bold white on red", "unknown": "bold yellow"}
+
+
+def _release_lines(
+    r: ReleasedStep, targets: Mapping[str, TargetState], view: GateView
+) -> list[RenderableType]:
+    """One released step: skill.tool, risk, params, undo, the state of what it names, the preview,
+    and what the prediction says of it."""
     head = Text.assemble(
         (f"step {r.index} ", "bold"),
         _t(f"{r.skill}.{r.tool} "),
@@ -206,6 +219,9 @@ def _release_lines(r: ReleasedStep, targets: Mapping[str, TargetState]) -> list[
     if preview is not None:
         style = {"refused": "bold red", "failed": "red", "previewed": "green"}.get(preview.status, "dim")
         lines.append(_t(f"   preview ({preview.status}): {preview.summary}", style))
+    predicted = view.predicted(r.index)
+    if predicted is not None:
+        lines.append(_t(f"   {view.step_line(r.index)}", _OUTCOME_STYLE.get(predicted.outcome, "")))
     return lines
 
 
@@ -217,10 +233,13 @@ def gate_panel(view: GateView) -> RenderableType:
     lines: list[RenderableType] = [
         # One line: a multi-line message cannot imitate the panel's own headings and tables.
         _t(" ".join((gate.message or "(no message)").split()), "bold"),
-        Text("\nReleases (runs once approved):", style="bold"),
     ]
+    if view.prediction is not None:
+        # What approving is predicted to do comes first.
+        lines.append(_t(view.verdict_line(), _VERDICT_STYLE.get(view.prediction.verdict, "bold")))
+    lines.append(Text("\nReleases (runs once approved):", style="bold"))
     for r in view.releases:
-        lines += _release_lines(r, targets)
+        lines += _release_lines(r, targets, view)
     if not view.releases:
         lines.append(Text("nothing: approving ends this part", style="dim"))
     if view.state_note:

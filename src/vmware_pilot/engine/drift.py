@@ -5,10 +5,10 @@ stands (``engine.inspection`` keeps it per object, for the current plan digest):
 of a plan is structural and reads no object, and the steps before the gate may change the
 objects on purpose, so the first state a person could have approved against is the one read
 when the run reached the gate. A changed plan is a new plan to review: its reference starts
-again. Besides changes since then, the gate says when a step would have nothing to do (the VM
-is already in the power state the step brings about, the object it creates exists already, the
-object it deletes is gone) and when the object is not found, renamed (found again by a field
-that survives a rename) or gone. Everything here is pure.
+again. Besides changes since then, the gate says when the object is not found, renamed (found
+again by a field that survives a rename) or gone. Whether a step would have nothing to do, or
+would meet an object that exists already, is judged step by step against the state the plan
+leaves at that point (``safety.predict``), not here. Everything here is pure.
 """
 
 from __future__ import annotations
@@ -18,13 +18,6 @@ from typing import Any, Final
 
 __all__ = ["changes", "same_state"]
 
-# What a tool does to a VM's power state, to say plainly when it would have nothing to do.
-_BRINGS_ABOUT: Final = {
-    "power_off_vm": ("poweredOff", "ALREADY POWERED OFF"),
-    "shutdown_vm": ("poweredOff", "ALREADY POWERED OFF"),
-    "power_on_vm": ("poweredOn", "ALREADY POWERED ON"),
-    "suspend_vm": ("suspended", "ALREADY SUSPENDED"),
-}
 _REMOVES: Final = ("delete_", "remove_", "destroy_")
 
 
@@ -92,13 +85,6 @@ def changes(
         return out
     if read != "ok":
         return out  # the state line says the read failed; nothing is claimed about the object
-    out += [f"ALREADY EXISTS: {tool} would create {what}, which exists already." for tool in created_by]
-    summary = entry.get("summary") if isinstance(entry.get("summary"), Mapping) else {}
-    assert isinstance(summary, Mapping)
-    for tool in tools:
-        wanted = _BRINGS_ABOUT.get(tool)
-        if wanted and summary.get("power_state") == wanted[0]:
-            out.append(f"{wanted[1]}: {what} is {wanted[0]} already, so {tool} would have nothing to do.")
     if base_read == "not_found" and not created_by:
         out.append(f"APPEARED: {what} was not found when the gate was first shown ({_when(base)}).")
     elif base_read == "ok" and base is not None:

@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.results import GateStatus, StepRef
+from vmware_pilot.results import GateStatus, PredictedStep, Prediction, StepRef
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.safety.predict import NOT_REACHED
 from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = [
@@ -127,17 +128,43 @@ class GateView(BaseModel):
     # Where the state and previews come from: when they were read, or why they are not known.
     inspected_at: str = ""
     state_note: str = ""
+    # What approving is predicted to do (safety.predict): one verdict and each released step.
+    prediction: Prediction | None = None
+
+    def predicted(self, index: int) -> PredictedStep | None:
+        """The prediction of released step ``index`` (None without a prediction)."""
+        if self.prediction is None:
+            return None
+        return next((s for s in self.prediction.steps if s.step == index), None)
 
     def pending(self) -> GateStatus | None:
         """The pending gate's record (``gate``) typed; None in the view of a workflow at no gate."""
         return GateStatus.model_validate(self.gate) if self.gate else None
 
+    def verdict_line(self) -> str:
+        """The prediction in one line (secrets masked): what the approver is told first."""
+        if self.prediction is None:
+            return ""
+        return redact_text(f"Prediction: {self.prediction.summary}")
+
+    def step_line(self, index: int) -> str:
+        """Released step ``index`` as predicted, in one line: outcome, reason (secrets masked)."""
+        step = self.predicted(index)
+        if step is None:
+            return ""
+        return redact_text(f"predicted {step.outcome.replace('_', ' ')}: {step.reason}")
+
     def alerts(self) -> list[str]:
-        """The sentences the gate page flags, in page order: a step Pilot cannot classify (and how to
-        fix that), what changed about each target (engine.drift: already as the step would leave
-        it, gone, changed), a failed read, and a preview the skill refused, failed or could not give
-        (secrets masked)."""
+        """The sentences the gate page flags, in page order: a failing prediction first, then per
+        released step: that Pilot cannot classify it (and how to fix that), what changed about its
+        targets (engine.drift: gone, renamed, changed since first shown), a failed read, the step's
+        prediction when it is not a plain success (nothing to do, refused, fails, unknown: judged
+        against the state the plan leaves at that point), and a preview the skill could not give
+        (secrets masked). A skill's refusal or failed preview is said through the prediction, which
+        knows whether earlier steps change what the preview saw."""
         found: list[str] = []
+        if self.prediction is not None and self.prediction.verdict == "fails":
+            found.append(self.prediction.summary)
         by_name = {t.name: t for t in self.targets}
         seen: set[str] = set()
         for r in self.releases:
@@ -150,7 +177,16 @@ class GateView(BaseModel):
                 if t.read == "failed":
                     found.append(t.line)
                 found.extend(t.changes)
-            if r.preview is not None and r.preview.status in ("refused", "failed", "no_preview"):
+            step = self.predicted(r.index)
+            if step is not None and step.reason.startswith(NOT_REACHED):
+                continue  # the run stops before it: nothing about it is an alert
+            if step is not None and step.outcome != "succeeds":
+                found.append(f"Step {r.index} ({r.skill}.{r.tool}) {step.outcome.upper()}: {step.reason}")
+            # A step the prediction settles needs no word about its preview; a step it cannot
+            # predict keeps the note that the skill could not be asked.
+            shown: tuple[str, ...] = ("no_preview",) if step is not None and step.outcome == "unknown" else ()
+            shown = ("refused", "failed", "no_preview") if step is None else shown
+            if r.preview is not None and r.preview.status in shown:
                 status = r.preview.status.replace("_", " ")
                 found.append(
                     f"Step {r.index} ({r.skill}.{r.tool}): skill's preview ({status}): {r.preview.summary}"
@@ -240,6 +276,7 @@ def build_view(
     catalog: Catalog,
     inspection: Mapping[str, Any] | None,
     dispatching: bool,
+    prediction: Prediction | None = None,
 ) -> GateView:
     """The view of pending ``gate``: ``gate_info`` is its record view (engine.execution.gate_records), ``inspection``
     the stored result of the last inspection (None: never inspected)."""
@@ -280,6 +317,7 @@ def build_view(
         targets=[TargetState.model_validate(t) for t in found.get("targets") or [] if isinstance(t, Mapping)],
         inspected_at=str(found.get("at", "")) if dispatching else "",
         state_note=note,
+        prediction=prediction,
     )
 
 

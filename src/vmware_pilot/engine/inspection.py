@@ -39,6 +39,7 @@ from vmware_pilot.engine.targets import (
 )
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.safety.predict import predict, verdict_key
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["Inspector", "inspect_gate", "state_line"]
@@ -156,6 +157,8 @@ class _Reader:
                 return {**entry, "read": "not_found"} if gone else {**entry, "read": "failed", "error": error}
             data = answer.payload
         entry.update(read="ok", summary=summary_of(row, data))
+        if named.kind == "vm" and isinstance(data.get("tools_status"), str):
+            entry["tools_status"] = data["tools_status"]
         if row.stable and data.get(row.stable):
             entry["stable_id"] = str(data[row.stable])
         if named.kind == "vm":
@@ -320,7 +323,12 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         "named": named,
         "reference": reference,
     }
-    lines = [t["line"] + ("" if not t["changes"] else f" [{'; '.join(t['changes'])}]") for t in targets]
+    prediction = predict(gate_records.released_steps(wf, gate.index), wf.steps, record, catalog)
+    record["prediction"] = {**prediction.model_dump(mode="json"), "at": now}
+    lines = [
+        prediction.summary,
+        *(t["line"] + ("" if not t["changes"] else f" [{'; '.join(t['changes'])}]") for t in targets),
+    ]
     lines += [f"step {i} preview {p['status']}: {p['summary']}" for i, p in previews.items()]
     detail = f"Gate at step {gate.index}: " + (" | ".join(lines) or "no targets named, nothing to preview")
     detail = detail if len(detail) <= _AUDIT_MAX else detail[: _AUDIT_MAX - 1] + "…"
@@ -332,6 +340,15 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         records[str(index)] = record
         w.extra[gate_records.INSPECTIONS_KEY] = records
         w.log("gate_inspected", detail, actor.label)
+        voided = gate_records.void_approvals(w, index, verdict_key(record["prediction"]))
+        if voided:
+            w.log(
+                "approvals_voided",
+                f"The prediction of the gate at step {index} changed ({prediction.verdict}): the "
+                f"approvals by {', '.join(voided)} were given for another prediction and no longer count",
+                actor.label,
+                names=tuple(voided),
+            )
 
     wf, _ = await runner.save(wf, store)
     return wf

@@ -43,6 +43,8 @@ class HumanAnswer:
     decision: Literal["approve", "reject", "decline"]
     approver: str = ""
     reason: str = ""
+    # Why the person approves although the prediction says the run fails.
+    despite: str = ""
 
 
 # Shows the gate view (``PilotService.show_gate``) to a person and returns their answer. The second
@@ -116,6 +118,7 @@ def describe_gate(view: GateView) -> str:
         f"Approve the gate at step {gate.index if view.pending() else None} of workflow {view.workflow_id} "
         f"({_line(view.workflow_type)})?",
         f"Gate message: {_line(gate.message or '(none)')}",
+        *([_line(view.verdict_line())] if view.prediction is not None else []),
         "It releases:",
     ]
     targets = {t.name: t for t in view.targets}
@@ -130,6 +133,8 @@ def describe_gate(view: GateView) -> str:
                 lines += [f"    !! {_line(c)}" for c in t.changes]
         if r.preview is not None:
             lines.append(f"    preview ({r.preview.status}): {_line(r.preview.summary)}")
+        if view.step_line(r.index):
+            lines.append(f"    {_line(view.step_line(r.index))}")
     if not view.releases:
         lines.append("  (no steps: approving finishes this part of the workflow)")
     if view.state_note:

@@ -264,8 +264,10 @@ class PilotService:
         ask: AskHuman | None = None,
         expected_digest: str = "",
         gate_step: int | None = None,
+        acknowledge_failure: str = "",
     ) -> dict[str, Any]:
-        """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
+        """Approve the pending gate. ``acknowledge_failure``: the approver's reason for approving
+        although the gate's prediction says the run fails (required then, recorded with it). ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs.
         ``gate_step``: the gate the approver means; refused unless it is the one waiting."""
@@ -297,8 +299,18 @@ class PilotService:
             # The form showed one gate and its plan: the approval names both.
             channel, expected_digest = "elicit", shown.digest if shown else ""
             gate_step = shown.index if shown else gate_step
+            # The person's acknowledgment of a predicted failure, never the agent's argument.
+            acknowledge_failure = answer.despite
         work = self._approve(
-            actor, wf, approver, acknowledge_not_executed, progress, expected_digest, channel, gate_step
+            actor,
+            wf,
+            approver,
+            acknowledge_not_executed,
+            progress,
+            expected_digest,
+            channel,
+            gate_step,
+            acknowledge_failure,
         )
         return await self.core.detached(work)
 
@@ -309,10 +321,12 @@ class PilotService:
         acknowledge_not_executed: bool,
         expected_digest: str = "",
         gate_step: int | None = None,
+        acknowledge_failure: str = "",
     ) -> None:
         """Raise the refusal ``approve`` would give before changing anything (not at a gate, not
         the gate ``gate_step``, gate expired, plan changed since ``expected_digest`` was shown, the
-        same person twice, steps handed out before the gate unacknowledged), so a door can refuse
+        same person twice, steps handed out before the gate unacknowledged, a predicted failure
+        without ``acknowledge_failure``), so a door can refuse
         before asking a person."""
         precheck(
             self.core.load(workflow_id),
@@ -321,6 +335,7 @@ class PilotService:
             expected_digest,
             now=self.store.now(),
             gate_step=gate_step,
+            acknowledge_failure=acknowledge_failure,
         )
 
     async def _approve(
@@ -333,6 +348,7 @@ class PilotService:
         expected_digest: str = "",
         channel: ApprovalChannel = "mcp",
         gate_step: int | None = None,
+        acknowledge_failure: str = "",
     ) -> dict[str, Any]:
         """Approve under this Pilot's lock of the workflow and its run lease, taken before the
         approval is saved so that the run it releases is never without its lease. While another
@@ -352,6 +368,7 @@ class PilotService:
             expected_digest=expected_digest,
             channel=channel,
             gate_step=gate_step,
+            acknowledge_failure=acknowledge_failure,
         )
         while True:
             if not self.core.busy(wf.id):
@@ -409,6 +426,11 @@ class PilotService:
         reached = gate_records.gates_status(wf, self.store.now())
         if reached:
             out["gates"] = reached
+        gate = gate_records.pending_gate(wf)
+        if wf.state is W.AWAITING_APPROVAL and gate is not None:
+            dispatching = self.runner.dispatcher is not None
+            prediction = gate_records.prediction_of(wf, gate.index, self.catalog, dispatching)
+            out["prediction"] = prediction.model_dump(mode="json")
         return out
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The approval form: asks the person at the MCP client through elicitation (approvals = elicit).
 
-The form shows the gate message, the steps the gate releases with their risk tier, what ran
-before it and the plan digest, and asks for a decision (approve or reject), the person's name
-and, to reject, a reason. What comes back is the person's answer, never the agent's arguments.
+The form shows the gate message, the prediction of what approving does, the steps the gate
+releases with their risk tier, what ran before it and the plan digest, and asks for a decision
+(approve or reject), the person's name, to reject a reason and, to approve despite a predicted
+failure, the reason for that. What comes back is the person's answer, never the agent's arguments.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ def _reason() -> Any:
     return Field(default="", title="Reason", description="Why you reject (required to reject).")
 
 
+def _despite() -> Any:
+    return Field(
+        default="",
+        title="Approve despite the predicted failure",
+        description="Only when the prediction above says the run fails: why you approve anyway "
+        "(recorded with your approval; without it such an approval is refused).",
+    )
+
+
 class ApprovalForm(BaseModel):
     """The elicitation schema (primitive fields only, as the MCP form mode requires)."""
 
@@ -50,6 +60,7 @@ class ApprovalForm(BaseModel):
         description="Recorded in the audit trail as the approver.",
     )
     reason: str = _reason()
+    despite: str = _despite()
 
 
 # The form for a caller the transport authenticated (a token or OAuth caller): the approver recorded
@@ -60,6 +71,7 @@ class SignedInApprovalForm(BaseModel):
 
     decision: str = _decision()
     reason: str = _reason()
+    despite: str = _despite()
 
 
 def _can_elicit(ctx: Context[Any, Any, Any]) -> bool:
@@ -110,6 +122,7 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
             "approve" if data.decision == "approve" else "reject",
             approver=str(named).strip() if named is not None else "",
             reason=data.reason.strip(),
+            despite=data.despite.strip(),
         )
 
     return ask

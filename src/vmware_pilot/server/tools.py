@@ -147,6 +147,15 @@ GateStep = Annotated[
         "null (default): the gate waiting now.",
     ),
 ]
+AcknowledgePredictedFailure = Annotated[
+    str,
+    Field(
+        description="Only when the gate's prediction (get_workflow_status: prediction) says the run "
+        "fails: the person's reason for approving anyway, recorded with the approval. Without it such "
+        "an approval is refused.",
+        max_length=2000,
+    ),
+]
 Confirm = Annotated[
     bool,
     Field(
@@ -399,6 +408,7 @@ def build_tools(
         approver: Approver = "",
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
         gate_step: GateStep = None,
+        acknowledge_predicted_failure: AcknowledgePredictedFailure = "",
     ) -> ApproveResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
@@ -412,6 +422,7 @@ def build_tools(
                 progress=progress,
                 ask=ask,
                 gate_step=gate_step,
+                acknowledge_failure=acknowledge_predicted_failure,
             )
             return result_of(ApproveResult, answer)
         finally:

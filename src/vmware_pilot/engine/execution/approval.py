@@ -22,6 +22,7 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import handout
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import StateRefused, StepsNotExecuted
+from vmware_pilot.safety.predict import verdict_key
 
 __all__ = [
     "PERSON_DOORS",
@@ -106,6 +107,25 @@ def _not_this_gate(wf: Workflow, gate: Step, gate_step: int) -> StateRefused:
     )
 
 
+def _refuse_unacknowledged_failure(wf: Workflow, gate: Step, acknowledge_failure: str) -> None:
+    """Refuse an approval of a gate whose prediction fails unless the approver gave a reason."""
+    prediction = gate_records.stored_prediction(wf, gate.index)
+    if prediction is None or prediction.verdict != "fails" or acknowledge_failure.strip():
+        return
+    raise StateRefused(
+        f"Refusing to approve workflow '{wf.id}' (gate at step {gate.index}): Pilot predicts the run "
+        f"fails. {prediction.summary}",
+        hint="Fix the plan or the estate and look at the gate again; to approve anyway, give your "
+        "reason as acknowledge_predicted_failure (CLI: --acknowledge-failure REASON; console: the "
+        "acknowledgment box).",
+        workflow_id=wf.id,
+        state=wf.state.value,
+        refused="predicted_failure",
+        failing_step=prediction.failing_step,
+        prediction=prediction.summary,
+    )
+
+
 def precheck(
     wf: Workflow,
     approver: str | None,
@@ -114,12 +134,15 @@ def precheck(
     *,
     now: datetime,
     gate_step: int | None = None,
+    acknowledge_failure: str = "",
 ) -> tuple[Step, str, int, int]:
     """Every refusal approve can give before anything changes, in the contract's order
     (docs/contract.md#approve), judged at ``now`` (the database's clock: ``Store.now``).
 
-    ``approver`` None skips the approver checks (a person has not been asked yet). ``gate_step``:
-    the gate the approver means; refused unless it is the one waiting. Returns the pending gate,
+    ``approver`` None skips the approver checks and the predicted failure (a person has not
+    been asked, nor shown the prediction, yet). ``gate_step``: the gate the approver means;
+    refused unless it is the one waiting. ``acknowledge_failure``: the approver's reason for
+    approving although the gate's prediction says the run fails. Returns the pending gate,
     the plan digest, the approvals so far and the approvals required."""
     if wf.state is not WorkflowState.AWAITING_APPROVAL:
         raise StateRefused(f"Workflow {wf.id} is not awaiting approval (state: {wf.state.value})")
@@ -144,6 +167,8 @@ def precheck(
             state=wf.state.value,
             steps=[s.ref() for s in unrun],
         )
+    if approver is not None:
+        _refuse_unacknowledged_failure(wf, gate, acknowledge_failure)
     return gate, digest, so_far, required
 
 
@@ -160,6 +185,7 @@ def record(
     dispatching: bool,
     now: datetime,
     release: bool = True,
+    acknowledge_failure: str = "",
 ) -> bool:
     """Record ``who``'s approval of gate ``gate_index`` in ``w`` at ``now`` (a change for the
     runner's save); True when it is the last approval the gate requires and the gate is released
@@ -179,14 +205,31 @@ def record(
             workflow_id=w.id,
             state=w.state.value,
         )
-    names = gate_records.record_approval(w, gate_index, who, channel, digest, now)
+    _refuse_unacknowledged_failure(w, step, acknowledge_failure)
+    prediction = gate_records.stored_prediction(w, gate_index)
+    failing = prediction is not None and prediction.verdict == "fails"
+    reason = acknowledge_failure.strip()[:2000] if failing else ""
+    names = gate_records.record_approval(
+        w, gate_index, who, channel, digest, now, verdict=verdict_key(prediction), acknowledged=reason
+    )
+    told = f"; prediction shown: {prediction.summary}" if prediction is not None else ""
+    told = told if len(told) <= 600 else told[:599] + "…"
+    if reason:
+        w.log(
+            "approved_despite_predicted_failure",
+            f"{who} approved step {gate_index} although Pilot predicted: "
+            f"{prediction.summary if prediction else ''} Reason given: {reason}",
+            actor.label,
+            names=(who,),
+            at=now,
+        )
     if len(names) >= required and not dispatching:
         handout.refuse_walk(w, to, start=gate_index + 1)
     if len(names) < required:
         w.log(
             "approval_recorded",
             f"{who} approved step {gate_index} ({len(names)} of {required} distinct approvals; "
-            f"plan {digest})",
+            f"plan {digest}{told})",
             actor.label,
             names=(who,),
             at=now,
@@ -195,7 +238,13 @@ def record(
     everyone = ", ".join(names)
     quorum = f", {len(names)} of {required} approvals: {everyone}" if required > 1 else ""
     w.approved_by = everyone
-    w.log("approved", f"Approved by {who} (plan {digest}{quorum})", actor.label, names=(who, *names), at=now)
+    w.log(
+        "approved",
+        f"Approved by {who} (plan {digest}{quorum}{told})",
+        actor.label,
+        names=(who, *names),
+        at=now,
+    )
     acknowledged = [s.index for s in w.steps[:gate_index] if s.status is S.NOT_EXECUTED]
     for index in acknowledged:
         w.steps[index].status = S.REPORTED_DONE

@@ -24,6 +24,8 @@ from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.gateview import build_view, empty_view
 from vmware_pilot.errors import AlreadyApproved, StateRefused
+from vmware_pilot.results import Prediction
+from vmware_pilot.safety.predict import predict
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
@@ -38,9 +40,12 @@ __all__ = [
     "is_expired",
     "pending_gate",
     "plan_digest",
+    "prediction_of",
     "reach",
     "record_approval",
     "released_steps",
+    "stored_prediction",
+    "void_approvals",
 ]
 
 GATES_KEY: Final = "gates"
@@ -191,13 +196,63 @@ def admit(
 
 
 def record_approval(
-    wf: Workflow, gate_index: int, approver: str, channel: str, digest: str, now: datetime
+    wf: Workflow,
+    gate_index: int,
+    approver: str,
+    channel: str,
+    digest: str,
+    now: datetime,
+    *,
+    verdict: str = "",
+    acknowledged: str = "",
 ) -> list[str]:
-    """Append one approval to the gate's record (created if missing); the approvers so far."""
+    """Append one approval to the gate's record (created if missing); the approvers so far.
+    ``verdict`` is the prediction it was given for (``safety.predict.verdict_key``);
+    ``acknowledged`` the approver's reason for approving despite a failing prediction."""
     record = gate_record(wf, gate_index) or reach(wf, gate_index, now)
     approvals = record.setdefault("approvals", [])
-    approvals.append({"approver": approver, "at": iso(now), "channel": channel, "digest": digest})
+    entry = {"approver": approver, "at": iso(now), "channel": channel, "digest": digest}
+    if verdict:
+        entry["verdict"] = verdict
+    if acknowledged:
+        entry["acknowledged_failure"] = acknowledged
+    approvals.append(entry)
     return approver_names(record)
+
+
+def void_approvals(wf: Workflow, gate_index: int, verdict: str) -> list[str]:
+    """Move the approvals given for another prediction than ``verdict`` out of the gate's count
+    (kept under ``voided_approvals``); the names of those approvers."""
+    record = gate_record(wf, gate_index)
+    approvals = record.get("approvals") if record else None
+    if record is None or not isinstance(approvals, list):
+        return []
+    stale = [a for a in approvals if isinstance(a, dict) and a.get("verdict") and a["verdict"] != verdict]
+    if not stale:
+        return []
+    record["approvals"] = [a for a in approvals if a not in stale]
+    record.setdefault("voided_approvals", []).extend(stale)
+    return [str(a.get("approver", "")) for a in stale]
+
+
+def stored_prediction(wf: Workflow, gate_index: int) -> Prediction | None:
+    """The prediction the last inspection of gate ``gate_index`` made (None: not inspected)."""
+    raw = (inspection_of(wf, gate_index) or {}).get("prediction")
+    return Prediction.model_validate(raw) if isinstance(raw, dict) else None
+
+
+def prediction_of(wf: Workflow, gate_index: int, catalog: Catalog, dispatching: bool) -> Prediction:
+    """The prediction shown at gate ``gate_index``: the last inspection's, or, when the targets were
+    not read, one that says so step by step."""
+    stored = stored_prediction(wf, gate_index)
+    if stored is not None:
+        return stored
+    note = (
+        "Pilot runs without dispatch (hand-back mode), so it read nothing"
+        if not dispatching
+        else "The gate's targets were not read yet"
+    )
+    return predict(released_steps(wf, gate_index), wf.steps, None, catalog, note=note)
 
 
 def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
@@ -234,8 +289,9 @@ def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool =
     view["plan_changed"] = bool(view["digest"]) and view["digest"] != current
     view["digest"] = view["digest"] or current
     inspection = inspection_of(wf, gate.index)
+    prediction = prediction_of(wf, gate.index, catalog, dispatching)
     return build_view(
-        wf, gate, view, released_steps(wf, gate.index), catalog, inspection, dispatching
+        wf, gate, view, released_steps(wf, gate.index), catalog, inspection, dispatching, prediction
     ).payload()
 
 

@@ -535,6 +535,7 @@ class Runner:
         channel: str = "mcp",
         gate_step: int | None = None,
         holds_run: bool = True,
+        acknowledge_failure: str = "",
     ) -> dict[str, Any]:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
         approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
@@ -548,7 +549,13 @@ class Runner:
             for _ in range(_COMMIT_ATTEMPTS):
                 now = await asyncio.to_thread(self.store.now)
                 gate, digest, so_far, required = approval.precheck(
-                    wf, approver, acknowledge_not_executed, expected_digest, now=now, gate_step=gate_step
+                    wf,
+                    approver,
+                    acknowledge_not_executed,
+                    expected_digest,
+                    now=now,
+                    gate_step=gate_step,
+                    acknowledge_failure=acknowledge_failure,
                 )
                 last = so_far + 1 >= required
                 if last and not holds_run:
@@ -576,6 +583,7 @@ class Runner:
                     dispatching=dispatching,
                     now=now,
                     release=last,
+                    acknowledge_failure=acknowledge_failure,
                 )
                 try:
                     wf, released = await self.save(wf, change)

@@ -460,10 +460,20 @@ class Console:
         step = fields.get("gate_step", "")
         # The form names the gate it showed (and its digest, which is bound to that gate too).
         gate_step = int(step) if step.isascii() and step.isdigit() and len(step) <= 6 else None
+        # Approving despite a failing prediction takes the box ticked and a reason.
+        despite = fields.get("ack_failure_reason", "").strip() if fields.get("ack_failure") == "yes" else ""
         try:
             store = self.app.store
             wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
-            precheck(wf, actor.label, acknowledge, digest, now=now, gate_step=gate_step)
+            precheck(
+                wf,
+                actor.label,
+                acknowledge,
+                digest,
+                now=now,
+                gate_step=gate_step,
+                acknowledge_failure=despite,
+            )
         except PilotError as exc:
             return await self.gate(request, f"Refused: {exc.message}", 409)
         work = self.app.service.approve(
@@ -474,6 +484,7 @@ class Console:
             channel="console",
             expected_digest=digest,
             gate_step=gate_step,
+            acknowledge_failure=despite,
         )
         task = asyncio.create_task(work)
         self._tasks.add(task)

@@ -1,0 +1,504 @@
+"""Predicting what approving a gate does: the released steps walked in order from the state read
+at the gate, each with an outcome, a reason and the changes it makes, and one verdict.
+
+``predict`` is pure: it takes the released steps, the workflow's steps (for step references),
+the gate's inspection record (``engine.inspection``: the targets as read and the skills'
+previews) and the catalog, and keeps the predicted state of every object as it walks. A write
+step's effect comes from the declared data (``catalog.effects``); a tool with no declared effect
+is ``unknown``. The skill's own preview decides when it still speaks of the state the step will
+meet (no earlier released step changed the objects it names): a refusal there is ``refused`` in
+the skill's words. A step after the first failing one is not reached. Verdict: ``fails`` (the
+first failing step, its reason and what the steps before it already changed), else ``unknown``
+(which steps cannot be predicted), else ``succeeds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from vmware_pilot.catalog.effects import Condition, Effect, Setting, ValueSpec, When, effect_of
+from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.model import Step
+from vmware_pilot.domain.refs import find_refs, is_ref, parse_ref, resolve_refs
+from vmware_pilot.errors import PilotError
+from vmware_pilot.results import PredictedChange, PredictedStep, Prediction
+from vmware_pilot.safety.classify import classify_step
+
+__all__ = ["NOT_REACHED", "object_label", "predict", "verdict_key"]
+
+_UNKNOWN: Final = object()  # a field whose value is not known
+# How the reason of a step after the first failing one begins.
+NOT_REACHED: Final = "Not reached"
+_WORDS: Final = {"poweredOn": "powered on", "poweredOff": "powered off", "suspended": "suspended"}
+# Fields that follow another one (VMware Tools stop with the power-off), left out of the verdict's
+# "approving leaves …" sentence; the steps' changes still list them.
+_QUIET: Final = frozenset({"tools_status"})
+_REFUSALS: Final = ("refused", "failed")
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A parameter that carries a released step's result, not known before that step runs."""
+
+    text: str
+
+
+@dataclass
+class _World:
+    """The predicted state: per object key, its fields (``exists`` included) or None (not read),
+    and per field the step that last set it (absent: as read at the gate)."""
+
+    state: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    set_by: dict[tuple[str, str], int] = field(default_factory=dict)
+    why_not_read: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str, name: str) -> Any:
+        fields = self.state.get(key)
+        if fields is None:
+            return _UNKNOWN
+        if name == "exists":
+            return fields.get("exists", _UNKNOWN)
+        if fields.get("exists") is False:
+            return None  # a missing object has no fields
+        return fields.get(name, _UNKNOWN)
+
+
+def object_label(kind: str, name: str) -> str:
+    """``DC0_H0_VM0`` for a VM, ``host DC0_H0`` for the other kinds (as the state lines say)."""
+    return name if kind == "vm" else f"{kind} {name}"
+
+
+def _key(kind: str, target: str, name: str) -> str:
+    return f"{kind}|{target}|{name}"
+
+
+def _shown(value: Any) -> Any:
+    if value is _UNKNOWN:
+        return None
+    if isinstance(value, _Pending):
+        return value.text
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is _UNKNOWN:
+        return "not known"
+    if isinstance(value, _Pending):
+        return value.text
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    if value is None or value == "":
+        return "none"
+    return str(value)
+
+
+def _world(inspection: Mapping[str, Any] | None, note: str) -> _World:
+    world = _World()
+    for t in (inspection or {}).get("targets") or []:
+        if not isinstance(t, Mapping):
+            continue
+        key = _key(str(t.get("kind") or "vm"), str(t.get("target") or ""), str(t.get("name") or ""))
+        read = t.get("read")
+        if read == "ok":
+            fields: dict[str, Any] = {"exists": True}
+            summary = t.get("summary")
+            if isinstance(summary, Mapping):
+                fields.update(summary)
+            if (t.get("kind") or "vm") == "vm":
+                if "snapshots" in t and not str(t.get("error", "")).startswith("snapshots not read"):
+                    fields["snapshots"] = list(t.get("snapshots") or [])
+                if t.get("tools_status"):
+                    fields["tools_status"] = str(t["tools_status"])
+            world.state[key] = fields
+        elif read == "not_found":
+            world.state[key] = {"exists": False}
+        else:
+            world.state[key] = None
+            world.why_not_read[key] = f"its read failed ({t.get('error') or 'no answer'})"
+    world.why_not_read.setdefault("", note)
+    return world
+
+
+def _carried(text: str, steps: Sequence[Step]) -> str:
+    try:
+        ref = parse_ref(text)
+    except PilotError:
+        return text
+    tool = f" ({steps[ref.index].skill}.{steps[ref.index].tool})" if 0 <= ref.index < len(steps) else ""
+    what = f"the {ref.key} of" if ref.key else "the whole result of"
+    return f"{what} step {ref.index}'s result{tool}"
+
+
+def _params(step: Step, steps: Sequence[Step]) -> dict[str, Any]:
+    """The step's params with references to steps that ran resolved, and the others as ``_Pending``."""
+    out: dict[str, Any] = {}
+    for name, value in step.params.items():
+        refs = list(find_refs(value))
+        if not refs:
+            out[name] = value
+            continue
+        try:
+            out[name] = resolve_refs(value, steps, step.index)
+        except PilotError:
+            out[name] = _Pending(_carried(refs[0], steps) if is_ref(value) else f"a value from {refs[0]}")
+    return out
+
+
+def _param(params: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    value = params.get(name)
+    return default if value is None else value
+
+
+def _value(spec: Any, params: Mapping[str, Any]) -> Any:
+    """A declared value: a literal, or a step parameter (None when the step leaves it out and no
+    default is declared)."""
+    if not isinstance(spec, ValueSpec):
+        return spec
+    value = _param(params, spec.param, spec.default)
+    if isinstance(value, _Pending) or spec.mapping is None or value is None:
+        return value
+    return spec.mapping.get(value, value)
+
+
+def _applies(when: When | None, params: Mapping[str, Any]) -> bool | None:
+    if when is None:
+        return True
+    value = _param(params, when.param, when.default)
+    return None if isinstance(value, _Pending) else value == when.is_
+
+
+@dataclass(frozen=True)
+class _Obj:
+    alias: str
+    kind: str
+    name: str
+    key: str
+
+
+def _objects(effect: Effect, params: Mapping[str, Any]) -> tuple[list[_Obj], str]:
+    """The objects the step names, or why they are not known (a parameter carrying a result)."""
+    target = params.get("target")
+    where = target if isinstance(target, str) else ""
+    found: list[_Obj] = []
+    for alias, ref in effect.objects.items():
+        value = params.get(ref.param)
+        if isinstance(value, _Pending):
+            return [], f"it names its {ref.kind} through {value.text}, which is not known before it runs"
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, _Pending):
+                return [], f"it names a {ref.kind} through {name.text}, not known before it runs"
+            if isinstance(name, str) and name.strip():
+                found.append(_Obj(alias, ref.kind, name.strip(), _key(ref.kind, where, name.strip())))
+    return found, ""
+
+
+def _check(
+    cond: Condition, objs: list[_Obj], params: Mapping[str, Any], world: _World
+) -> list[tuple[bool | None, str, _Obj | None, Any]]:
+    """Each object's result of ``cond``: True, False or None (not known), the field, the object,
+    and the value met."""
+    applies = _applies(cond.when, params)
+    if applies is False:
+        return []
+    expected = _value(cond.expected(), params)
+    if cond.param:
+        actual = _param(params, cond.param)
+        return [(None if applies is None else _holds(cond.test, actual, expected), cond.param, None, actual)]
+    alias, _, name = cond.field.partition(".")
+    out: list[tuple[bool | None, str, _Obj | None, Any]] = []
+    for obj in (o for o in objs if o.alias == alias):
+        actual = world.get(obj.key, name)
+        unknown = applies is None or actual is _UNKNOWN or isinstance(expected, _Pending)
+        out.append((None if unknown else _holds(cond.test, actual, expected), name, obj, actual))
+    return out
+
+
+def _holds(test: str, actual: Any, expected: Any) -> bool:
+    if test == "is":
+        return bool(actual == expected)
+    if test == "is_not":
+        return bool(actual != expected)
+    if test == "one_of":
+        return actual in (expected or [])
+    items = actual if isinstance(actual, list) else []
+    return (expected in items) if test == "contains" else (expected not in items)
+
+
+def _where(world: _World, obj: _Obj, name: str) -> str:
+    index = world.set_by.get((obj.key, name))
+    return "as read at the gate" if index is None else f"after step {index}"
+
+
+def _need(tool: str, cond: Condition, name: str, expected: Any) -> str:
+    if cond.says:
+        return cond.says
+    if name == "exists":
+        return f"{tool} needs it to exist" if expected else f"{tool} creates it, so it must not exist yet"
+    single = name[:-1] if name.endswith("s") else name
+    return {
+        "is": f"{tool} needs {name} {_text(expected)}",
+        "is_not": f"{tool} needs {name} other than {_text(expected)}",
+        "one_of": f"{tool} needs {name} one of {_text(expected)}",
+        "contains": f"{tool} needs {single} {_text(expected)}",
+        "lacks": f"{tool} needs no {single} {_text(expected)}",
+    }[cond.test]
+
+
+def _failure(
+    tool: str, cond: Condition, obj: _Obj | None, name: str, actual: Any, expected: Any, world: _World
+) -> str:
+    need = _need(tool, cond, name, expected)
+    if obj is None:
+        return f"{need}."
+    label = object_label(obj.kind, obj.name)
+    what = label if obj.kind != "vm" else f"VM {label}"
+    when = _where(world, obj, name)
+    if name == "exists":
+        fact = f"{what} does not exist ({when})" if actual is False else f"{what} exists already ({when})"
+    elif cond.test in ("contains", "lacks"):
+        has = "has" if cond.test == "lacks" else "has no"
+        fact = f"{what} {has} {name[:-1] if name.endswith('s') else name} {_text(expected)} ({when})"
+    else:
+        fact = f"{what} {name} is {_text(actual)} ({when})"
+    return f"{fact}: {need}."
+
+
+def _apply(
+    setting: Setting, objs: list[_Obj], params: Mapping[str, Any], world: _World, index: int
+) -> list[PredictedChange]:
+    applies = _applies(setting.when, params)
+    if applies is False:
+        return []
+    alias, _, name = setting.field.partition(".")
+    changes: list[PredictedChange] = []
+    for obj in (o for o in objs if o.alias == alias):
+        before = world.get(obj.key, name)
+        if setting.how == "unknown" or applies is None:
+            after: Any = _UNKNOWN
+        elif setting.how == "to":
+            after = _value(setting.to, params)
+            if after is None and isinstance(setting.to, ValueSpec):
+                continue  # the step leaves this parameter out: the field is untouched
+        else:
+            item = _value(setting.add if setting.how == "add" else setting.remove, params)
+            if item is None:
+                continue
+            if before is _UNKNOWN or isinstance(item, _Pending) or not isinstance(before, list):
+                after = _UNKNOWN
+            elif setting.how == "add":
+                after = [*before, item] if item not in before else list(before)
+            else:
+                after = [x for x in before if x != item]
+        fields = world.state.get(obj.key)
+        if fields is None:
+            fields = world.state[obj.key] = {}
+        if name == "exists" and after is False:
+            world.state[obj.key] = {"exists": False}
+        elif name == "exists" and after is True and fields.get("exists") is not True:
+            world.state[obj.key] = {"exists": True}
+        else:
+            fields[name] = after
+        world.set_by[(obj.key, name)] = index
+        if (before is _UNKNOWN and after is _UNKNOWN) or (before is not _UNKNOWN and before == after):
+            continue
+        changes.append(
+            PredictedChange(
+                object=object_label(obj.kind, obj.name),
+                field=name,
+                before=_shown(before),
+                after=_shown(after),
+            )
+        )
+    return changes
+
+
+def _preview_of(inspection: Mapping[str, Any] | None, step: Step) -> Mapping[str, Any] | None:
+    previews = (inspection or {}).get("previews")
+    raw = previews.get(str(step.index)) if isinstance(previews, Mapping) else None
+    return raw if isinstance(raw, Mapping) else None
+
+
+def _skill_words(skill: str, preview: Mapping[str, Any]) -> str:
+    blockers = [str(b) for b in preview.get("blockers") or [] if b]
+    if preview.get("status") == "refused" and blockers:
+        return f"{skill} refuses it: {blockers[0]}"
+    return f"{skill}'s preview failed: {preview.get('summary') or 'no answer'}"
+
+
+def _nothing_to_do(
+    tool: str, effect: Effect, objs: list[_Obj], params: Mapping[str, Any], world: _World
+) -> str:
+    if not effect.nothing_to_do:
+        return ""
+    facts: list[str] = []
+    for cond in effect.nothing_to_do:
+        results = _check(cond, objs, params, world)
+        if not results or any(ok is not True for ok, *_ in results):
+            return ""
+        for _, name, obj, actual in results:
+            if obj is not None:
+                what = f"VM {obj.name}" if obj.kind == "vm" else object_label(obj.kind, obj.name)
+                index = world.set_by.get((obj.key, name))
+                if index is None:
+                    facts.append(f"{what} is {_text(actual)} already (as read at the gate)")
+                else:
+                    facts.append(f"step {index} leaves {what} {_text(actual)}")
+    return f"Nothing to do: {'; '.join(facts) or 'already as it would leave it'}, so {tool} would change nothing."
+
+
+def _step(
+    step: Step, steps: Sequence[Step], inspection: Mapping[str, Any] | None, catalog: Catalog, world: _World
+) -> PredictedStep:
+    base: dict[str, Any] = {"step": step.index, "skill": step.skill, "tool": step.tool, "changes": []}
+    if classify_step(step, catalog)[0].value == "read":
+        return PredictedStep(**base, outcome="succeeds", reason="A read: it changes nothing.")
+    params = _params(step, steps)
+    effect = effect_of(step.skill, step.tool)
+    preview = _preview_of(inspection, step)
+    if effect is None:
+        if preview is not None and preview.get("status") in _REFUSALS and not world.set_by:
+            # Nothing before it changed anything: the preview saw the state it will meet.
+            return PredictedStep(**base, outcome="refused", reason=_skill_words(step.skill, preview))
+        return PredictedStep(
+            **base,
+            outcome="unknown",
+            reason=f"Pilot has no declared effect for {step.skill}.{step.tool}, so it does not guess what it does.",
+        )
+    objs, pending = _objects(effect, params)
+    if pending:
+        return PredictedStep(**base, outcome="unknown", reason=f"Not predictable before it runs: {pending}.")
+    # The preview speaks of the state the step will meet while no earlier step changed a field
+    # its precondition reads.
+    reads = {
+        (o.key, c.field.partition(".")[2])
+        for c in effect.requires
+        if c.field
+        for o in objs
+        if o.alias == c.field.partition(".")[0]
+    }
+    fresh = preview is not None and not reads & set(world.set_by)
+    if fresh and preview is not None and preview.get("status") in _REFUSALS:
+        return PredictedStep(**base, outcome="refused", reason=_skill_words(step.skill, preview))
+    # Already as the step would leave it: the skills answer a no-op before checking the rest.
+    idle = _nothing_to_do(step.tool, effect, objs, params, world)
+    if idle:
+        return PredictedStep(**base, outcome="no_change", reason=idle)
+    unknown: dict[str, tuple[list[str], str]] = {}
+    for cond in effect.requires:
+        for ok, name, obj, actual in _check(cond, objs, params, world):
+            expected = _value(cond.expected(), params)
+            if ok is False:
+                return PredictedStep(
+                    **base,
+                    outcome="fails",
+                    reason=_failure(step.tool, cond, obj, name, actual, expected, world),
+                )
+            if ok is None:
+                label = object_label(obj.kind, obj.name) if obj else f"parameter {name}"
+                why = world.why_not_read.get(obj.key, "") if obj else ""
+                if not why:
+                    why = "it was not read" if obj is None or obj.key not in world.state else "not known"
+                    if obj is not None and (obj.key, name) in world.set_by:
+                        why = f"step {world.set_by[(obj.key, name)]} leaves it not known"
+                fields, _ = unknown.setdefault(label, ([], why))
+                fields.append(name)
+    said = "; ".join(f"{label} {', '.join(dict.fromkeys(f))} ({why})" for label, (f, why) in unknown.items())
+    clean = fresh and preview is not None and preview.get("status") == "previewed"
+    if unknown and not clean:
+        note = world.why_not_read.get("", "")
+        return PredictedStep(
+            **base,
+            outcome="unknown",
+            reason=f"Its precondition cannot be checked: {said}" + (f". {note}." if note else "."),
+        )
+    changes: list[PredictedChange] = []
+    for setting in effect.sets:
+        changes += _apply(setting, objs, params, world, step.index)
+    parts = [f"{c.object} {c.field} {_text(c.before)} → {_text(c.after)}" for c in changes]
+    reason = ("Changes " + "; ".join(parts)) if parts else "Changes nothing the gate reads"
+    if effect.untracked:
+        reason += f"; also changes {effect.untracked}, which Pilot does not read"
+    if clean and unknown:
+        reason += f" (the skill's preview found no blocker for what Pilot could not read: {said})"
+    return PredictedStep(**{**base, "changes": changes}, outcome="succeeds", reason=reason + ".")
+
+
+def _leaves(steps: Sequence[PredictedStep]) -> str:
+    last: dict[tuple[str, str], Any] = {}
+    for s in steps:
+        for c in s.changes:
+            last[(c.object, c.field)] = c.after
+    gone = {obj for (obj, name), after in last.items() if name == "exists" and after is False}
+    parts = []
+    for (obj, name), after in last.items():
+        if name in _QUIET or (obj in gone and name != "exists"):
+            continue
+        if name == "power_state" and isinstance(after, str):
+            parts.append(f"{obj} {_WORDS.get(after, after)}")
+        elif name == "exists":
+            parts.append(f"{obj} {'created' if after else 'deleted'}")
+        else:
+            parts.append(f"{obj} {name} {_text(after if after is not None else _UNKNOWN)}")
+    return ", ".join(parts)
+
+
+def verdict_key(prediction: Prediction | Mapping[str, Any] | None) -> str:
+    """What an approval binds to: the verdict and each step's outcome (not the wording)."""
+    if prediction is None:
+        return ""
+    data = prediction if isinstance(prediction, Mapping) else prediction.model_dump()
+    steps = data.get("steps") or []
+    outcomes = ",".join(f"{s.get('step')}:{s.get('outcome')}" for s in steps if isinstance(s, Mapping))
+    return f"{data.get('verdict', '')}|{outcomes}"
+
+
+def predict(
+    released: Sequence[Step],
+    steps: Sequence[Step],
+    inspection: Mapping[str, Any] | None,
+    catalog: Catalog,
+    *,
+    note: str = "",
+) -> Prediction:
+    """The prediction for a gate releasing ``released`` (``steps``: the whole workflow, for step
+    references; ``inspection``: the gate's last inspection, None when nothing was read; ``note``:
+    why the state is not known, said with every step that needs it)."""
+    world = _world(inspection, note)
+    out: list[PredictedStep] = []
+    stop: PredictedStep | None = None
+    for step in released:
+        if stop is not None:
+            out.append(
+                PredictedStep(
+                    step=step.index,
+                    skill=step.skill,
+                    tool=step.tool,
+                    outcome="unknown",
+                    reason=f"{NOT_REACHED}: the run stops at step {stop.step}.",
+                    changes=[],
+                )
+            )
+            continue
+        predicted = _step(step, steps, inspection, catalog, world)
+        out.append(predicted)
+        if predicted.outcome in ("fails", "refused"):
+            stop = predicted
+    if stop is not None:
+        before = [s for s in out if s.step < stop.step]
+        leaves = _leaves(before)
+        said = stop.reason if stop.reason.endswith(".") else stop.reason + "."
+        summary = f"FAILS at step {stop.step} ({stop.skill}.{stop.tool}): {said}" + (
+            f" Approving leaves {leaves}." if leaves else " Nothing is changed before it."
+        )
+        return Prediction(verdict="fails", summary=summary, failing_step=stop.step, leaves=leaves, steps=out)
+    unknown = [s for s in out if s.outcome == "unknown"]
+    if unknown:
+        which = "; ".join(f"step {s.step} ({s.skill}.{s.tool}): {s.reason}" for s in unknown)
+        return Prediction(verdict="unknown", summary=f"UNKNOWN: cannot predict {which}", steps=out)
+    leaves = _leaves(out)
+    summary = "SUCCEEDS: " + (
+        f"approving leaves {leaves}." if leaves else "no step changes what the gate reads."
+    )
+    return Prediction(verdict="succeeds", summary=summary, leaves=leaves, steps=out)

@@ -1,0 +1,214 @@
+"""The gate's prediction through the engine and the MCP tools: ``prediction`` in
+get_workflow_status while a gate waits, the audit trail of what the approver was told, approving
+despite a failing prediction only with a reason, and approvals bound to the prediction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.engine.fakes import ScriptedDispatcher
+from tests.server.conftest import connect
+from vmware_pilot.app import PilotApp
+from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.errors import StateRefused
+from vmware_pilot.results import StatusView, result_of, undeclared_keys
+
+CONFIRM_SCHEMA = {"properties": {"vm_name": {}, "force": {}, "confirm": {}, "target": {}}}
+TOOLS_DOWN = "VMware Tools is not running in the guest, so a graceful shutdown cannot be delivered."
+
+
+def gate(**options: Any) -> dict[str, Any]:
+    return {
+        "action": "require_approval",
+        "skill": "pilot",
+        "tool": "approve",
+        "params": {"message": "Restart?", **options},
+    }
+
+
+def restart(vm: str) -> list[dict[str, Any]]:
+    """What rolling_restart releases for one VM: graceful power-off, power-on, alarm check."""
+    on = {"vm_name": vm, "target": "lab"}
+    return [
+        {
+            "action": f"power_off_{vm}",
+            "skill": "aiops",
+            "tool": "power_off_vm",
+            "params": {"vm_name": vm, "force": False, "confirm": True, "target": "lab"},
+            "rollback_tool": "power_on_vm",
+            "rollback_params": on,
+        },
+        {"action": f"power_on_{vm}", "skill": "aiops", "tool": "power_on_vm", "params": on},
+        {"action": "health", "skill": "monitor", "tool": "get_alarms", "params": {"target": "lab"}},
+    ]
+
+
+class Estate:
+    """One VM as the fake skills report it: its power state and VMware Tools, and aiops' preview."""
+
+    def __init__(self, dispatcher: ScriptedDispatcher, power: str = "poweredOn", tools: bool = False) -> None:
+        self.power, self.tools = power, tools
+        dispatcher.schemas["power_off_vm"] = CONFIRM_SCHEMA
+        dispatcher.answers["get_vm_info"] = self.info
+        dispatcher.answers["power_off_vm"] = self.power_off
+
+    def info(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        status = "guestToolsRunning" if self.tools else "guestToolsNotRunning"
+        body = {"name": params["vm_name"], "power_state": self.power, "tools_status": status, "uuid": "u-1"}
+        return StepOutcome(OutcomeKind.SUCCEEDED, body)
+
+    def power_off(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+        blockers = [] if self.tools or self.power == "poweredOff" else [TOOLS_DOWN]
+        if params.get("confirm") is False:
+            radius = {"vm": params["vm_name"], "power_state": self.power, "blockers": blockers}
+            return StepOutcome(OutcomeKind.SUCCEEDED, {"action": "preview", "blast_radius": radius})
+        if blockers:
+            return StepOutcome(OutcomeKind.FAILED, {"error": blockers[0]}, blockers[0])
+        self.power = "poweredOff"
+        return StepOutcome(OutcomeKind.SUCCEEDED, {"action": "powered_off"})
+
+
+async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
+    wid: str = app.service.create_workflow(actor, "ops", "test", steps)["workflow_id"]
+    out = await app.service.run_workflow(actor, wid)
+    assert out["outcome"] == "awaiting_approval", out
+    return wid
+
+
+async def test_status_carries_the_prediction_while_the_gate_waits(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher)
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    status = dapp.service.get_workflow_status(wid)
+    prediction = status["prediction"]
+    assert prediction["verdict"] == "fails" and prediction["failing_step"] == 1
+    assert [(s["step"], s["outcome"]) for s in prediction["steps"]] == [
+        (1, "refused"),
+        (2, "unknown"),
+        (3, "unknown"),
+    ]
+    assert prediction["steps"][0]["reason"] == f"aiops refuses it: {TOOLS_DOWN}"
+    assert set(prediction["steps"][0]) == {"step", "skill", "tool", "outcome", "reason", "changes"}
+    typed = result_of(StatusView, status)
+    assert list(undeclared_keys(typed)) == [] and typed.prediction is not None
+    assert list(status)[-1] == "prediction", "added after the record's own keys, which are unchanged"
+    # The audit trail says what the approver was shown.
+    (inspected,) = [e for e in status["audit_log"] if e["action"] == "gate_inspected"]
+    assert inspected["detail"].startswith(
+        "Gate at step 0: FAILS at step 1 (aiops.power_off_vm): aiops refuses"
+    )
+    # Not at a gate: no prediction.
+    await dapp.service.cancel_workflow(actor, wid, confirm=True)
+    assert "prediction" not in dapp.service.get_workflow_status(wid)
+
+
+async def test_the_gate_view_puts_the_verdict_first_and_no_alert_under_the_power_on(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher)
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    view = dapp.service.pending_gate(wid)
+    assert view["alerts"][0].startswith(
+        "FAILS at step 1 (aiops.power_off_vm): aiops refuses it: VMware Tools"
+    )
+    assert not any(a.startswith("Step 2 ") or "ALREADY" in a for a in view["alerts"]), view["alerts"]
+
+
+async def test_a_vm_that_is_off_is_powered_on_and_the_gate_shows_it_as_a_change(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher, power="poweredOff")
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    prediction = dapp.service.get_workflow_status(wid)["prediction"]
+    assert prediction["verdict"] == "succeeds"
+    off, on, _ = prediction["steps"]
+    assert off["outcome"] == "no_change" and "is poweredOff already" in off["reason"]
+    assert on["outcome"] == "succeeds"
+    assert on["changes"][0] == {
+        "object": "web",
+        "field": "power_state",
+        "before": "poweredOff",
+        "after": "poweredOn",
+    }
+    assert prediction["summary"] == "SUCCEEDS: approving leaves web powered on."
+
+
+async def test_approving_a_failing_prediction_takes_a_reason_recorded_with_the_approval(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher)
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    with pytest.raises(StateRefused) as refused:
+        await dapp.service.approve(actor, wid, approver="alice")
+    assert refused.value.fields["refused"] == "predicted_failure"
+    assert refused.value.fields["failing_step"] == 1 and "acknowledge_predicted_failure" in refused.value.hint
+    with pytest.raises(StateRefused):
+        await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="   ")
+    assert dapp.service.get_workflow_status(wid)["state"] == "awaiting_approval", "nothing changed"
+
+    out = await dapp.service.approve(
+        actor, wid, approver="alice", acknowledge_failure="checking aiops' refusal on purpose"
+    )
+    assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
+    (approval,) = dapp.service.get_workflow_status(wid)["gates"][0]["approvals"]
+    assert approval["acknowledged_failure"] == "checking aiops' refusal on purpose"
+    assert approval["verdict"] == "fails|1:refused,2:unknown,3:unknown"
+    audit = {e["action"]: e["detail"] for e in out["audit_log"]}
+    assert "Reason given: checking aiops' refusal on purpose" in audit["approved_despite_predicted_failure"]
+    assert "prediction shown: FAILS at step 1 (aiops.power_off_vm)" in audit["approved"]
+
+
+async def test_a_succeeding_prediction_needs_no_acknowledgment_and_records_none(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher, tools=True)
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    out = await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="not needed")
+    assert out["outcome"] == "completed"
+    (approval,) = dapp.service.get_workflow_status(wid)["gates"][0]["approvals"]
+    assert approval["verdict"].startswith("succeeds|") and "acknowledged_failure" not in approval
+
+
+async def test_an_approval_stops_counting_when_a_later_inspection_changes_the_prediction(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    estate = Estate(dispatcher, tools=True)
+    wid = await at_gate(dapp, actor, [gate(approvals_required=2), *restart("web")])
+    first = await dapp.service.approve(actor, wid, approver="alice")
+    assert first["approvals_missing"] == 1
+    estate.power = "poweredOff"  # someone powered it off: the power-off now has nothing to do
+    shown = await dapp.service.show_gate(actor, wid)
+    assert [s["outcome"] for s in shown["prediction"]["steps"]] == ["no_change", "succeeds", "succeeds"]
+    assert shown["gate"]["approvals"] == [] and shown["gate"]["approvals_missing"] == 2
+    status = dapp.service.get_workflow_status(wid)
+    (voided,) = [e for e in status["audit_log"] if e["action"] == "approvals_voided"]
+    assert "alice" in voided["detail"] and "no longer count" in voided["detail"]
+    # The same prediction shown again keeps the approvals given for it.
+    again = await dapp.service.approve(actor, wid, approver="alice")
+    assert again["approvals_missing"] == 1
+    await dapp.service.show_gate(actor, wid)
+    assert dapp.service.pending_gate(wid)["gate"]["approvals_missing"] == 1
+    done = await dapp.service.approve(actor, wid, approver="bob")
+    assert done["outcome"] == "completed"
+
+
+async def test_the_approve_tool_takes_the_acknowledgment_and_refuses_as_a_result(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    Estate(dispatcher)
+    wid = await at_gate(dapp, actor, [gate(), *restart("web")])
+    async with connect(dapp) as client:
+        status = await client.status(wid)
+        assert status["prediction"]["verdict"] == "fails"
+        refusal = await client.refused("approve", workflow_id=wid, approver="alice")
+        assert refusal["refused"] == "predicted_failure" and "FAILS at step 1" in refusal["error"]
+        ran = await client.call(
+            "approve", workflow_id=wid, approver="alice", acknowledge_predicted_failure="seen, go"
+        )
+        assert ran.payload["outcome"] == "failed"
+        approvals = (await client.status(wid))["gates"][0]["approvals"]
+        assert approvals[0]["acknowledged_failure"] == "seen, go"
