@@ -5,6 +5,7 @@ deletes VMs; the changes are made through the vSphere API, as another administra
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 import subprocess
@@ -25,6 +26,7 @@ from tests.lab.harness import (
     missing_parts,
     running_lab,
 )
+from vmware_pilot.transports.client import connect_http
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -141,8 +143,12 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
         vsphere(lab, "destroy", off[2])
         text = gate_text(client, wid)
     assert (
-        "ALREADY POWERED OFF: VM DC0_H0_VM0 on lab is poweredOff already, so power_off_vm would have nothing to do."
-        in text
+        "Predicted (no change): Nothing to do: VM DC0_H0_VM0 is poweredOff already (as read at the gate), "
+        "so power_off_vm would change nothing." in text
+    )
+    # The renamed VM's power-off fails in aiops' own words, and that is the gate's verdict.
+    assert "Prediction: FAILS FAILS at step 2 (aiops.power_off_vm): the preview by aiops failed:" in text, (
+        text
     )
     assert re.search(
         r"CHANGED since the gate was first shown \([\d: -]+ UTC\): power_state poweredOn → poweredOff", text
@@ -151,3 +157,57 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
         r"RENAMED: the VM DC0_H0_VM1 on lab shown at [\d: -]+ UTC is now named DC0_H0_VM1-renamed", text
     )
     assert "GONE: VM DC0_C0_RP0_VM0 on lab was there when the gate was first shown" in text
+
+
+def test_the_gate_says_first_that_the_run_fails_and_approving_anyway_takes_the_box_and_a_reason(
+    private: tuple[Lab, Team],
+) -> None:
+    lab, team = private
+    vm = "DC0_C0_RP0_VM1"  # on, without VMware Tools (as every VM of the simulator)
+    off = aiops("power_off_vm", vm_name=vm, force=False)
+    on = {
+        "action": "on",
+        "skill": "aiops",
+        "tool": "power_on_vm",
+        "params": {"vm_name": vm, "target": TARGET},
+    }
+    wid = at_gate(team, "bob", [GATE, off, on])
+    with console(team) as client:
+        page = client.get(f"/console/workflows/{wid}/gate").text
+        text = gate_text(client, wid)
+        assert text.index("Prediction: FAILS") < text.index("What you release"), "the verdict comes first"
+        assert "FAILS at step 1 (aiops.power_off_vm): aiops refuses it: VMware Tools is not running" in text
+        assert 'id="ack-failure"' in page and 'class="danger">Approve despite the predicted failure' in page
+        power_on = page.split('id="rel-2"')[1].split("</section>")[0]
+        assert 'class="alert"' not in power_on and "ALREADY" not in power_on, power_on
+        digest = re.search(r'name="digest" value="([^"]+)"', page)
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert digest and csrf
+        form = {"csrf": csrf.group(1), "digest": digest.group(1)}
+        plain = client.post(f"/console/workflows/{wid}/approve", data=form, follow_redirects=False)
+        assert plain.status_code == 409 and "Pilot predicts the run fails" in html.unescape(plain.text)
+        unticked = {**form, "ack_failure_reason": "no box ticked"}
+        assert client.post(f"/console/workflows/{wid}/approve", data=unticked).status_code == 409
+        ticked = {**form, "ack_failure": "yes", "ack_failure_reason": "aiops should refuse; checking"}
+        went = client.post(f"/console/workflows/{wid}/approve", data=ticked, follow_redirects=False)
+        assert went.status_code == 303, went.text[:500]
+
+    async def settled() -> dict[str, Any]:
+        async with connect_http(team.server.url, team.tokens["bob"]) as mcp:
+            for _ in range(300):
+                status = (await mcp.call("get_workflow_status", {"workflow_id": wid})).payload
+                if status["state"] != "awaiting_approval" and not status.get("in_flight"):
+                    break
+                await asyncio.sleep(0.2)
+            return dict(status)
+
+    status = run(settled())
+    assert status["state"] == "failed" and status["steps"][1]["status"] == "failed", status["steps"]
+    (approval,) = status["gates"][0]["approvals"]
+    assert (
+        approval["acknowledged_failure"] == "aiops should refuse; checking"
+        and approval["channel"] == "console"
+    )
+    assert (
+        run(call_companion(lab, "monitor", "get_vm_info", {"vm_name": vm})).data["power_state"] == "poweredOn"
+    )

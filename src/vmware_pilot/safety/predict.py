@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from vmware_pilot.catalog.effects import Condition, Effect, Setting, ValueSpec, When, effect_of
 from vmware_pilot.catalog.registry import Catalog
@@ -320,11 +320,16 @@ def _preview_of(inspection: Mapping[str, Any] | None, step: Step) -> Mapping[str
     return raw if isinstance(raw, Mapping) else None
 
 
+def _refusal_outcome(preview: Mapping[str, Any]) -> Literal["refused", "fails"]:
+    """A preview the skill refused is ``refused``; one whose call failed (not found, an error) ``fails``."""
+    return "refused" if preview.get("status") == "refused" else "fails"
+
+
 def _skill_words(skill: str, preview: Mapping[str, Any]) -> str:
     blockers = [str(b) for b in preview.get("blockers") or [] if b]
     if preview.get("status") == "refused" and blockers:
         return f"{skill} refuses it: {blockers[0]}"
-    return f"{skill}'s preview failed: {preview.get('summary') or 'no answer'}"
+    return f"the preview by {skill} failed: {preview.get('summary') or 'no answer'}"
 
 
 def _nothing_to_do(
@@ -360,7 +365,9 @@ def _step(
     if effect is None:
         if preview is not None and preview.get("status") in _REFUSALS and not world.set_by:
             # Nothing before it changed anything: the preview saw the state it will meet.
-            return PredictedStep(**base, outcome="refused", reason=_skill_words(step.skill, preview))
+            return PredictedStep(
+                **base, outcome=_refusal_outcome(preview), reason=_skill_words(step.skill, preview)
+            )
         return PredictedStep(
             **base,
             outcome="unknown",
@@ -380,7 +387,9 @@ def _step(
     }
     fresh = preview is not None and not reads & set(world.set_by)
     if fresh and preview is not None and preview.get("status") in _REFUSALS:
-        return PredictedStep(**base, outcome="refused", reason=_skill_words(step.skill, preview))
+        return PredictedStep(
+            **base, outcome=_refusal_outcome(preview), reason=_skill_words(step.skill, preview)
+        )
     # Already as the step would leave it: the skills answer a no-op before checking the rest.
     idle = _nothing_to_do(step.tool, effect, objs, params, world)
     if idle:
