@@ -195,6 +195,13 @@ def test_approve_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> 
     assert '"vm_name": "web-01"' in flat and '"vc_password": "***"' in flat and "hunter2" not in flat
     assert "A rollback would run aiops.power_on_vm" in flat
     assert "Current state not known" in flat, "hand-back mode says it did not read the targets"
+    # The prediction comes first: without dispatch nothing was read, so it cannot say more.
+    flat = " ".join(invoke("approve", wid, COLUMNS="400").stdout.split())
+    assert flat.index("Prediction: UNKNOWN: cannot predict step 2 (aiops.power_off_vm)") < flat.index(
+        "Releases"
+    )
+    assert "Its precondition cannot be checked: web-01 (it was not read)" in flat
+    assert "Pilot runs without dispatch (hand-back mode), so it read nothing" in flat
 
 
 def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:

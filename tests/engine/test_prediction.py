@@ -10,7 +10,8 @@ import pytest
 
 from tests.engine.fakes import ScriptedDispatcher
 from tests.server.conftest import connect
-from vmware_pilot.app import PilotApp
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import StateRefused
@@ -212,3 +213,33 @@ async def test_the_approve_tool_takes_the_acknowledgment_and_refuses_as_a_result
         assert ran.payload["outcome"] == "failed"
         approvals = (await client.status(wid))["gates"][0]["approvals"]
         assert approvals[0]["acknowledged_failure"] == "seen, go"
+
+
+async def test_the_approval_form_shows_the_verdict_first_and_takes_the_persons_reason_not_the_agents(
+    settings: Settings, actor: Actor
+) -> None:
+    from tests.server.test_approval_policy import Person, session
+
+    dispatcher = ScriptedDispatcher()
+    Estate(dispatcher)
+    app = build_app(Settings(home=settings.home, approvals="elicit"), dispatcher=dispatcher)
+    try:
+        wid = await at_gate(app, actor, [gate(), *restart("web")])
+        silent = Person({"decision": "approve", "approver": "carol"})
+        async with session(app, silent) as client:
+            refusal = await client.refused(
+                "approve", workflow_id=wid, acknowledge_predicted_failure="the agent says it is fine"
+            )
+        assert refusal["refused"] == "predicted_failure"
+        (form,) = silent.forms
+        assert form.message.index("Prediction: FAILS at step 1") < form.message.index("It releases:")
+        assert "predicted refused: aiops refuses it: VMware Tools" in form.message
+        assert "despite" in form.requestedSchema["properties"]
+        says = Person({"decision": "approve", "approver": "carol", "despite": "carol checked aiops' answer"})
+        async with session(app, says) as client:
+            await client.call("approve", workflow_id=wid)
+            (approval,) = (await client.status(wid))["gates"][0]["approvals"]
+        assert (approval["approver"], approval["channel"]) == ("carol", "elicit")
+        assert approval["acknowledged_failure"] == "carol checked aiops' answer"
+    finally:
+        app.close()

@@ -412,8 +412,12 @@ def _step(
                     if obj is not None and (obj.key, name) in world.set_by:
                         why = f"step {world.set_by[(obj.key, name)]} leaves it not known"
                 fields, _ = unknown.setdefault(label, ([], why))
-                fields.append(name)
-    said = "; ".join(f"{label} {', '.join(dict.fromkeys(f))} ({why})" for label, (f, why) in unknown.items())
+                if obj is None or world.state.get(obj.key) is not None:
+                    fields.append(name)  # a field of an object read; an object not read is said whole
+    said = "; ".join(
+        f"{label}{' ' + ', '.join(dict.fromkeys(f)) if f else ''} ({why})"
+        for label, (f, why) in unknown.items()
+    )
     clean = fresh and preview is not None and preview.get("status") == "previewed"
     if unknown and not clean:
         note = world.why_not_read.get("", "")
