@@ -353,29 +353,36 @@ def _nothing_to_do(
     return f"Nothing to do: {'; '.join(facts) or 'already as it would leave it'}, so {tool} would change nothing."
 
 
+def _made(
+    base: Mapping[str, Any], outcome: str, reason: str, changes: Sequence[PredictedChange] = ()
+) -> PredictedStep:
+    """A predicted step, its keys in the contract's order (step, skill, tool, outcome, reason, changes)."""
+    return PredictedStep.model_validate(
+        {**base, "outcome": outcome, "reason": reason, "changes": list(changes)}
+    )
+
+
 def _step(
     step: Step, steps: Sequence[Step], inspection: Mapping[str, Any] | None, catalog: Catalog, world: _World
 ) -> PredictedStep:
-    base: dict[str, Any] = {"step": step.index, "skill": step.skill, "tool": step.tool, "changes": []}
+    base: dict[str, Any] = {"step": step.index, "skill": step.skill, "tool": step.tool}
     if classify_step(step, catalog)[0].value == "read":
-        return PredictedStep(**base, outcome="succeeds", reason="A read: it changes nothing.")
+        return _made(base, "succeeds", reason="A read: it changes nothing.")
     params = _params(step, steps)
     effect = effect_of(step.skill, step.tool)
     preview = _preview_of(inspection, step)
     if effect is None:
         if preview is not None and preview.get("status") in _REFUSALS and not world.set_by:
             # Nothing before it changed anything: the preview saw the state it will meet.
-            return PredictedStep(
-                **base, outcome=_refusal_outcome(preview), reason=_skill_words(step.skill, preview)
-            )
-        return PredictedStep(
-            **base,
-            outcome="unknown",
+            return _made(base, _refusal_outcome(preview), reason=_skill_words(step.skill, preview))
+        return _made(
+            base,
+            "unknown",
             reason=f"Pilot has no declared effect for {step.skill}.{step.tool}, so it does not guess what it does.",
         )
     objs, pending = _objects(effect, params)
     if pending:
-        return PredictedStep(**base, outcome="unknown", reason=f"Not predictable before it runs: {pending}.")
+        return _made(base, "unknown", reason=f"Not predictable before it runs: {pending}.")
     # The preview speaks of the state the step will meet while no earlier step changed a field
     # its precondition reads.
     reads = {
@@ -387,21 +394,19 @@ def _step(
     }
     fresh = preview is not None and not reads & set(world.set_by)
     if fresh and preview is not None and preview.get("status") in _REFUSALS:
-        return PredictedStep(
-            **base, outcome=_refusal_outcome(preview), reason=_skill_words(step.skill, preview)
-        )
+        return _made(base, _refusal_outcome(preview), reason=_skill_words(step.skill, preview))
     # Already as the step would leave it: the skills answer a no-op before checking the rest.
     idle = _nothing_to_do(step.tool, effect, objs, params, world)
     if idle:
-        return PredictedStep(**base, outcome="no_change", reason=idle)
+        return _made(base, "no_change", reason=idle)
     unknown: dict[str, tuple[list[str], str]] = {}
     for cond in effect.requires:
         for ok, name, obj, actual in _check(cond, objs, params, world):
             expected = _value(cond.expected(), params)
             if ok is False:
-                return PredictedStep(
-                    **base,
-                    outcome="fails",
+                return _made(
+                    base,
+                    "fails",
                     reason=_failure(step.tool, cond, obj, name, actual, expected, world),
                 )
             if ok is None:
@@ -421,9 +426,9 @@ def _step(
     clean = fresh and preview is not None and preview.get("status") == "previewed"
     if unknown and not clean:
         note = world.why_not_read.get("", "")
-        return PredictedStep(
-            **base,
-            outcome="unknown",
+        return _made(
+            base,
+            "unknown",
             reason=f"Its precondition cannot be checked: {said}" + (f". {note}." if note else "."),
         )
     changes: list[PredictedChange] = []
@@ -435,7 +440,7 @@ def _step(
         reason += f"; also changes {effect.untracked}, which Pilot does not read"
     if clean and unknown:
         reason += f" (the skill's preview found no blocker for what Pilot could not read: {said})"
-    return PredictedStep(**{**base, "changes": changes}, outcome="succeeds", reason=reason + ".")
+    return _made(base, "succeeds", reason + ".", changes)
 
 
 def _leaves(steps: Sequence[PredictedStep]) -> str:
@@ -484,13 +489,10 @@ def predict(
     for step in released:
         if stop is not None:
             out.append(
-                PredictedStep(
-                    step=step.index,
-                    skill=step.skill,
-                    tool=step.tool,
-                    outcome="unknown",
-                    reason=f"{NOT_REACHED}: the run stops at step {stop.step}.",
-                    changes=[],
+                _made(
+                    {"step": step.index, "skill": step.skill, "tool": step.tool},
+                    "unknown",
+                    f"{NOT_REACHED}: the run stops at step {stop.step}.",
                 )
             )
             continue
