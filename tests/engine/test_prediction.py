@@ -93,7 +93,9 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
         (3, "unknown"),
     ]
     assert prediction["steps"][0]["reason"] == f"aiops refuses it: {TOOLS_DOWN}"
-    assert [list(s) for s in prediction["steps"]] == [["step", "skill", "tool", "outcome", "reason", "changes"]] * 3
+    assert [list(s) for s in prediction["steps"]] == [
+        ["step", "skill", "tool", "outcome", "reason", "changes"]
+    ] * 3
     typed = result_of(StatusView, status)
     assert list(undeclared_keys(typed)) == [] and typed.prediction is not None
     assert list(status)[-1] == "prediction", "added after the record's own keys, which are unchanged"

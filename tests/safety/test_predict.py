@@ -99,3 +99,22 @@ def test_the_prediction_reads_nothing_but_its_arguments() -> None:
     first = predict(steps[1:], steps, inspection, Catalog())
     assert predict(steps[1:], steps, inspection, Catalog()) == first
     assert (repr(inspection), [s.to_dict() for s in steps]) == before
+
+
+def test_a_reference_to_a_step_that_ran_is_predicted_with_the_value_it_carries() -> None:
+    found = Step(
+        0, "find", "monitor", "list_virtual_machines", {}, status=StepStatus.SUCCESS, result={"vm": "vm0"}
+    )
+    gate = Step(1, "require_approval", "pilot", "approve", {"message": "Go?"})
+    on = Step(2, "on", "aiops", "power_on_vm", {"vm_name": "__from_step_0__:vm"})
+    snap = Step(
+        3, "snap", "aiops", "create_vm_snapshot", {"vm_name": "vm0", "snapshot_name": "__from_step_2__:id"}
+    )
+    steps = [found, gate, on, snap]
+    vm0 = {"kind": "vm", "name": "vm0", "target": "", "read": "ok", "summary": {"power_state": "poweredOff"}}
+    got = predict(steps[2:], steps, {"targets": [{**vm0, "snapshots": []}], "previews": {}}, Catalog())
+    assert got.steps[0].outcome == "succeeds" and got.steps[0].changes[0].object == "vm0"
+    # A value only a released step's result will carry is shown as what it will carry.
+    assert got.steps[1].outcome == "succeeds"
+    (snapshot,) = got.steps[1].changes
+    assert snapshot.after == ["the id of step 2's result (aiops.power_on_vm)"]

@@ -5,9 +5,9 @@ at the gate, each with an outcome, a reason and the changes it makes, and one ve
 the gate's inspection record (``engine.inspection``: the targets as read and the skills'
 previews) and the catalog, and keeps the predicted state of every object as it walks. A write
 step's effect comes from the declared data (``catalog.effects``); a tool with no declared effect
-is ``unknown``. The skill's own preview decides when it still speaks of the state the step will
-meet (no earlier released step changed the objects it names): a refusal there is ``refused`` in
-the skill's words. A step after the first failing one is not reached. Verdict: ``fails`` (the
+is ``unknown``. The skill's own preview decides while it still speaks of the state the step will
+meet (no earlier released step changed a field the step's precondition reads): a refusal there
+is ``refused`` in the skill's words. A step after the first failing one is not reached. Verdict: ``fails`` (the
 first failing step, its reason and what the steps before it already changed), else ``unknown``
 (which steps cannot be predicted), else ``succeeds``.
 """
@@ -53,6 +53,8 @@ class _World:
     state: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     set_by: dict[tuple[str, str], int] = field(default_factory=dict)
     why_not_read: dict[str, str] = field(default_factory=dict)
+    # Why nothing was read at all (hand-back mode, not inspected yet), said with every unknown step.
+    note: str = ""
 
     def get(self, key: str, name: str) -> Any:
         fields = self.state.get(key)
@@ -79,6 +81,8 @@ def _shown(value: Any) -> Any:
         return None
     if isinstance(value, _Pending):
         return value.text
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
     return value
 
 
@@ -88,14 +92,14 @@ def _text(value: Any) -> str:
     if isinstance(value, _Pending):
         return value.text
     if isinstance(value, list):
-        return ", ".join(map(str, value)) or "none"
+        return ", ".join(_text(v) for v in value) or "none"
     if value is None or value == "":
         return "none"
     return str(value)
 
 
 def _world(inspection: Mapping[str, Any] | None, note: str) -> _World:
-    world = _World()
+    world = _World(note=note)
     for t in (inspection or {}).get("targets") or []:
         if not isinstance(t, Mapping):
             continue
@@ -117,7 +121,6 @@ def _world(inspection: Mapping[str, Any] | None, note: str) -> _World:
         else:
             world.state[key] = None
             world.why_not_read[key] = f"its read failed ({t.get('error') or 'no answer'})"
-    world.why_not_read.setdefault("", note)
     return world
 
 
@@ -205,7 +208,8 @@ def _check(
     expected = _value(cond.expected(), params)
     if cond.param:
         actual = _param(params, cond.param)
-        return [(None if applies is None else _holds(cond.test, actual, expected), cond.param, None, actual)]
+        unknown = applies is None or isinstance(actual, _Pending) or isinstance(expected, _Pending)
+        return [(None if unknown else _holds(cond.test, actual, expected), cond.param, None, actual)]
     alias, _, name = cond.field.partition(".")
     out: list[tuple[bool | None, str, _Obj | None, Any]] = []
     for obj in (o for o in objs if o.alias == alias):
@@ -285,8 +289,10 @@ def _apply(
             item = _value(setting.add if setting.how == "add" else setting.remove, params)
             if item is None:
                 continue
-            if before is _UNKNOWN or isinstance(item, _Pending) or not isinstance(before, list):
+            if before is _UNKNOWN or not isinstance(before, list):
                 after = _UNKNOWN
+            elif isinstance(item, _Pending) and setting.how == "remove":
+                after = _UNKNOWN  # which item goes is known only when the step runs
             elif setting.how == "add":
                 after = [*before, item] if item not in before else list(before)
             else:
@@ -425,7 +431,7 @@ def _step(
     )
     clean = fresh and preview is not None and preview.get("status") == "previewed"
     if unknown and not clean:
-        note = world.why_not_read.get("", "")
+        note = world.note
         return _made(
             base,
             "unknown",
