@@ -222,3 +222,43 @@ def test_a_submitted_decision_stops_following_so_no_reload_can_cancel_its_answer
     finally:
         context.close()
     assert status(team, wid)["state"] == "awaiting_approval"
+
+
+def test_a_gate_predicted_to_fail_says_so_first_and_approving_anyway_takes_the_box_and_a_reason(
+    browser: Browser, team: Team, lab: Lab
+) -> None:
+    vm = "DC0_C0_RP0_VM1"  # on, and runs no VMware Tools: aiops refuses a graceful power-off
+    ensure_on(lab, vm)
+    graceful = {**power_off(vm), "params": {"vm_name": vm, "force": False, "confirm": True, "target": TARGET}}
+    power_on = {
+        "action": "on",
+        "skill": "aiops",
+        "tool": "power_on_vm",
+        "params": {"vm_name": vm, "target": TARGET},
+    }
+    wid = at_gate(team, "bob", [gate(), graceful, power_on])
+    context, page = new_page(browser)
+    try:
+        sign_in(page, team.base, team.tokens["alice"], f"/console/workflows/{wid}/gate")
+        verdict = page.locator("#prediction")
+        expect(verdict).to_contain_text("Prediction: FAILS")
+        expect(verdict).to_contain_text(
+            "FAILS at step 1 (aiops.power_off_vm): aiops refuses it: VMware Tools"
+        )
+        expect(page.locator("#rel-2").locator("xpath=..").locator(".alert")).to_have_count(0)
+        assert axe_violations(page) == []
+        shoot(page, "gate-predicted-failure")
+        approve = page.get_by_role("button", name="Approve despite the predicted failure, as token:alice")
+        page.get_by_label("Why approve anyway (recorded with the approval)").fill("checking aiops refuses")
+        approve.click()  # the box is not ticked: the browser keeps the form
+        expect(page).to_have_url(f"{team.base}/console/workflows/{wid}/gate")
+        page.get_by_label("I know Pilot predicts this run fails at step 1, and approve anyway").check()
+        approve.click()
+        page.wait_for_url(f"{team.base}/console/workflows/{wid}?notice=approved")
+        expect(page.locator("#wf-state")).to_have_text("failed", timeout=WAIT_MS)
+    finally:
+        context.close()
+    done = status(team, wid)
+    (approval,) = done["gates"][0]["approvals"]
+    assert approval["acknowledged_failure"] == "checking aiops refuses"
+    assert run(power_state(lab, vm)) == "poweredOn"
