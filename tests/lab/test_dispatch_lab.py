@@ -122,7 +122,18 @@ async def test_failure_after_a_change_rolls_back_and_restores_the_vm(lab: Lab, t
     async with pilot(lab, tmp_path / "pilot") as client:
         wid = await create(client, [GATE, power_off(vm), broken, read("get_alarms")])
         await client.call("run_workflow", {"workflow_id": wid})
-        failed = await client.call("approve", {"workflow_id": wid, "approver": "alice"})
+        # The gate foresees the failure (aiops' preview of step 2 fails): approving takes a reason.
+        told = await client.call("approve", {"workflow_id": wid, "approver": "alice"})
+        assert told.is_error and told.payload["refused"] == "predicted_failure", told.payload
+        assert told.payload["failing_step"] == 2
+        failed = await client.call(
+            "approve",
+            {
+                "workflow_id": wid,
+                "approver": "alice",
+                "acknowledge_predicted_failure": "step 2 breaks on purpose",
+            },
+        )
         assert failed.is_error and failed.payload["outcome"] == "failed"
         assert [s["status"] for s in failed.payload["steps"]] == ["success", "success", "failed", "skipped"]
         assert await power_state(lab, vm) == "poweredOff"
