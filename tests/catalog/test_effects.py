@@ -1,4 +1,4 @@
-"""The write tools' effects as data (``catalog/effects.yaml``) against the companions' real tool
+"""The write tools' effects as data (``catalog/effects.json``) against the companions' real tool
 schemas (``tests/data/companion-tools.json``): every declared tool exists and writes, every
 parameter a declaration reads is one the tool takes, every object kind is one the gate reads for
 that skill, and every field is one the gate reads or a declared unread one."""

@@ -1,25 +1,36 @@
-"""The write tools' effects as data: ``effects.yaml`` beside this module, read into typed models.
+"""The write tools' effects as data: ``effects.json`` beside this module, read into typed models.
 
-For each declared tool: the objects it names (an alias, the object kind of ``engine.targets`` and
-the parameter holding the name), the conditions that must hold before it runs (``requires``),
-the conditions under which it has nothing to do (``nothing_to_do``), what it leaves behind
-(``sets``) and what else it changes that the gate does not read (``untracked``). A tool that is
-not declared has no known effect: ``safety.predict`` says ``unknown`` for it and never guesses.
-The file is read once, on first use; a malformed file is a bug of this package and raises.
+For each declared tool (``{skill: {tool: …}}``):
+
+- ``objects``: alias → ``{kind, param}``, the objects the step names (the kinds of
+  ``engine.targets``) and the parameter holding the name; a parameter holding a list names one
+  object per item;
+- ``requires``: conditions that must hold before it runs, or it fails (or, for a tool with a
+  ``confirm`` preview, the skill refuses it);
+- ``nothing_to_do``: conditions that, all holding, make it a no-op;
+- ``sets``: what it leaves: ``{field: "alias.f", to: value | add: value | remove: value |
+  unknown: why}``; a value ``{param: p, default: d, map: {…}}`` takes the step's parameter (a
+  parameter the step leaves out, with no default, leaves the field untouched);
+- ``untracked``: what else it changes that the gate does not read.
+
+A condition is ``{field: "alias.f" | param: p, is | is_not | one_of | contains | lacks: value,
+when: {param, is, default}, says: text}``. A tool that is not declared has no known effect:
+``safety.predict`` says ``unknown`` for it and never guesses. JSON, so serving loads no YAML
+parser; the file is read once, on first use, and a malformed file is a bug of this package.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from importlib import resources
 from typing import Any, Final
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["Condition", "Effect", "ObjectRef", "Setting", "ValueSpec", "effect_of", "effects"]
 
-_FILE: Final = "effects.yaml"
+_FILE: Final = "effects.json"
 _TESTS: Final = ("is", "is_not", "one_of", "contains", "lacks")
 
 
@@ -29,11 +40,18 @@ class _Strict(BaseModel):
 
 class ValueSpec(_Strict):
     """A value taken from the step's parameter ``param`` (``default`` when the step leaves it out;
-    ``mapping`` turns it into the state's own word, e.g. ``power_on: true`` → ``poweredOn``)."""
+    ``mapping`` turns it into the state's own word, e.g. ``power_on: true`` → ``poweredOn``: its
+    keys are JSON text, so ``true``, not ``True``)."""
 
     param: str
     default: Any = None
-    mapping: dict[Any, Any] | None = Field(default=None, alias="map")
+    mapping: dict[str, Any] | None = Field(default=None, alias="map")
+
+    def mapped(self, value: Any) -> Any:
+        """``value`` in the state's own word (unchanged when the mapping does not name it)."""
+        if self.mapping is None:
+            return value
+        return self.mapping.get(json.dumps(value) if isinstance(value, bool) else str(value), value)
 
 
 Value = ValueSpec | str | int | float | bool | list[Any] | None
@@ -133,10 +151,11 @@ class Effect(_Strict):
 def effects() -> dict[str, dict[str, Effect]]:
     """Every declared effect: ``{skill: {tool: Effect}}``."""
     text = resources.files(__package__).joinpath(_FILE).read_text(encoding="utf-8")
-    raw = yaml.safe_load(text) or {}
+    raw = json.loads(text)
     return {
         skill: {tool: Effect.model_validate(body) for tool, body in tools.items()}
         for skill, tools in raw.items()
+        if not skill.startswith("_")
     }
 
 

@@ -160,9 +160,9 @@ def _value(spec: Any, params: Mapping[str, Any]) -> Any:
     if not isinstance(spec, ValueSpec):
         return spec
     value = _param(params, spec.param, spec.default)
-    if isinstance(value, _Pending) or spec.mapping is None or value is None:
+    if isinstance(value, _Pending) or value is None:
         return value
-    return spec.mapping.get(value, value)
+    return spec.mapped(value)
 
 
 def _applies(when: When | None, params: Mapping[str, Any]) -> bool | None:
