@@ -266,9 +266,10 @@ class PilotService:
         gate_step: int | None = None,
         acknowledge_failure: str = "",
     ) -> dict[str, Any]:
-        """Approve the pending gate. ``acknowledge_failure``: the approver's reason for approving
-        although the gate's prediction says the run fails (required then, recorded with it). ``channel`` is the door: ``mcp`` (the tool, subject to the
+        """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
+        ``acknowledge_failure``: the approver's reason for approving although the gate's
+        prediction says the run fails (required then, recorded with it).
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs.
         ``gate_step``: the gate the approver means; refused unless it is the one waiting."""
         wf = self.core.load(workflow_id)
