@@ -59,10 +59,13 @@ _ACQUIRE = (
     "WHERE leases.expires_at <= CLOCK OR leases.owner = excluded.owner RETURNING fence"
 )
 # Renew a live lease; take a lapsed one again with the next fence (only while it is still this
-# owner's at this fence: nobody took it in between).
+# owner's: nobody took it in between). ``fence >= :fence``, not ``=``: an owner is unique to one
+# run, so a higher fence under the same owner is this run's own earlier retake whose commit
+# landed although its answer was lost (a connection dropped at the commit).
 _HOLD = (
     "UPDATE leases SET fence = CASE WHEN expires_at > CLOCK THEN fence ELSE fence + 1 END, "
-    "expires_at = CLOCK + :s WHERE workflow_id = :id AND owner = :owner AND fence = :fence RETURNING fence"
+    "expires_at = CLOCK + :s WHERE workflow_id = :id AND owner = :owner AND fence >= :fence "
+    "RETURNING fence"
 )
 
 
@@ -84,7 +87,7 @@ def acquire(conn: Connection, workflow_id: str, owner: str, seconds: float) -> i
 def hold(conn: Connection, workflow_id: str, owner: str, fence: int, seconds: float) -> int | None:
     """Keep the lease ``seconds`` more: renewed while live (same fence), taken again once lapsed
     (the next fence, so saves under the old one are refused); None when it is no longer
-    (``owner``, ``fence``): another process took it."""
+    ``owner``'s: another process took it."""
     query = text(_HOLD.replace("CLOCK", db_clock(conn)))
     kept = conn.execute(query, {"id": workflow_id, "owner": owner, "fence": fence, "s": seconds}).scalar()
     return None if kept is None else int(kept)
