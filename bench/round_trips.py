@@ -23,7 +23,7 @@ from sqlalchemy import event
 
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
-from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
 
@@ -43,7 +43,11 @@ class Succeeds:
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         return []
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        if before_send is not None:  # as a real dispatcher does once its session is ready
+            await before_send()
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     async def aclose(self) -> None:

@@ -20,7 +20,14 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.store.leases import Lease
 
-__all__ = ["RUN_OWNER_KEY", "new_run_owner", "owner_label", "refuse_held", "this_process"]
+__all__ = [
+    "RUN_OWNER_KEY",
+    "new_run_owner",
+    "owner_is_this_process",
+    "owner_label",
+    "refuse_held",
+    "this_process",
+]
 
 RUN_OWNER_KEY: Final = "run_owner"
 
@@ -36,6 +43,12 @@ def new_run_owner() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
 
 
+def owner_is_this_process(owner: str) -> bool:
+    """Whether lease ``owner`` (``new_run_owner``'s form) names this process."""
+    host, _, rest = owner.partition("/")
+    return host == socket.gethostname() and rest.partition("/")[0] == str(os.getpid())
+
+
 def owner_label(owner: Mapping[str, Any]) -> str:
     """``pid N on HOST`` for messages."""
     return f"pid {owner.get('pid')} on {owner.get('host')}"
@@ -49,9 +62,13 @@ def refuse_held(wf: Workflow, step: Step, lease: Lease | None) -> None:
     if lease is None or lease.expired:
         return
     host, _, rest = lease.owner.partition("/")
-    pid = rest.partition("/")[0]
+    where = (
+        "another run in this Pilot process"
+        if owner_is_this_process(lease.owner)
+        else f"another Pilot process (pid {rest.partition('/')[0]} on {host})"
+    )
     raise StateRefused(
-        f"Workflow '{wf.id}' is running in another Pilot process (pid {pid} on {host}): step "
+        f"Workflow '{wf.id}' is running in {where}: step "
         f"{step.index} ({step.skill}.{step.tool}) has been in flight since {iso(step.started_at)}. "
         f"Nothing was changed",
         hint=f"Poll get_workflow_status('{wf.id}') until that run stops, then try again. If that "

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome
 from vmware_pilot.domain.model import Step
 from vmware_pilot.engine.targets import READ_TOOLS
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
@@ -49,7 +49,11 @@ class ScriptedDispatcher:
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         return list(self.preflight_problems)
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        if before_send is not None:  # as a real dispatcher does once its session is ready
+            await before_send()
         self.calls.append((skill, tool, params))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -72,6 +76,33 @@ class ScriptedDispatcher:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+@dataclass
+class SteppedDispatcher(ScriptedDispatcher):
+    """A skill whose session is ready, and whose sent calls answer, when the test sets ``ready``
+    and ``answer`` (per tool; a tool not named is ready / answers at once). ``sent`` lists the
+    calls that went out, after ``before_send``."""
+
+    ready: dict[str, asyncio.Event] = field(default_factory=dict)
+    answer: dict[str, asyncio.Event] = field(default_factory=dict)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    went_out: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: list[str] = field(default_factory=list)
+
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        self.arrived.set()
+        if tool in self.ready:
+            await self.ready[tool].wait()  # the session is starting
+        if before_send is not None:
+            await before_send()
+        self.sent.append(tool)
+        self.went_out.set()
+        if tool in self.answer:
+            await self.answer[tool].wait()  # the call is in flight
+        return await super().call(skill, tool, params)
 
 
 def failed(message: str) -> StepOutcome:

@@ -6,7 +6,10 @@ workflow, prints its id, and runs it until killed.
 - ``write`` (default): one write step, against a skill whose call never returns;
 - ``read``: a read, a gate and a write; the read's call never returns;
 - ``between``: two reads, a gate and a write; the process SIGKILLs itself right after the commit
-  that recorded the first read's result, before the second read is marked running.
+  that recorded the first read's result, before the second read is marked running;
+- ``pause``: one write, dispatched for real (``VMWARE_PILOT_DISPATCH=stdio`` and the skill's
+  command from the environment); the process SIGSTOPs itself right after the commit that marked
+  the write running, before its skill session is started and the call sent.
 
 Settings come from the environment the test gives it (database, home, lease time).
 """
@@ -17,6 +20,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from tests.engine.fakes import ScriptedDispatcher
@@ -24,7 +28,8 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.execution.runner import Runner
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.store.sql import SqlStore
 
 STEP = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 READ = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
@@ -34,32 +39,58 @@ PLANS: dict[str, list[dict[str, Any]]] = {
     "write": [STEP],
     "read": [READ, GATE, STEP],
     "between": [READ, ALARMS, GATE, STEP],
+    "pause": [STEP],
 }
+
+
+def after_each_commit(act: Callable[[Workflow], None]) -> None:
+    """Call ``act`` with the saved workflow right after each commit of the store's ``save``."""
+    save = SqlStore.save
+
+    def save_then_act(self: SqlStore, wf: Workflow, *args: Any, **kwargs: Any) -> None:
+        save(self, wf, *args, **kwargs)
+        act(wf)
+
+    SqlStore.save = save_then_act  # type: ignore[method-assign]
 
 
 def die_after_first_step() -> None:
     """SIGKILL this process right after the commit that records step 0's success."""
-    commit = Runner.commit
 
-    def commit_then_die(self: Runner, wf: Any, *args: Any, **kwargs: Any) -> Any:
-        done = commit(self, wf, *args, **kwargs)
-        steps = done[0].steps
-        if steps[0].status is StepStatus.SUCCESS and steps[1].status is StepStatus.PENDING:
+    def die(wf: Workflow) -> None:
+        if wf.steps[0].status is StepStatus.SUCCESS and wf.steps[1].status is StepStatus.PENDING:
             os.kill(os.getpid(), signal.SIGKILL)
-        return done
 
-    Runner.commit = commit_then_die  # type: ignore[method-assign]
+    after_each_commit(die)
+
+
+def stop_after_marking_running() -> None:
+    """SIGSTOP this process right after the commit that marks step 0 running (once): a pause
+    (GC, a paused VM, CPU starvation) between marking a write running and sending it."""
+    stopped: list[bool] = []
+
+    def stop(wf: Workflow) -> None:
+        if wf.steps[0].status is StepStatus.RUNNING and not stopped:
+            stopped.append(True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    after_each_commit(stop)
 
 
 async def main(mode: str) -> None:
     if mode == "between":
         die_after_first_step()
+    if mode == "pause":
+        stop_after_marking_running()
     delay = 0 if mode == "between" else 3600
-    app = build_app(Settings(), dispatcher=ScriptedDispatcher(delay=delay))
+    app = build_app(Settings(), dispatcher=None if mode == "pause" else ScriptedDispatcher(delay=delay))
     actor = Actor("replica")
     wid = app.service.create_workflow(actor, "ops", "t", PLANS[mode])["workflow_id"]
     print(wid, flush=True)
-    await app.service.run_workflow(actor, wid)
+    try:
+        await app.service.run_workflow(actor, wid)
+    finally:
+        await app.aclose()  # the skill servers it started end with it
 
 
 if __name__ == "__main__":

@@ -59,8 +59,8 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
     assert len(saves) >= 6
     counted = 0
     for tx in saves:
-        # A save made under a run's lease first checks (and locks) the lease's fence.
-        body = tx[1:] if tx[0] == "SELECT fence FROM" else tx
+        # A save made under a run's leases first checks (and locks) their fences, in one statement.
+        body = tx[1:] if tx[0] == "SELECT leases.workflow_id, leases.fence" else tx
         # Only the save that ends the workflow moves the maintained active count.
         if body[0] == "UPDATE workflow_counts SET":
             counted += 1

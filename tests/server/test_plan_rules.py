@@ -196,10 +196,10 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
     save = pilot_app.store.save
     raced: list[dict[str, Any]] = []
 
-    def save_after_the_other_pilot(wf: Workflow) -> None:
+    def save_after_the_other_pilot(wf: Workflow, *args: Any, **kwargs: Any) -> None:
         if wf.id == wid and not raced:
             raced.append(other.service.update_draft(Actor("mallory"), wid, steps=[DELETE_STEP]))
-        save(wf)
+        save(wf, *args, **kwargs)
 
     pilot_app.store.save = save_after_the_other_pilot  # type: ignore[method-assign]
     try:

@@ -14,7 +14,7 @@ from tests.server.conftest import READ_STEP
 from tests.server.raw import RawPeer, raw_session
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
-from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
 from vmware_pilot.server import create_server
@@ -31,7 +31,11 @@ class HeldDispatcher:
     async def preflight(self, steps: Sequence[Step]) -> list[str]:
         return []
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        if before_send is not None:  # as a real dispatcher does once its session is ready
+            await before_send()
         self.calls += 1
         self.started.set()
         await self.release.wait()

@@ -22,7 +22,7 @@ from vmware_pilot import telemetry
 from vmware_pilot.adapters.otel import install
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
-from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome
 from vmware_pilot.dispatch.stdio import StdioDispatcher
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
@@ -53,7 +53,11 @@ class Recording:
     async def prepare(self, demand: Mapping[str, int]) -> None:
         return None
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        if before_send is not None:  # as a real dispatcher does once its session is ready
+            await before_send()
         self.seen.append(telemetry.traceparent())
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 

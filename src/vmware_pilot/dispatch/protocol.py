@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
 from vmware_pilot.domain.model import Step
 
-__all__ = ["Dispatcher", "OutcomeKind", "StepOutcome"]
+__all__ = ["BeforeSend", "Dispatcher", "OutcomeKind", "StepOutcome"]
+
+# Awaited once the skill's session is ready, right before the request is written; raising there
+# sends nothing (the runner checks and renews its leases there: engine/execution/runlease.py).
+BeforeSend = Callable[[], Awaitable[None]]
 
 
 class OutcomeKind(StrEnum):
@@ -42,8 +46,12 @@ class Dispatcher(Protocol):
         many calls a coming parallel group will make to it at once."""
         ...
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-        """Call ``tool`` on ``skill``; raises DispatchRefused when nothing was sent."""
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
+        """Call ``tool`` on ``skill``; raises DispatchRefused when nothing was sent. ``before_send``
+        is awaited after the session is ready and right before the request goes out (again before
+        a retry on a new session); whatever it raises propagates and nothing is sent."""
         ...
 
     async def aclose(self) -> None: ...

@@ -26,7 +26,7 @@ from typing import Any
 
 from vmware_pilot.dispatch.judge import judge
 from vmware_pilot.dispatch.locate import SkillCommand, locate
-from vmware_pilot.dispatch.protocol import StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, StepOutcome
 from vmware_pilot.dispatch.session import SessionClosed, SkillSession
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
@@ -138,11 +138,15 @@ class StdioDispatcher:
                 pool.wanted = max(pool.wanted, min(count, self.options.pool_size))
                 self._grow(pool)
 
-    async def call(self, skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
+    async def call(
+        self, skill: str, tool: str, params: dict[str, Any], before_send: BeforeSend | None = None
+    ) -> StepOutcome:
         command = self._locate(skill)
         if self.options.per_call:
             session = await self._start(command)
             try:
+                if before_send is not None:
+                    await before_send()
                 result = await session.call(tool, params, self.options.call_timeout)
             finally:
                 await session.close()
@@ -154,6 +158,8 @@ class StdioDispatcher:
             broken = False
             began = time.monotonic()
             try:
+                if before_send is not None:  # the session is ready: nothing else stands before the send
+                    await before_send()
                 result = await session.call(tool, params, self.options.call_timeout)
             except SessionClosed:
                 broken = True  # the server exited while idle: nothing was sent

@@ -70,9 +70,7 @@ class Inspector(Protocol):
         self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
     ) -> StepOutcome: ...
 
-    async def save(
-        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
-    ) -> tuple[Workflow, T]: ...
+    async def save(self, wf: Workflow, change: Callable[[Workflow], T]) -> tuple[Workflow, T]: ...
 
 
 def _first_line(text: str) -> str:

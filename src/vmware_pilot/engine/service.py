@@ -376,10 +376,8 @@ class PilotService:
                 async with self.core.exclusive(wf, "approve"):
                     held = await RunLease.take(runner, wf.id)
                     if held is not None:
-                        try:
+                        async with held.walking():  # its saves and sends carry the run's fences
                             return await approving(await asyncio.to_thread(self.core.load, wf.id))
-                        finally:
-                            await held.release()
             try:
                 return await approving(await asyncio.to_thread(self.core.load, wf.id), holds_run=False)
             except QuorumReached:

@@ -5,18 +5,25 @@ seconds since the epoch *on the database's clock* (so replicas never compare the
 and a fencing number that grows by one at every acquisition. The owner renews the expiry while
 its step is in flight. Another process may take the lease only once it has expired, which bumps
 the fence: a save made with the old fence is then refused (``LeaseLost``), so a replica that
-lost its lease writes nothing more for that step. Released leases keep their row and fence.
+lost its lease writes nothing more for that step. An expired lease is never renewed: its old
+holder may only take it again (``hold``: a new fence) while nobody else has taken it since.
+Released leases keep their row and fence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, select, text
 
 from vmware_pilot.errors import StoreError
+from vmware_pilot.store.tables import leases
 
-__all__ = ["Lease", "LeaseLost", "acquire", "check_fence", "db_clock", "holder", "release", "renew"]
+__all__ = ["Fence", "Lease", "LeaseLost", "acquire", "check_fences", "db_clock", "hold", "holder", "release"]
+
+# A lease row's key and the fencing number a save is made under.
+Fence = tuple[str, int]
 
 
 class LeaseLost(StoreError):
@@ -51,8 +58,14 @@ _ACQUIRE = (
     "expires_at = excluded.expires_at, fence = leases.fence + 1 "
     "WHERE leases.expires_at <= CLOCK OR leases.owner = excluded.owner RETURNING fence"
 )
-_RENEW = (
-    "UPDATE leases SET expires_at = CLOCK + :s WHERE workflow_id = :id AND owner = :owner AND fence = :fence"
+# Renew a live lease; take a lapsed one again with the next fence (only while it is still this
+# owner's: nobody took it in between). ``fence >= :fence``, not ``=``: an owner is unique to one
+# run, so a higher fence under the same owner is this run's own earlier retake whose commit
+# landed although its answer was lost (a connection dropped at the commit).
+_HOLD = (
+    "UPDATE leases SET fence = CASE WHEN expires_at > CLOCK THEN fence ELSE fence + 1 END, "
+    "expires_at = CLOCK + :s WHERE workflow_id = :id AND owner = :owner AND fence >= :fence "
+    "RETURNING fence"
 )
 
 
@@ -71,11 +84,13 @@ def acquire(conn: Connection, workflow_id: str, owner: str, seconds: float) -> i
     return None if fence is None else int(fence)
 
 
-def renew(conn: Connection, workflow_id: str, owner: str, fence: int, seconds: float) -> bool:
-    """Push the expiry ``seconds`` ahead; False when the lease is no longer (owner, fence)."""
-    query = text(_RENEW.replace("CLOCK", db_clock(conn)))
-    done = conn.execute(query, {"id": workflow_id, "owner": owner, "fence": fence, "s": seconds})
-    return done.rowcount == 1
+def hold(conn: Connection, workflow_id: str, owner: str, fence: int, seconds: float) -> int | None:
+    """Keep the lease ``seconds`` more: renewed while live (same fence), taken again once lapsed
+    (the next fence, so saves under the old one are refused); None when it is no longer
+    ``owner``'s: another process took it."""
+    query = text(_HOLD.replace("CLOCK", db_clock(conn)))
+    kept = conn.execute(query, {"id": workflow_id, "owner": owner, "fence": fence, "s": seconds}).scalar()
+    return None if kept is None else int(kept)
 
 
 def release(conn: Connection, workflow_id: str, owner: str, fence: int) -> None:
@@ -94,12 +109,19 @@ def holder(conn: Connection, workflow_id: str) -> Lease | None:
     return None if row is None else Lease(str(row.owner), int(row.fence), float(row.remaining))
 
 
-def check_fence(conn: Connection, workflow_id: str, fence: int) -> None:
-    """Refuse (LeaseLost) unless ``fence`` is still the workflow's; the row stays locked to the
-    end of the transaction, so no takeover slips in before the commit."""
-    query = "SELECT fence FROM leases WHERE workflow_id = :id"
+def check_fences(conn: Connection, workflow_id: str, fences: Sequence[Fence]) -> None:
+    """Refuse (LeaseLost) unless each (lease key, fence) of the save of ``workflow_id`` is still
+    that lease's fence, in one
+    statement; the rows stay locked to the end of the transaction, so no takeover slips in
+    before the commit."""
+    if not fences:
+        return
+    query = select(leases.c.workflow_id, leases.c.fence).where(
+        leases.c.workflow_id.in_([key for key, _ in fences])
+    )
     if conn.dialect.name == "postgresql":
-        query += " FOR UPDATE"
-    current = conn.execute(text(query), {"id": workflow_id}).scalar()
-    if current is None or int(current) != fence:
-        raise LeaseLost(workflow_id, fence, None if current is None else int(current))
+        query = query.order_by(leases.c.workflow_id).with_for_update()
+    current = {str(key): int(fence) for key, fence in conn.execute(query)}
+    for key, fence in fences:
+        if current.get(key) != fence:
+            raise LeaseLost(workflow_id, fence, current.get(key))

@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypedDict
 
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.store.leases import Lease
+from vmware_pilot.store.leases import Fence, Lease
 
 __all__ = ["AuditRecord", "AuditReport", "Store", "WorkflowSummary"]
 
@@ -61,9 +61,9 @@ class Store(Protocol):
     ``create`` and ``save`` commit the workflow row and ``wf.new_events`` in one transaction, then
     fill each event's ``seq``/``hash``, clear ``new_events`` and bump ``wf.version``. ``save``
     raises ConcurrencyConflict (retryable: reload and reapply) when the stored version is not
-    ``wf.version``; nothing is written then. With a ``fence`` it also raises LeaseLost (nothing
-    written) when that is no longer the workflow's run lease (store/leases.py). ``now`` is the
-    database's clock (SQLite: this host's), the one every deadline is judged on.
+    ``wf.version``; nothing is written then. With ``fences`` (lease key, fence) it also raises
+    LeaseLost (nothing written) when any of them is no longer its lease's fence (store/leases.py).
+    ``now`` is the database's clock (SQLite: this host's), the one every deadline is judged on.
     """
 
     def now(self) -> datetime: ...
@@ -71,12 +71,15 @@ class Store(Protocol):
     def create(self, wf: Workflow) -> None: ...
 
     def save(
-        self, wf: Workflow, fence: int | None = None, notices: Sequence[tuple[str, str, bytes]] = ()
+        self,
+        wf: Workflow,
+        fences: Sequence[Fence] = (),
+        notices: Sequence[tuple[str, str, bytes]] = (),
     ) -> None: ...
 
     def acquire_lease(self, workflow_id: str, owner: str, seconds: float) -> int | None: ...
 
-    def renew_lease(self, workflow_id: str, owner: str, fence: int, seconds: float) -> bool: ...
+    def hold_leases(self, held: Sequence[tuple[str, str, int]], seconds: float) -> list[int] | None: ...
 
     def release_lease(self, workflow_id: str, owner: str, fence: int) -> None: ...
 

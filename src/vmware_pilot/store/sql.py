@@ -113,6 +113,13 @@ _UPDATE_IF_VERSION = workflows.update().where(
 )
 
 
+class _Taken(PilotError):
+    """Inside ``hold_leases``: one of the leases is another owner's; undo the others."""
+
+    def __init__(self) -> None:
+        super().__init__("lease taken")
+
+
 def _utc(dt: datetime) -> str:
     return iso(dt.astimezone(UTC))
 
@@ -343,19 +350,21 @@ class SqlStore:
         self._committed(wf, rows, seqs)
 
     def save(
-        self, wf: Workflow, fence: int | None = None, notices: Sequence[tuple[str, str, bytes]] = ()
+        self,
+        wf: Workflow,
+        fences: Sequence[leases.Fence] = (),
+        notices: Sequence[tuple[str, str, bytes]] = (),
     ) -> None:
         """Update ``wf`` if the stored version is still ``wf.version``; else ConcurrencyConflict.
-        With ``fence``, also only while that is still the workflow's lease fence; else LeaseLost.
-        ``notices`` (event id, workflow id, JSON body) go into the notification outbox in the
-        same transaction (store/outbox.py)."""
+        With ``fences`` (lease key, fence), also only while each is still that lease's fence;
+        else LeaseLost and nothing is written. ``notices`` (event id, workflow id, JSON body) go
+        into the notification outbox in the same transaction (store/outbox.py)."""
         if wf.version < 1:
             raise StoreError(
                 f"Workflow '{wf.id}' was never stored", hint="Use create() first.", workflow_id=wf.id
             )
         with self._tx(write=True) as conn:
-            if fence is not None:
-                leases.check_fence(conn, wf.id, fence)
+            leases.check_fences(conn, wf.id, fences)
             self._recount_active(conn, wf)
             rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
             outbox.enqueue(conn, notices)
@@ -413,9 +422,18 @@ class SqlStore:
         with self._tx(write=True) as conn:
             return leases.acquire(conn, workflow_id, owner, seconds)
 
-    def renew_lease(self, workflow_id: str, owner: str, fence: int, seconds: float) -> bool:
-        with self._tx(write=True) as conn:
-            return leases.renew(conn, workflow_id, owner, fence, seconds)
+    def hold_leases(self, held: Sequence[tuple[str, str, int]], seconds: float) -> list[int] | None:
+        """Keep each lease (key, owner, fence) ``seconds`` more, in one transaction (store/leases.py
+        ``hold``): their fences now (a lapsed one was taken again with the next); None, and
+        nothing changed, when any of them was taken by another owner."""
+        try:
+            with self._tx(write=True) as conn:
+                kept = [leases.hold(conn, key, owner, fence, seconds) for key, owner, fence in held]
+                if any(fence is None for fence in kept):
+                    raise _Taken  # rolls the others back
+        except _Taken:
+            return None
+        return [fence for fence in kept if fence is not None]
 
     def release_lease(self, workflow_id: str, owner: str, fence: int) -> None:
         with self._tx(write=True) as conn:

@@ -365,13 +365,17 @@ def fail(w: Workflow) -> None:
 
 
 def mark_interrupted(w: Workflow, index: int, actor: str, now: datetime) -> bool:
-    """Step ``index``, left ``running`` by a run that died: ``interrupted`` and the workflow
-    ``failed``. False (nothing changed) when its run recorded the outcome just before."""
+    """Step ``index``, left ``running`` by a run that died: ``interrupted``, the steps still
+    pending ``skipped`` (as ``fail`` does), and the workflow ``failed``. False (nothing changed)
+    when its run recorded the outcome just before."""
     step = w.steps[index]
     if step.status is not S.RUNNING:
         return False
     step.status = S.INTERRUPTED
     step.completed_at = now
+    for other in w.steps:
+        if other.status is S.PENDING:
+            other.status = S.SKIPPED
     fire(w, Event.DETECT_CRASH)
     w.log(
         "interrupted_step_detected",

@@ -7,24 +7,27 @@ results. Approve, rollback and cancel are composed here from what ``engine/execu
 
 Every change goes through ``commit``: apply a change function, recompute ``diff_report`` and save
 with the expected version; on a conflict reload and apply it again, so a concurrent writer is
-never overwritten. Without a dispatcher (hand-back mode) executable steps are recorded
-``not_executed`` and handed to the caller in ``pending_dispatch``.
+never overwritten. Inside a run every save carries the run's lease fences and every call is sent
+only under them (engine/execution/runlease.py). The save of a step's known outcome is patient:
+retried on a database that is away for up to a lease time while the leases are held. Without a
+dispatcher (hand-back mode) executable steps are recorded ``not_executed`` and handed to the
+caller in ``pending_dispatch``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from vmware_pilot import telemetry
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.dispatch.judge import one_line
-from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
+from vmware_pilot.dispatch.protocol import BeforeSend, Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
@@ -33,6 +36,7 @@ from vmware_pilot.engine import handout
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.execution import approval, conductor, gate_records, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
+from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, StepLease, release_lease, take_lease
 from vmware_pilot.engine.inspection import inspect_gate
 from vmware_pilot.engine.progress import ProgressFn, report
 from vmware_pilot.engine.secrets import (
@@ -44,15 +48,17 @@ from vmware_pilot.engine.secrets import (
 )
 from vmware_pilot.errors import (
     ConcurrencyConflict,
+    DatabaseUnavailable,
     DispatchRefused,
     EffectUnknown,
     PilotError,
     SecretUnavailable,
     StateRefused,
+    StoreError,
 )
-from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner, refuse_held, this_process
+from vmware_pilot.ownership import RUN_OWNER_KEY, refuse_held, this_process
 from vmware_pilot.safety.classify import classify_step
-from vmware_pilot.store.leases import LeaseLost
+from vmware_pilot.store.leases import Fence, LeaseLost
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
@@ -71,6 +77,62 @@ _COMMIT_ATTEMPTS = 8
 # How long a step may stay in flight in a Pilot on another host before it counts as crashed:
 # the default dispatch timeout plus the default start-up timeout.
 DEFAULT_LEASE_SECONDS = 30.0
+
+
+class _Patience:
+    """How long a patient save waits out a database that is away: backoff (on the event loop, no
+    worker thread held) up to a deadline a lease time after the first failure, then the failure
+    is raised."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline: float | None = None
+        self.delay = 0.1
+
+    async def wait(self, exc: PilotError) -> None:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.seconds
+            _log.warning(
+                "the database is away (%s); retrying the save for up to %g s", exc.message, self.seconds
+            )
+        if now + self.delay > self.deadline:
+            raise exc
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, 2.0)
+
+
+@dataclass
+class _Applied(Generic[T]):
+    """A change applied to a workflow in memory, ready to be saved: what the save must know."""
+
+    before: WorkflowState
+    result: T
+    version: int
+    events: list[tuple[Any, str, str]]  # (time, action, actor) of its new audit events
+    notices: list[tuple[str, str, bytes]]
+
+    def landed(self, stored: Workflow) -> bool:
+        """Whether this save was committed although its caller saw the database fail: the stored
+        record is the next version and ends with these audit events."""
+        events = self.events
+        if not events or stored.version != self.version + 1 or len(stored.audit_log) < len(events):
+            return False
+        tail = stored.audit_log[len(stored.audit_log) - len(events) :]
+        return [(e.ts, e.action, e.actor) for e in tail] == events
+
+
+def stopped_by_outage(workflow_id: str, exc: PilotError) -> StoreError:
+    """What a caller is told when the database went away after a run had changed the workflow:
+    never "nothing was changed"."""
+    return StoreError(
+        f"The workflow database became unavailable while Pilot was running workflow '{workflow_id}', "
+        f"after the run had changed it ({exc.message}); the run stopped there",
+        hint=f"Something was changed: do not simply retry. Once the database is back, "
+        f"get_workflow_status('{workflow_id}') shows what is recorded; a step left running is "
+        "taken over when this run's lease expires (a write as interrupted, effect unknown).",
+        workflow_id=workflow_id,
+    )
 
 
 def _timed(store: Store, record: Callable[..., T], *args: Any) -> Callable[[Workflow], T]:
@@ -107,6 +169,7 @@ class Runner:
         self.dispatcher = dispatcher
         self.vault = vault
         self.environ: Mapping[str, str] = environ if environ is not None else {}
+        self.leases = LeaseBook()
 
     @property
     def catalog(self) -> Catalog:
@@ -114,49 +177,93 @@ class Runner:
 
     # --- persistence ------------------------------------------------------------------------
     def commit(
-        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
+        self, wf: Workflow, change: Callable[[Workflow], T], fences: Sequence[Fence] = ()
     ) -> tuple[Workflow, T]:
-        """Apply ``change`` and save; on a version conflict reload and apply it again. With the
-        run's lease ``fence``, LeaseLost (nothing written) once another process took the lease."""
+        """Apply ``change`` and save; on a version conflict reload and apply it again. The save
+        carries ``fences`` and, inside a run, the run's (``RunLease.fences``, read at each
+        attempt): LeaseLost (nothing written) once another process took a lease."""
         for _ in range(_COMMIT_ATTEMPTS):
-            before = wf.state
-            result = change(wf)
-            wf.diff_report = build_diff_report(wf, self.catalog)
-            # Written in the save's transaction: a crash after the commit loses no notification.
-            notices = (
-                self.events.notices(before, wf) if self.events is not None and wf.state is not before else []
-            )
+            applied = self._apply(wf, change)
             try:
-                if notices:
-                    self.store.save(wf, fence, notices)
-                elif fence is None:
-                    self.store.save(wf)
-                else:
-                    self.store.save(wf, fence)
+                self._write(wf, applied, fences)
             except ConcurrencyConflict:
                 _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
                 wf = self.store.load(wf.id)
                 continue
-            if self.events is not None and wf.state is not before:
-                self.events.workflow_changed(before, wf)
-            return wf, result
+            return self._announce(wf, applied)
         raise ConcurrencyConflict(wf.id, wf.version, None)
 
+    def _apply(self, wf: Workflow, change: Callable[[Workflow], T]) -> _Applied[T]:
+        before = wf.state
+        result = change(wf)
+        wf.diff_report = build_diff_report(wf, self.catalog)
+        # Written in the save's transaction: a crash after the commit loses no notification.
+        notices = (
+            self.events.notices(before, wf) if self.events is not None and wf.state is not before else []
+        )
+        events = [(e.ts, e.action, e.actor) for e in wf.new_events]
+        return _Applied(before, result, wf.version, events, notices)
+
+    def _write(self, wf: Workflow, applied: _Applied[Any], fences: Sequence[Fence]) -> None:
+        run = RunLease.current()
+        self.store.save(wf, [*fences, *(run.fences() if run is not None else ())], applied.notices)
+
+    def _announce(self, wf: Workflow, applied: _Applied[T]) -> tuple[Workflow, T]:
+        if self.events is not None and wf.state is not applied.before:
+            self.events.workflow_changed(applied.before, wf)
+        return wf, applied.result
+
     async def save(
-        self, wf: Workflow, change: Callable[[Workflow], T], fence: int | None = None
+        self,
+        wf: Workflow,
+        change: Callable[[Workflow], T],
+        fences: Sequence[Fence] = (),
+        *,
+        patient: bool = False,
     ) -> tuple[Workflow, T]:
         """``commit`` in a worker thread, for code on the event loop: a save that waits for the
-        database's write lock (another process's transaction) must not stall every other caller."""
-        return await asyncio.to_thread(self.commit, wf, change, fence)
+        database's write lock (another process's transaction) must not stall every other caller.
+        ``patient``: a database that is away is retried with backoff for up to a lease time
+        (the run's heartbeat holds its leases meanwhile): the workflow is reloaded, and ``change``
+        applied again unless the stored record shows this attempt's commit landed (only its
+        answer was lost)."""
+        if not patient:
+            return await asyncio.to_thread(self.commit, wf, change, fences)
+        waiting = _Patience(self.lease_seconds)
+        conflicts = 0
+        while True:
+            applied = await asyncio.to_thread(self._apply, wf, change)
+            try:
+                await asyncio.to_thread(self._write, wf, applied, fences)
+            except ConcurrencyConflict:
+                conflicts += 1
+                if conflicts >= _COMMIT_ATTEMPTS:
+                    raise
+                wf = await self._reload(wf.id, waiting)
+                continue
+            except DatabaseUnavailable as exc:
+                await waiting.wait(exc)
+                wf = await self._reload(wf.id, waiting)
+                if not applied.landed(wf):
+                    continue
+            return self._announce(wf, applied)
+
+    async def _reload(self, workflow_id: str, waiting: _Patience) -> Workflow:
+        while True:
+            try:
+                return await asyncio.to_thread(self.store.load, workflow_id)
+            except DatabaseUnavailable as exc:
+                await waiting.wait(exc)
 
     # --- leases (ownership.py) -----------------------------------------------------------
     def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None:
         """Refuse while ``step`` (found running) is under another run's unexpired lease."""
         refuse_held(wf, step, self.store.lease(wf.id))
 
-    async def _take_lease(self, wf: Workflow, step: Step, owner: str) -> int:
-        fence = await asyncio.to_thread(self.store.acquire_lease, wf.id, owner, self.lease_seconds)
-        if fence is None:
+    async def _take_lease(self, wf: Workflow, step: Step) -> tuple[str, int]:
+        """The step lease (row: the workflow id), or the refusal while another run holds it."""
+        taken = await take_lease(self, wf.id)
+        if taken is None:
             refuse_held(wf, step, await asyncio.to_thread(self.store.lease, wf.id))
             raise StateRefused(  # the lease was released between the two reads: just retry
                 f"Workflow '{wf.id}' was busy in another Pilot process; nothing was changed",
@@ -164,28 +271,7 @@ class Runner:
                 workflow_id=wf.id,
                 state=wf.state.value,
             )
-        return fence
-
-    async def _release_lease(self, workflow_id: str, owner: str, fence: int) -> None:
-        try:
-            await asyncio.to_thread(self.store.release_lease, workflow_id, owner, fence)
-        except PilotError as exc:  # it expires on its own
-            _log.warning("could not release the lease of %s: %s", workflow_id, exc.message)
-
-    async def _heartbeat(self, workflow_id: str, owner: str, fence: int) -> None:
-        """Renew the lease every third of its time while the step is in flight."""
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                kept = await asyncio.to_thread(
-                    self.store.renew_lease, workflow_id, owner, fence, self.lease_seconds
-                )
-            except PilotError as exc:  # the database is away: keep trying while the lease lasts
-                _log.warning("could not renew the lease of %s: %s", workflow_id, exc.message)
-                continue
-            if not kept:
-                _log.warning("the lease of %s was taken by another Pilot process", workflow_id)
-                return
+        return taken
 
     def create(self, wf: Workflow) -> None:
         self.vault.remember(wf)
@@ -260,10 +346,9 @@ class Runner:
             return None
         await asyncio.to_thread(self.refuse_if_running_elsewhere, wf, stuck)
         index = stuck.index
-        owner = new_run_owner()
         # Taking the expired lease bumps its fence: the run that held it can no longer record
         # the step's outcome over this verdict.
-        fence = await self._take_lease(wf, stuck, owner)
+        owner, fence = await self._take_lease(wf, stuck)
         telemetry.count("lease_takeovers")
 
         def change(w: Workflow) -> bool:
@@ -274,9 +359,9 @@ class Runner:
             return marked
 
         try:
-            wf, marked = await self.save(wf, change, fence)
+            wf, marked = await self.save(wf, change, [(wf.id, fence)])
         finally:
-            await self._release_lease(wf.id, owner, fence)
+            await release_lease(self, wf.id, owner, fence)
         if not marked:
             return None
         error = (
@@ -322,6 +407,12 @@ class Runner:
             conductor.start_run(w, actor.label, self.store.now())
 
         wf, _ = await self.save(wf, start)
+        try:
+            return await self._walk(wf, actor, progress)
+        except DatabaseUnavailable as exc:  # raised after 'start' committed: something changed
+            raise stopped_by_outage(wf.id, exc) from exc
+
+    async def _walk(self, wf: Workflow, actor: Actor, progress: ProgressFn | None) -> dict[str, Any]:
         dispatching = self.dispatcher is not None
         walk = conductor.Walk()
         action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
@@ -386,38 +477,73 @@ class Runner:
         return f"{label}: running {names}"
 
     async def _run_batch(self, wf: Workflow, batch: list[int], actor: Actor) -> tuple[Workflow, bool]:
-        """Run a step (or a parallel group of read steps) and record every member's outcome."""
+        """Run a step (or a parallel group of read steps) and record every member's outcome,
+        under the run's lease and the step lease (engine/execution/runlease.py): each call is
+        sent only once both were held right before it; losing them cancels the calls not sent
+        and saves nothing more."""
+        run = RunLease.current()
+        if run is None:
+            raise StateRefused(
+                f"Workflow '{wf.id}': a step runs only under the workflow's run lease; nothing was run",
+                workflow_id=wf.id,
+                state=wf.state.value,
+            )
+        owner, fence = await self._take_lease(wf, wf.steps[batch[0]])
+        claim = StepLease(owner, fence)
 
         def mark_running(w: Workflow) -> None:
+            mine = w.extra.get(RUN_OWNER_KEY)
+            if isinstance(mine, dict) and mine.get("owner") == owner:
+                return  # this very save, committed before its answer was lost, retried
             conductor.mark_running(w, batch, self.store.now())
             w.extra[RUN_OWNER_KEY] = {**this_process(), "owner": owner}
 
-        owner = new_run_owner()
-        fence = await self._take_lease(wf, wf.steps[batch[0]], owner)
+        run.step = claim
         try:
-            wf, _ = await self.save(wf, mark_running, fence)
-            heartbeat = asyncio.create_task(self._heartbeat(wf.id, owner, fence))
-            try:
-                outcomes = await asyncio.gather(*(self.call_step(wf, index, bound=index) for index in batch))
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
-            # One save for the whole group: each member's outcome and audit event, in step order.
-            wf, ok = await self.save(
-                wf, functools.partial(self._record, indices=batch, outcomes=outcomes, actor=actor), fence
-            )
+            wf, _ = await self.save(wf, mark_running)
+            outcomes = await self._send_all(run, wf, batch)
+
+            record = functools.partial(self._record, indices=batch, outcomes=outcomes, actor=actor)
+
+            # One save for the whole group: each member's outcome and audit event, in step order;
+            # patient, as the outcome is known and must not be lost to a database blip.
+            wf, ok = await self.save(wf, record, patient=True)
             failed = not ok
         except LeaseLost as exc:
             raise StateRefused(
-                f"{exc.message}: its lease expired while the step was in flight, and the step is "
-                "now marked interrupted (effect unknown)",
+                f"{exc.message}: its lease was taken over while the step was in flight. No call "
+                "was sent after that; a call already sent is recorded by the Pilot that took over "
+                "(a write as interrupted, effect unknown) and never sent again",
                 hint=exc.hint,
                 workflow_id=wf.id,
             ) from exc
         finally:
-            await self._release_lease(wf.id, owner, fence)
+            run.step = None
+            # Also after the run lease was lost: the taker may then judge the step at once (a
+            # release only frees the lease while it is still this owner's at this fence).
+            await release_lease(self, wf.id, owner, claim.fence)
         return wf, failed
+
+    async def _send_all(self, run: RunLease, wf: Workflow, batch: list[int]) -> list[StepOutcome]:
+        """Each member's call as a task, each sent only through ``run.before_send``; the ones not
+        yet sent are cancelled when the run loses its lease (then LeaseLost)."""
+        calls = [
+            asyncio.create_task(self.call_step(wf, index, bound=index, before_send=run.before_send))
+            for index in batch
+        ]
+        run.unsent.update(calls)
+        try:
+            answers = await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            run.unsent.difference_update(calls)
+        if run.lost is not None:
+            raise run.lost
+        outcomes: list[StepOutcome] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+            outcomes.append(answer)
+        return outcomes
 
     async def inspect(self, wf: Workflow, actor: Actor) -> Workflow:
         """Read the pending gate's targets and previews (``engine.inspection``); a problem there is
@@ -433,11 +559,19 @@ class Runner:
         return self.store.load(wf.id)
 
     async def call_step(
-        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+        self,
+        wf: Workflow,
+        index: int,
+        *,
+        bound: int,
+        reverse: bool = False,
+        preview: bool = False,
+        before_send: BeforeSend | None = None,
     ) -> StepOutcome:
-        """Resolve references and secrets, then dispatch; every exception becomes an outcome.
-        ``preview`` calls the step's tool with ``confirm: false`` (the caller checked it declares it).
-        Measured (``telemetry``): its duration by skill, tool and outcome; a failure by kind."""
+        """Resolve references and secrets, then dispatch; every exception but LeaseLost (raised
+        by ``before_send``: nothing sent) becomes an outcome. ``preview`` calls the step's tool
+        with ``confirm: false`` (the caller checked it declares it). Measured (``telemetry``): its
+        duration by skill, tool and outcome; a failure by kind."""
         started = time.monotonic()
         telemetry.workflow_id.set(wf.id)
         step = wf.steps[index]
@@ -455,7 +589,9 @@ class Runner:
                 "vmware_pilot.undo": reverse,
             },
         ) as current:
-            outcome = await self._call_step(wf, index, bound=bound, reverse=reverse, preview=preview)
+            outcome = await self._call_step(
+                wf, index, bound=bound, reverse=reverse, preview=preview, before_send=before_send
+            )
             if current is not None:
                 current.set_attribute("vmware_pilot.outcome", outcome.kind.value)
         if self.dispatcher is not None:
@@ -468,7 +604,14 @@ class Runner:
         return outcome
 
     async def _call_step(
-        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+        self,
+        wf: Workflow,
+        index: int,
+        *,
+        bound: int,
+        reverse: bool = False,
+        preview: bool = False,
+        before_send: BeforeSend | None = None,
     ) -> StepOutcome:
         step = wf.steps[index]
         field = "rollback_params" if reverse else "params"
@@ -490,12 +633,14 @@ class Runner:
                 )
             if preview:
                 params = {**params, "confirm": False}
-            outcome = await self.dispatcher.call(step.skill, tool, params)
+            outcome = await self.dispatcher.call(step.skill, tool, params, before_send)
             return StepOutcome(
                 outcome.kind, scrub_values(outcome.payload, secrets), scrub_values(outcome.message, secrets)
             )
         except EffectUnknown as exc:
             return StepOutcome(OutcomeKind.EFFECT_UNKNOWN, exc.result_payload, exc.message)
+        except LeaseLost:
+            raise
         except (PilotError, DispatchRefused) as exc:
             return StepOutcome(OutcomeKind.FAILED, None, exc.message)
         except Exception as exc:  # a dispatcher bug must not leave the step 'running'
@@ -603,6 +748,22 @@ class Runner:
             telemetry.count("gate_decisions", decision="approved")
             if waited is not None:
                 telemetry.observe("gate_wait_seconds", waited, decision="approved")
+        try:
+            return await self._after_approval(wf, actor, to, gate_index, who, required, released, progress)
+        except DatabaseUnavailable as exc:  # the approval is recorded: something changed
+            raise stopped_by_outage(wf.id, exc) from exc
+
+    async def _after_approval(
+        self,
+        wf: Workflow,
+        actor: Actor,
+        to: Actor,
+        gate_index: int,
+        who: str,
+        required: int,
+        released: bool,
+        progress: ProgressFn | None,
+    ) -> dict[str, Any]:
         if not released:
             missing = approval.approvals_missing(wf, gate_index, required)
             out = self.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)

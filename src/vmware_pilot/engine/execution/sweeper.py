@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 from vmware_pilot.catalog.registry import Catalog
@@ -26,10 +26,11 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine.execution.runlease import RunLease
+from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, release_lease, take_lease
 from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
-from vmware_pilot.ownership import RUN_OWNER_KEY, new_run_owner
+from vmware_pilot.ownership import RUN_OWNER_KEY
 from vmware_pilot.safety.classify import classify_step
+from vmware_pilot.store.leases import Fence
 from vmware_pilot.store.protocol import Store
 
 __all__ = ["SWEEPER", "EntryPoints", "Sweeper", "sweeping"]
@@ -46,13 +47,19 @@ class EntryPoints(Protocol):
 
     store: Store
     lease_seconds: float
+    leases: LeaseBook
     dispatcher: Dispatcher | None
 
     @property
     def catalog(self) -> Catalog: ...
 
     async def save(
-        self, wf: Workflow, change: Callable[[Workflow], Any], fence: int | None = None
+        self,
+        wf: Workflow,
+        change: Callable[[Workflow], Any],
+        fences: Sequence[Fence] = (),
+        *,
+        patient: bool = False,
     ) -> tuple[Workflow, Any]: ...
 
     def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None: ...
@@ -93,23 +100,39 @@ class Sweeper:
                 _log.exception("sweep for workflows left running raised")
 
     async def sweep(self) -> list[str]:
-        """One pass; the ids of the workflows this process continued."""
+        """One pass over every ``running`` workflow (page by page); the ids of the workflows
+        this process continued."""
         runner = await asyncio.to_thread(self._runner)
         if runner is None or runner.dispatcher is None:
             return []
-        running = await asyncio.to_thread(runner.store.list_all, limit=_PAGE, states=[WorkflowState.RUNNING])
+        running: list[str] = []
+        while True:
+            page = await asyncio.to_thread(
+                runner.store.list_all, limit=_PAGE, offset=len(running), states=[WorkflowState.RUNNING]
+            )
+            running.extend(summary["id"] for summary in page)
+            if len(page) < _PAGE:
+                break
         continued = []
-        for summary in running:
-            if await self.continue_run(runner, summary["id"]):
-                continued.append(summary["id"])
+        for workflow_id in dict.fromkeys(running):  # a page may repeat one that moved meanwhile
+            if await self.continue_run(runner, workflow_id):
+                continued.append(workflow_id)
         return continued
 
     async def continue_run(self, runner: EntryPoints, workflow_id: str) -> bool:
         """Continue ``workflow_id`` if it is ``running`` under an expired run lease; True when this
-        process did (the run may end failed: a write in flight is marked interrupted)."""
+        process did (the run may end failed: a write in flight is marked interrupted). A run this
+        Pilot is walking itself is never taken, whatever its lease looks like (it holds it again
+        or stops on its own)."""
+        if workflow_id in runner.leases.runs:
+            return False
         held = await RunLease.take(runner, workflow_id)
         if held is None:  # its run is alive, somewhere
             return False
+        async with held.walking():
+            return await self._continue(runner, workflow_id)
+
+    async def _continue(self, runner: EntryPoints, workflow_id: str) -> bool:
         try:
             wf = await asyncio.to_thread(runner.store.load, workflow_id)
             if wf.state is not WorkflowState.RUNNING:  # it stopped just before we took the lease
@@ -138,8 +161,6 @@ class Sweeper:
             self._told.add(workflow_id)
             _log.log(level, "could not continue workflow %s yet: %s", workflow_id, exc.message)
             return False
-        finally:
-            await held.release()
 
     async def _rerun_reads(self, runner: EntryPoints, wf: Workflow) -> Workflow:
         """Set read steps left ``running`` back to ``pending`` (under their step lease, so the
@@ -148,11 +169,11 @@ class Sweeper:
         stuck = [s for s in wf.steps if s.status is S.RUNNING]
         if not stuck or any(classify_step(s, runner.catalog)[0] != "read" for s in stuck):
             return wf
-        owner = new_run_owner()
-        fence = await asyncio.to_thread(runner.store.acquire_lease, wf.id, owner, runner.lease_seconds)
-        if fence is None:
+        taken = await take_lease(runner, wf.id)
+        if taken is None:
             runner.refuse_if_running_elsewhere(wf, stuck[0])  # raises while that lease lasts
             return wf
+        owner, fence = taken
         indices = [s.index for s in stuck]
 
         def rearm(w: Workflow) -> None:
@@ -172,9 +193,9 @@ class Sweeper:
             w.extra.pop(RUN_OWNER_KEY, None)
 
         try:
-            wf, _ = await runner.save(wf, rearm, fence)
+            wf, _ = await runner.save(wf, rearm, [(wf.id, fence)])
         finally:
-            await asyncio.to_thread(runner.store.release_lease, wf.id, owner, fence)
+            await release_lease(runner, wf.id, owner, fence)
         return wf
 
 
