@@ -29,11 +29,11 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -183,6 +183,74 @@ def _last_line(text: str) -> str:
     return lines[-1][:_DETAIL_MAX] if lines else ""
 
 
+_T = TypeVar("_T")
+
+
+class _Stage:
+    """What a conversation with a skill server is doing now, for the refusal when it fails."""
+
+    def __init__(self) -> None:
+        self.now = "start"
+
+
+async def _with_server(
+    command: SkillCommand,
+    work: Callable[[ClientSession, _Stage], Awaitable[_T]],
+    *,
+    server_timeout: float,
+    env: Mapping[str, str] | None,
+    cwd: Path | None,
+    hint: str,
+) -> _T:
+    """Start ``command``'s server, run ``work`` on its session within ``server_timeout``, close.
+
+    Raises ``DispatchRefused`` naming the stage that failed (and the server's last stderr line).
+    """
+    params = StdioServerParameters(
+        command=command.program,
+        args=command.args,
+        env=dict(os.environ if env is None else env),
+        cwd=str(cwd or Path.home()),
+    )
+    stage = _Stage()
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            # The timeout is inside the client context, so a hung server is shut down the SDK's
+            # way (stdin closed, then its whole process group terminated), children included.
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio.fail_after(server_timeout):
+                    return await work(session, stage)
+        except Exception as exc:
+            what = _describe(exc, stage.now, server_timeout)
+            errlog.seek(0)
+            said = _last_line(errlog.read())
+            raise DispatchRefused(
+                f"{command.display()}: {what}" + (f"; its last stderr line: {said}" if said else ""),
+                hint=hint,
+                skill=command.skill,
+                command=command.display(),
+            ) from exc
+
+
+async def _every_tool(session: ClientSession, stage: _Stage) -> tuple[str, list[dict[str, Any]]]:
+    """Handshake and list every tool, page by page: ``(server version, tool records)``."""
+    stage.now = "initialize"
+    init = await session.initialize()
+    stage.now = "tools/list"
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(_tool_record(t) for t in page.tools)
+        if not page.nextCursor or page.nextCursor == cursor:
+            break
+        cursor = page.nextCursor
+    return init.serverInfo.version, tools
+
+
 async def list_server_tools(
     command: SkillCommand,
     *,
@@ -194,47 +262,15 @@ async def list_server_tools(
 
     Raises ``DispatchRefused`` naming the stage that failed (and the server's last stderr line).
     """
-    params = StdioServerParameters(
-        command=command.program,
-        args=command.args,
-        env=dict(os.environ if env is None else env),
-        cwd=str(cwd or Path.home()),
+    return await _with_server(
+        command,
+        _every_tool,
+        server_timeout=server_timeout,
+        env=env,
+        cwd=cwd,
+        hint="Run the command by hand to see why it does not start, or fix its entry in "
+        "VMWARE_PILOT_SKILL_COMMANDS; a slow server may need a longer --timeout.",
     )
-    stage = "start"
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        try:
-            # The timeout is inside the client context, so a hung server is shut down the SDK's
-            # way (stdin closed, then its whole process group terminated), children included.
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                with anyio.fail_after(server_timeout):
-                    stage = "initialize"
-                    init = await session.initialize()
-                    stage = "tools/list"
-                    tools: list[dict[str, Any]] = []
-                    cursor: str | None = None
-                    for _ in range(_MAX_PAGES):
-                        page = await session.list_tools(
-                            params=PaginatedRequestParams(cursor=cursor) if cursor else None
-                        )
-                        tools.extend(_tool_record(t) for t in page.tools)
-                        if not page.nextCursor or page.nextCursor == cursor:
-                            break
-                        cursor = page.nextCursor
-            return init.serverInfo.version, tools
-        except Exception as exc:
-            what = _describe(exc, stage, server_timeout)
-            errlog.seek(0)
-            said = _last_line(errlog.read())
-            raise DispatchRefused(
-                f"{command.display()}: {what}" + (f"; its last stderr line: {said}" if said else ""),
-                hint="Run the command by hand to see why it does not start, or fix its entry in "
-                "VMWARE_PILOT_SKILL_COMMANDS; a slow server may need a longer --timeout.",
-                skill=command.skill,
-                command=command.display(),
-            ) from exc
 
 
 async def probe_skill(
@@ -355,46 +391,28 @@ async def examine_skill(
     raises ``DispatchRefused`` when it does not start or list. A read that fails is reported."""
     from vmware_pilot.dispatch.judge import judge
 
-    params = StdioServerParameters(
-        command=command.program,
-        args=command.args,
-        env=dict(os.environ if env is None else env),
-        cwd=str(Path.home()),
+    async def work(session: ClientSession, stage: _Stage) -> SkillExamination:
+        version, tools = await _every_tool(session, stage)
+        probe = read_probe(tools)
+        if probe is None:
+            return SkillExamination(version, len(tools))
+        properties = probe["inputSchema"].get("properties", {})
+        arguments: dict[str, Any] = {"limit": 1} if "limit" in properties else {}
+        if target and "target" in properties:
+            arguments["target"] = target
+        stage.now = f"tools/call {probe['name']}"
+        outcome = judge(command.skill, probe["name"], await session.call_tool(probe["name"], arguments))
+        error = "" if outcome.kind == "succeeded" else redact_text(outcome.message)[:_DETAIL_MAX]
+        return SkillExamination(version, len(tools), probe["name"], error)
+
+    return await _with_server(
+        command,
+        work,
+        server_timeout=server_timeout,
+        env=env,
+        cwd=None,
+        hint="Run the command by hand to see why it does not start.",
     )
-    stage = "start"
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        try:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                with anyio.fail_after(server_timeout):
-                    stage = "initialize"
-                    init = await session.initialize()
-                    stage = "tools/list"
-                    tools = [_tool_record(t) for t in (await session.list_tools()).tools]
-                    probe = read_probe(tools)
-                    if probe is None:
-                        return SkillExamination(init.serverInfo.version, len(tools))
-                    properties = probe["inputSchema"].get("properties", {})
-                    arguments: dict[str, Any] = {"limit": 1} if "limit" in properties else {}
-                    if target and "target" in properties:
-                        arguments["target"] = target
-                    stage = f"tools/call {probe['name']}"
-                    outcome = judge(
-                        command.skill, probe["name"], await session.call_tool(probe["name"], arguments)
-                    )
-            error = "" if outcome.kind == "succeeded" else redact_text(outcome.message)[:_DETAIL_MAX]
-            return SkillExamination(init.serverInfo.version, len(tools), probe["name"], error)
-        except Exception as exc:
-            what = _describe(exc, stage, server_timeout)
-            errlog.seek(0)
-            said = _last_line(errlog.read())
-            raise DispatchRefused(
-                f"{command.display()}: {what}" + (f"; its last stderr line: {said}" if said else ""),
-                hint="Run the command by hand to see why it does not start.",
-                skill=command.skill,
-            ) from exc
 
 
 def _read_previous(path: Path) -> dict[str, Any]:
