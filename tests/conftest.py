@@ -82,15 +82,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("database", backends, indirect=True)
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """The session's own PostgreSQL 15 server (started on first use, stopped at the end)."""
+def _running_pg() -> Iterator[PgServer]:
     server = PgServer()
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The session's own PostgreSQL 15 server (started on first use, stopped at the end)."""
+    yield from _running_pg()
+
+
+@pytest.fixture
+def own_pg() -> Iterator[PgServer]:
+    """A PostgreSQL server of the test's own, for a test that stops and starts it."""
+    yield from _running_pg()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,10 @@ from vmware_pilot.config import Settings
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def own_server() -> Iterator[PgServer]:
-    """A server of this test's own, since the test stops and starts it."""
-    server = PgServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
 async def test_calls_fail_retryably_while_the_database_is_down_and_work_again_after(
-    own_server: PgServer, pilot_home: Path
+    own_pg: PgServer, pilot_home: Path
 ) -> None:
-    url = own_server.url(own_server.new_database())
+    url = own_pg.url(own_pg.new_database())
     app = build_app(Settings(home=pilot_home, database_url=url))
     try:
         async with connect(app) as client:
@@ -38,7 +26,7 @@ async def test_calls_fail_retryably_while_the_database_is_down_and_work_again_af
             )
             wid = str(created["workflow_id"])
 
-            own_server.halt()
+            own_pg.halt()
             for tool, args in (
                 ("get_workflow_status", {"workflow_id": wid}),
                 ("create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}),
@@ -49,7 +37,7 @@ async def test_calls_fail_retryably_while_the_database_is_down_and_work_again_af
                 assert "PostgreSQL" in refusal["hint"] and "retry" in refusal["hint"]
                 assert len(str(refusal)) < 2000
 
-            own_server.resume()  # the same process and store, no restart
+            own_pg.resume()  # the same process and store, no restart
             assert (await client.status(wid))["state"] == "pending"
             again = await client.ok(
                 "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
@@ -57,8 +45,8 @@ async def test_calls_fail_retryably_while_the_database_is_down_and_work_again_af
             assert again["workflow_id"] != wid
 
             # A restart nobody called during: the pooled connections are dead, and no call fails.
-            own_server.halt()
-            own_server.resume()
+            own_pg.halt()
+            own_pg.resume()
             assert (await client.status(wid))["state"] == "pending"
         assert app.store.verify_audit().ok
     finally:

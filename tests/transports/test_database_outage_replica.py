@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,17 +21,6 @@ pytestmark = pytest.mark.slow
 
 HEADERS = {"Accept": "application/json, text/event-stream"}
 _LOGGED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ", re.M)
-
-
-@pytest.fixture
-def own_server() -> Iterator[PgServer]:
-    """A server of this test's own, since the test stops and starts it."""
-    server = PgServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def _token(host: Path, url: str) -> str:
@@ -61,9 +49,9 @@ def _logged(server: PilotProcess, since: int) -> list[str]:
 
 
 def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logged_once(
-    own_server: PgServer, tmp_path: Path
+    own_pg: PgServer, tmp_path: Path
 ) -> None:
-    url = own_server.url(own_server.new_database())
+    url = own_pg.url(own_pg.new_database())
     secret = _token(tmp_path, url)
     env = {
         "VMWARE_PILOT_DATABASE_URL": url,
@@ -85,7 +73,7 @@ def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logge
         )
         assert console.get("/console/workflows").status_code == 200
         before = len(server.stderr())
-        own_server.halt()
+        own_pg.halt()
         try:
             asked = 0
             for _ in range(8):
@@ -100,7 +88,7 @@ def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logge
                 time.sleep(0.25)  # let the sweeper and the sender fail too (nothing here is timed)
             during = _logged(server, before)
         finally:
-            own_server.resume()
+            own_pg.resume()
         assert _post(server, secret).status_code == 200, server.stderr()[before:]
         assert console.get("/console/workflows").status_code == 200, "the session held"
         after = _logged(server, before)
@@ -110,8 +98,8 @@ def test_a_valid_token_gets_503_while_postgresql_is_down_and_the_outage_is_logge
     assert failed is not None and int(failed.group(1)) > asked, "the loops failed too, and said nothing"
 
 
-def _connections(own_server: PgServer, database: str) -> int:
-    with own_server.admin() as conn:
+def _connections(own_pg: PgServer, database: str) -> int:
+    with own_pg.admin() as conn:
         count = conn.execute(
             text(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND application_name = 'vmware-pilot'"
@@ -121,11 +109,9 @@ def _connections(own_server: PgServer, database: str) -> int:
     return int(count)
 
 
-def test_a_network_replica_keeps_one_pool_of_the_documented_size(
-    own_server: PgServer, tmp_path: Path
-) -> None:
-    database = own_server.new_database()
-    url = own_server.url(database)
+def test_a_network_replica_keeps_one_pool_of_the_documented_size(own_pg: PgServer, tmp_path: Path) -> None:
+    database = own_pg.new_database()
+    url = own_pg.url(database)
     secret = _token(tmp_path, url)
     env = {"VMWARE_PILOT_DATABASE_URL": url, "VMWARE_PILOT_DATABASE_POOL_SIZE": "1"}
     with start_server(tmp_path, ["--transport", "http"], env=env) as server:
@@ -147,6 +133,6 @@ def test_a_network_replica_keeps_one_pool_of_the_documented_size(
         # Idle now: one pool of size 1 keeps one connection (an overflow one closes when returned;
         # a backend that closed may show in pg_stat_activity for a moment, hence the wait).
         deadline = time.monotonic() + 30
-        while _connections(own_server, database) > 1 and time.monotonic() < deadline:
+        while _connections(own_pg, database) > 1 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _connections(own_server, database) == 1
+        assert _connections(own_pg, database) == 1

@@ -86,17 +86,6 @@ async def test_readyz_fails_when_the_database_schema_is_not_the_one_this_build_n
     assert "[-]database failed: schema version 999" in ready.text
 
 
-@pytest.fixture
-def own_pg() -> Iterator[PgServer]:
-    """A PostgreSQL server of this test's own, since the test stops and starts it."""
-    server = PgServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.mark.slow
 def test_a_real_server_is_not_ready_while_its_database_is_down_and_ready_again_after(
     own_pg: PgServer, tmp_path: Path
