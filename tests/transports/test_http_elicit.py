@@ -76,5 +76,9 @@ async def test_the_approval_form_over_http_records_the_token_and_refuses_another
     assert [(a["approver"], a["channel"]) for a in approvals] == [("token:client", "elicit")]
     assert len(person.forms) == 2
     for form in person.forms:
-        assert set(form.requestedSchema["properties"]) == {"decision", "reason"}
+        assert set(form.requestedSchema["properties"]) == {
+            "decision",
+            "reason",
+            "despite",
+        }  # no name: the token is the approver
         assert "You decide as token:client" in form.message
