@@ -102,9 +102,12 @@ MCP_WORDS = re.compile(r"\b[a-z_]+\(\)|create_workflow_from_template|list_workfl
     ("args", "code", "hint"),
     [
         (["status", "wf-nope"], 2, "`vmware-pilot workflows` lists"),
-        (["run", "no_such_template"], 1, "`vmware-pilot templates` lists"),
-        (["run", "incident_response"], 2, "(-p NAME=VALUE)"),
-        pytest.param(  # one process per case: the cheaper cases above stay in the fast tier
+        # one process per case: the first stays in the fast tier, the others run in the slow one
+        pytest.param(
+            ["run", "no_such_template"], 1, "`vmware-pilot templates` lists", marks=pytest.mark.slow
+        ),
+        pytest.param(["run", "incident_response"], 2, "(-p NAME=VALUE)", marks=pytest.mark.slow),
+        pytest.param(
             ["run", "incident_response", "-p", "alert_entity=a", "-p", "alert_name=b", "-p", "x=1"],
             2,
             "-p",
