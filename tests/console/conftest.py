@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
@@ -26,6 +26,17 @@ __all__ = ["Team", "browser", "lab", "make_pilot_home", "run", "team"]
 T = TypeVar("T")
 # operator: may approve only what someone else created (four eyes by role).
 ROLES = "roles:\n  operator:\n    approve: others\n    tools: '*'\n"
+
+# A hand-back plan: a gate, then the power-off it releases (undone by a power-on).
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
+OFF = {
+    "action": "off",
+    "skill": "aiops",
+    "tool": "power_off_vm",
+    "params": {"vm_name": "web-01", "confirm": True},
+    "rollback_tool": "power_on_vm",
+    "rollback_params": {"vm_name": "web-01"},
+}
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
@@ -85,8 +96,19 @@ def lab_pilot(lab: Lab, folder: Path, home: Path, tokens: dict[str, str]) -> Ite
         yield Team(server, tokens, home)
 
 
-def at_gate(team: Team, creator: str, steps: list[dict[str, Any]]) -> str:
-    """A workflow created and run by ``creator`` over MCP, waiting at its gate."""
+class Serving(Protocol):
+    """A Pilot served over HTTP with its people's tokens (a ``Team``, or one served in-process)."""
+
+    @property
+    def server(self) -> Any: ...  # has ``url``, the MCP endpoint
+
+    tokens: dict[str, str]
+
+
+def at_gate(team: Serving, creator: str = "bob", steps: list[dict[str, Any]] | None = None) -> str:
+    """A workflow created and run by ``creator`` over MCP (``steps``: ``[GATE, OFF]``), waiting
+    at its gate."""
+    steps = [GATE, OFF] if steps is None else steps
 
     async def go() -> str:
         async with connect_http(team.server.url, team.tokens[creator]) as client:

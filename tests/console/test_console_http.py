@@ -11,23 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Team, make_pilot_home, run
+from tests.console.conftest import GATE, OFF, Team, at_gate, make_pilot_home, run
 from tests.transports.server_proc import start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 
 pytestmark = pytest.mark.slow
-
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
-OFF = {
-    "action": "off",
-    "skill": "aiops",
-    "tool": "power_off_vm",
-    "params": {"vm_name": "web-01", "confirm": True},
-    "rollback_tool": "power_on_vm",
-    "rollback_params": {"vm_name": "web-01"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +26,6 @@ def handback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin", "rita": "reader"})
     with start_server(folder, ["--transport", "http"], env={"VMWARE_PILOT_HOME": str(home)}) as server:
         yield Team(server, tokens, home)
-
-
-def at_gate(team: Team) -> str:
-    async def go() -> str:
-        async with connect_http(team.server.url, team.tokens["bob"]) as client:
-            made = await client.call(
-                "create_workflow", {"name": "http-test", "description": "t", "steps": [GATE, OFF]}
-            )
-            wid = str(made.payload["workflow_id"])
-            assert (await client.call("run_workflow", {"workflow_id": wid})).payload[
-                "state"
-            ] == "awaiting_approval"
-            return wid
-
-    return run(go())
 
 
 def csrf_of(html: str) -> str:

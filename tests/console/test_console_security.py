@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.console.conftest import Team, make_pilot_home, run
+from tests.console.conftest import Team, at_gate, make_pilot_home, run
 from tests.transports.server_proc import start_server
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.client import connect_http
@@ -23,15 +23,6 @@ ROLES = (
     "  operator:\n    approve: others\n    tools: '*'\n"
     "  designer:\n    approve: none\n    tools: [design_workflow]\n"
 )
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
-OFF = {
-    "action": "off",
-    "skill": "aiops",
-    "tool": "power_off_vm",
-    "params": {"vm_name": "web-01", "confirm": True},
-    "rollback_tool": "power_on_vm",
-    "rollback_params": {"vm_name": "web-01"},
-}
 PEOPLE = {
     "alice": "admin",
     "bob": "admin",
@@ -49,20 +40,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     (home / "roles.yaml").write_text(ROLES)
     with start_server(folder, ["--transport", "http"], env={"VMWARE_PILOT_HOME": str(home)}) as server:
         yield Team(server, tokens, home)
-
-
-def at_gate(team: Team) -> str:
-    async def go() -> str:
-        async with connect_http(team.server.url, team.tokens["bob"]) as client:
-            made = await client.call(
-                "create_workflow", {"name": "sec", "description": "t", "steps": [GATE, OFF]}
-            )
-            wid = str(made.payload["workflow_id"])
-            ran = await client.call("run_workflow", {"workflow_id": wid})
-            assert ran.payload["state"] == "awaiting_approval", ran.payload
-            return wid
-
-    return run(go())
 
 
 def state_of(team: Team, wid: str) -> str:

@@ -25,21 +25,12 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.console.conftest import make_pilot_home, run
+from tests.console.conftest import GATE, OFF, at_gate, make_pilot_home, run
 from tests.console.locking import Answer, InProcess, Sent, serving, while_locked, write_begins
 from tests.transports.server_proc import INIT
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Off?"}}
-OFF = {
-    "action": "off",
-    "skill": "aiops",
-    "tool": "power_off_vm",
-    "params": {"vm_name": "web-01", "confirm": True},
-    "rollback_tool": "power_on_vm",
-    "rollback_params": {"vm_name": "web-01"},
-}
 READ = {"action": "read", "skill": "aiops", "tool": "get_vm_info", "params": {"vm_name": "web-01"}}
 
 
@@ -127,19 +118,6 @@ def test_console_sign_out_reject_and_approve_wait_for_the_lock_off_the_event_loo
 
 
 # --- MCP --------------------------------------------------------------------------------------
-def at_gate(team: Team) -> str:
-    async def go() -> str:
-        async with connect_http(team.server.url, team.tokens["bob"]) as client:
-            made = await client.call(
-                "create_workflow", {"name": "lock", "description": "t", "steps": [GATE, OFF]}
-            )
-            wid = str(made.payload["workflow_id"])
-            assert (await client.call("run_workflow", {"workflow_id": wid})).payload[
-                "state"
-            ] == "awaiting_approval"
-            return wid
-
-    return run(go())
 
 
 def call(team: Team, who: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
