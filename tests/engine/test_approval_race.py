@@ -41,6 +41,32 @@ def _hold_first_save(app: PilotApp, until: threading.Event, monkeypatch: pytest.
     monkeypatch.setattr(app.store, "save", waiting)
 
 
+async def _approve_at_once(
+    alice: Any, bob: Any, held: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Alice and Bob approve the quorum-2 gate of a new workflow at once, Alice's save held (on
+    ``held``) until Bob is answered: ``(alice's answer, bob's answer, the status after)``."""
+    made = await alice.ok("create_workflow", name="q", description="t", steps=[QUORUM_GATE, WRITE])
+    wid = str(made["workflow_id"])
+    assert (await alice.ok("run_workflow", workflow_id=wid))["outcome"] == "awaiting_approval"
+    bob_answered = threading.Event()
+    _hold_first_save(held, bob_answered, monkeypatch)
+
+    async def bob_approves() -> dict[str, Any]:
+        await asyncio.sleep(0.3)  # alice's approval holds the run lease by then (or not: both fine)
+        try:
+            return dict((await bob.call("approve", workflow_id=wid, approver="bob", gate_step=0)).payload)
+        finally:
+            bob_answered.set()
+
+    by_alice, by_bob = await asyncio.gather(
+        alice.call("approve", workflow_id=wid, approver="alice", gate_step=0), bob_approves()
+    )
+    assert "error" not in by_bob, by_bob
+    assert "error" not in by_alice.payload, by_alice.payload
+    return dict(by_alice.payload), by_bob, await alice.status(wid)
+
+
 async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both_counted(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,28 +75,7 @@ async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both
     second = build_app(settings, dispatcher=dispatchers[1])
     try:
         async with connect(first, Actor("alice")) as alice, connect(second, Actor("bob")) as bob:
-            wid = str(
-                (await alice.ok("create_workflow", name="q", description="t", steps=[QUORUM_GATE, WRITE]))[
-                    "workflow_id"
-                ]
-            )
-            assert (await alice.ok("run_workflow", workflow_id=wid))["outcome"] == "awaiting_approval"
-            bob_answered = threading.Event()
-            _hold_first_save(first, bob_answered, monkeypatch)
-
-            async def bob_approves() -> dict[str, Any]:
-                await asyncio.sleep(0.3)  # alice's approval holds the run lease by then (or not: both fine)
-                try:
-                    return (await bob.call("approve", workflow_id=wid, approver="bob", gate_step=0)).payload
-                finally:
-                    bob_answered.set()
-
-            by_alice, by_bob = await asyncio.gather(
-                alice.call("approve", workflow_id=wid, approver="alice", gate_step=0), bob_approves()
-            )
-            assert "error" not in by_bob, by_bob
-            assert "error" not in by_alice.payload, by_alice.payload
-            status = await alice.status(wid)
+            by_alice, by_bob, status = await _approve_at_once(alice, bob, first, monkeypatch)
     finally:
         first.close()
         second.close()
@@ -79,7 +84,7 @@ async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both
     assert status["state"] == "completed" and status["steps"][1]["status"] == "success"
     calls = [c[1] for d in dispatchers for c in d.step_calls]
     assert calls == ["power_on_vm"], "the released write ran once, on one replica"
-    assert {by_bob.get("outcome"), by_alice.payload.get("outcome")} == {"awaiting_approval", "completed"}
+    assert {by_bob.get("outcome"), by_alice.get("outcome")} == {"awaiting_approval", "completed"}
 
 
 async def test_two_approvers_of_a_quorum_2_gate_on_one_replica_at_once_are_both_counted(
@@ -89,25 +94,7 @@ async def test_two_approvers_of_a_quorum_2_gate_on_one_replica_at_once_are_both_
     app = build_app(settings, dispatcher=dispatcher)
     try:
         async with connect(app, Actor("alice")) as alice, connect(app, Actor("bob")) as bob:
-            made = await alice.ok("create_workflow", name="q", description="t", steps=[QUORUM_GATE, WRITE])
-            wid = str(made["workflow_id"])
-            await alice.ok("run_workflow", workflow_id=wid)
-            bob_answered = threading.Event()
-            _hold_first_save(app, bob_answered, monkeypatch)
-
-            async def bob_approves() -> dict[str, Any]:
-                await asyncio.sleep(0.3)  # alice's approval is under way by then (or not: both fine)
-                try:
-                    return (await bob.call("approve", workflow_id=wid, approver="bob", gate_step=0)).payload
-                finally:
-                    bob_answered.set()
-
-            by_alice, by_bob = await asyncio.gather(
-                alice.call("approve", workflow_id=wid, approver="alice", gate_step=0), bob_approves()
-            )
-            assert "error" not in by_bob, by_bob
-            assert "error" not in by_alice.payload, by_alice.payload
-            status = await alice.status(wid)
+            _, _, status = await _approve_at_once(alice, bob, app, monkeypatch)
     finally:
         app.close()
     gate = next(g for g in status["gates"] if g["index"] == 0)
