@@ -215,9 +215,11 @@ async def test_the_sweeper_goes_through_every_page_of_running_workflows(
     assert {pilot.store.load(w).state for w in wids} == {WorkflowState.FAILED}
 
 
-async def test_a_run_lease_whose_release_failed_does_not_hold_up_the_next_run_here(
+async def _at_gate_with_a_failed_release(
     pilot: PilotApp, actor: Actor, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> str:
+    """A workflow run to its gate on ``pilot`` whose run lease's release failed once (a database
+    blip at that moment); its id."""
     wid = str(pilot.service.create_workflow(actor, "ops", "t", [READ, GATE, on("a")])["workflow_id"])
     release = pilot.store.release_lease
     failed: list[str] = []
@@ -231,6 +233,13 @@ async def test_a_run_lease_whose_release_failed_does_not_hold_up_the_next_run_he
     monkeypatch.setattr(pilot.store, "release_lease", blip_once)
     assert (await pilot.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
     assert failed, "the run lease's release failed"
+    return wid
+
+
+async def test_a_run_lease_whose_release_failed_does_not_hold_up_the_next_run_here(
+    pilot: PilotApp, actor: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wid = await _at_gate_with_a_failed_release(pilot, actor, monkeypatch)
     out = await pilot.service.approve(actor, wid, approver="alice")  # at once, on the same Pilot
     assert out["outcome"] == "completed"
 
@@ -243,19 +252,7 @@ async def test_a_run_lease_whose_release_failed_is_released_when_the_database_an
     pilot = build_app(settings.model_copy(update={"lease_seconds": 300}), dispatcher=ScriptedDispatcher())
     other = build_app(settings, dispatcher=ScriptedDispatcher())
     try:
-        wid = str(pilot.service.create_workflow(actor, "ops", "t", [READ, GATE, on("a")])["workflow_id"])
-        release = pilot.store.release_lease
-        failed: list[str] = []
-
-        def blip_once(key: str, owner: str, fence: int) -> None:
-            if key == run_key(wid) and not failed:
-                failed.append(key)
-                raise DatabaseUnavailable("The workflow database is unavailable (test): connection reset")
-            release(key, owner, fence)
-
-        monkeypatch.setattr(pilot.store, "release_lease", blip_once)
-        assert (await pilot.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
-        assert failed, "the run lease's release failed"
+        wid = await _at_gate_with_a_failed_release(pilot, actor, monkeypatch)
         deadline = asyncio.get_running_loop().time() + GUARD
         while not (lease := other.store.lease(run_key(wid))) or not lease.expired:
             assert asyncio.get_running_loop().time() < deadline, "the run lease was never released"
