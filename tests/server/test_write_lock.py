@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
+from tests.console.locking import write_begins
 from vmware_pilot.app import PilotApp
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -48,22 +46,6 @@ async def _at_gate_for_rollback(client: Client) -> tuple[str, dict[str, Any]]:
     return wf, {"workflow_id": wf, "confirm": True}
 
 
-@contextmanager
-def _write_begins(app: PilotApp) -> Iterator[threading.Event]:
-    """Set when the app's store starts asking for the write lock (before it has it)."""
-    asking = threading.Event()
-
-    def before(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.strip().upper() == "BEGIN IMMEDIATE":
-            asking.set()
-
-    event.listen(app.store.engine, "before_cursor_execute", before)
-    try:
-        yield asking
-    finally:
-        event.remove(app.store.engine, "before_cursor_execute", before)
-
-
 @pytest.mark.parametrize(
     ("tool", "prepare"),
     [
@@ -85,7 +67,7 @@ async def test_a_status_read_is_answered_while_a_writing_tool_waits_for_the_writ
         holder.execute("BEGIN IMMEDIATE")
         released = False
         try:
-            with _write_begins(pilot_app) as asking:
+            with write_begins(pilot_app) as asking:
                 blocked = asyncio.create_task(writer.call(tool, **arguments))
                 # Guard against a hang only: the tool asks for the lock promptly.
                 assert await asyncio.to_thread(asking.wait, 60), f"{tool} never asked for the write lock"
