@@ -1,9 +1,11 @@
 """Webhook notifications: a signed JSON POST when a workflow needs a person or reaches an end.
 
-Events: ``awaiting_approval`` (step = the gate), ``completed``, ``failed`` (step = the first step
+Events: ``awaiting_approval`` (step = the gate), ``drift_detected`` (or another hold's event:
+a check right before a write opened its gate again, engine/execution/holds.py; step = the gate,
+``hold`` says why; otherwise as ``awaiting_approval``), ``completed``, ``failed`` (step = the first step
 that failed or whose effect is unknown), ``rolled_back`` / ``rollback_incomplete`` and
 ``cancelled``. The body is ``{event, workflow_id, workflow_type, state, step?, ts, event_id}``;
-``awaiting_approval`` adds ``gate``: what the gate releases (the gate view's released steps with
+a run waiting at a gate adds ``gate``: what the gate releases (the gate view's released steps with
 params masked, risk tier and undo, the targets' state, the plan digest) and, with a public URL
 configured, ``gate_url``, the gate's page in the web console.
 with a secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body.
@@ -37,6 +39,7 @@ from urllib.parse import urlsplit
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.execution import gate_records, holds
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable
 from vmware_pilot.safety.redaction import redact, redact_text
@@ -119,9 +122,14 @@ def event_for(
     """The event a state change from ``before`` to ``wf.state`` announces, or None."""
     step: int | None = None
     after = wf.state
+    held: dict[str, Any] | None = None
     if after is W.AWAITING_APPROVAL:
         name = "awaiting_approval"
         step = next((s.index for s in wf.steps if s.is_gate and s.status is StepStatus.PENDING), None)
+        # A gate opened again by a check right before a write (engine/execution/holds.py) is
+        # announced by the hold's own event (drift_detected, …); it waits for approval the same way.
+        held = holds.hold_of(gate_records.gate_record(wf, step)) if step is not None else None
+        name = str(held.get("event") or name) if held else name
     elif after is W.COMPLETED:
         name = "completed"
     elif after is W.FAILED and before is W.ROLLING_BACK:
@@ -142,9 +150,12 @@ def event_for(
     }
     if step is not None:
         event["step"] = step
-    if name == "awaiting_approval" and describe is not None:
+    waits = after is W.AWAITING_APPROVAL
+    if held:
+        event["hold"] = redact(held)
+    if waits and describe is not None:
         event["gate"] = gate_summary(describe(wf))
-    if name == "awaiting_approval" and console_url:
+    if waits and console_url:
         event["gate_url"] = gate_link(console_url, wf.id)
     event["ts"] = iso(utcnow())
     event["event_id"] = uuid.uuid4().hex

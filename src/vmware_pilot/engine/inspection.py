@@ -277,7 +277,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
     named: dict[str, list[str]] = {}
     wanted: dict[str, tuple[Named, list[str], list[str]]] = {}
     previews: dict[str, dict[str, Any]] = {}
-    for step in gate_records.released_steps(wf, gate.index):
+    for step in gate_records.steps_to_run(wf, gate.index):
         try:
             params = resolve_refs(step.params, wf.steps, step.index)
         except PilotError as exc:
@@ -321,7 +321,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         "named": named,
         "reference": reference,
     }
-    prediction = predict(gate_records.released_steps(wf, gate.index), wf.steps, record, catalog)
+    prediction = predict(gate_records.steps_to_run(wf, gate.index), wf.steps, record, catalog)
     record["prediction"] = {**prediction.model_dump(mode="json"), "at": now}
     lines = [
         prediction.summary,

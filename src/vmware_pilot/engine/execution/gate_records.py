@@ -29,7 +29,9 @@ from vmware_pilot.safety.predict import predict
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
+    "EARLIER_KEY",
     "GATES_KEY",
+    "HOLD_KEY",
     "INSPECTIONS_KEY",
     "admit",
     "approver_names",
@@ -44,12 +46,17 @@ __all__ = [
     "reach",
     "record_approval",
     "released_steps",
+    "steps_to_run",
     "stored_prediction",
     "void_approvals",
 ]
 
 GATES_KEY: Final = "gates"
 INSPECTIONS_KEY: Final = "gate_inspections"
+# Kept when a gate is reached again: the hold that opened it again before a write
+# (engine.execution.holds) and the records of the approvals given before it.
+HOLD_KEY: Final = "hold"
+EARLIER_KEY: Final = "earlier"
 
 
 def pending_gate(wf: Workflow) -> Step | None:
@@ -65,6 +72,12 @@ def released_steps(wf: Workflow, gate_index: int) -> list[Step]:
             break
         out.append(step)
     return out
+
+
+def steps_to_run(wf: Workflow, gate_index: int) -> list[Step]:
+    """The released steps still pending: all of them at a gate reached in order; from the held
+    step on at a gate a check before a write opened again (engine.execution.holds)."""
+    return [s for s in released_steps(wf, gate_index) if s.status is StepStatus.PENDING]
 
 
 def _canonical(step: Step) -> dict[str, Any]:
@@ -100,7 +113,9 @@ def gate_record(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
 
 
 def reach(wf: Workflow, gate_index: int, now: datetime) -> dict[str, Any]:
-    """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet)."""
+    """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
+    hold that opened the gate again, and the earlier records, are kept)."""
+    previous = gate_record(wf, gate_index) or {}
     options = gate_options(wf.steps[gate_index].params)
     expires = (
         now + timedelta(minutes=options.expires_in_minutes)
@@ -114,6 +129,7 @@ def reach(wf: Workflow, gate_index: int, now: datetime) -> dict[str, Any]:
         "expires_at": iso(expires),
         "approvals_required": options.approvals_required,
         "approvals": [],
+        **{k: previous[k] for k in (HOLD_KEY, EARLIER_KEY) if k in previous},
     }
     records = wf.extra.get(GATES_KEY)
     if not isinstance(records, dict):
@@ -252,17 +268,22 @@ def prediction_of(wf: Workflow, gate_index: int, catalog: Catalog, dispatching: 
         if not dispatching
         else "The gate's targets were not read yet"
     )
-    return predict(released_steps(wf, gate_index), wf.steps, None, catalog, note=note)
+    return predict(steps_to_run(wf, gate_index), wf.steps, None, catalog, note=note)
 
 
 def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
     record = gate_record(wf, gate.index)
     names = approver_names(record)
     required = _required(wf, gate, record)
-    return {
+    message = str(gate.params.get("message", ""))
+    held = record.get(HOLD_KEY) if record else None
+    if isinstance(held, dict) and gate.status is StepStatus.PENDING:
+        # What stopped the run comes first; the plan's own words follow.
+        message = f"{held.get('message', '')}" + (f" (The gate's message: {message})" if message else "")
+    view: dict[str, Any] = {
         "index": gate.index,
         "status": gate.status.value,
-        "message": str(gate.params.get("message", "")),
+        "message": message,
         "digest": str(record.get("digest", "")) if record else "",
         "reached_at": str(record.get("reached_at", "")) if record else "",
         "expires_at": str(record.get("expires_at", "")) if record else "",
@@ -271,6 +292,10 @@ def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
         "approvals": list(record.get("approvals", [])) if record else [],
         "approvals_missing": max(0, required - len(names)) if gate.status is StepStatus.PENDING else 0,
     }
+    if isinstance(held, dict):  # and the records of the approvals given before the hold
+        view[HOLD_KEY] = held
+        view[EARLIER_KEY] = list(record.get(EARLIER_KEY) or []) if record else []
+    return view
 
 
 def gates_status(wf: Workflow, now: datetime) -> list[dict[str, Any]]:

@@ -34,8 +34,9 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine import handout
 from vmware_pilot.engine.diff import build_diff_report
-from vmware_pilot.engine.execution import approval, conductor, gate_records, undo
+from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
+from vmware_pilot.engine.execution.holds import PreWriteCheck
 from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, StepLease, release_lease, take_lease
 from vmware_pilot.engine.inspection import inspect_gate
 from vmware_pilot.engine.progress import ProgressFn, report
@@ -161,8 +162,11 @@ class Runner:
         environ: Mapping[str, str] | None = None,
         events: WorkflowEvents | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        checks: Sequence[PreWriteCheck] = (),
     ) -> None:
         self.store = store
+        # Asked in order right before each write step is sent (engine/execution/holds.py).
+        self.checks = list(checks)
         self.lease_seconds = lease_seconds
         self.events = events
         self._catalog = catalog
@@ -451,6 +455,10 @@ class Runner:
             if isinstance(action, conductor.HandBack):
                 wf = await self._record_handback(wf, list(action.indices), actor)
             else:
+                wf, held = await self._hold_write(wf, action, actor)
+                if held is not None:
+                    action = held
+                    continue
                 members = list(action.indices)
                 await report(progress, done, total, self._describe(wf, members))
                 wf, failed = await self._run_batch(wf, members, actor)
@@ -459,6 +467,24 @@ class Runner:
                 await report(progress, done, total, self._describe(wf, members, finished=True))
             walk = conductor.after(walk, action, ok)
             action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
+
+    async def _hold_write(
+        self, wf: Workflow, action: conductor.RunStep | conductor.RunGroup, actor: Actor
+    ) -> tuple[Workflow, conductor.StopAtGate | conductor.Fail | None]:
+        """Before a write step is sent, the pre-write checks (engine/execution/holds.py): on a hold
+        the step is not sent and the run stops at the gate that released it (or fails, without
+        one); None: send it. Reads (and read groups) are never checked."""
+        if (
+            not self.checks
+            or not isinstance(action, conductor.RunStep)
+            or self._is_read(wf.steps[action.index])
+        ):
+            return wf, None
+        hold = await holds.first_hold(self.checks, holds.WriteContext(self, wf, action.index, actor))
+        if hold is None:
+            return wf, None
+        wf, gate = await self.save(wf, _timed(self.store, holds.reopen, action.index, hold, actor.label))
+        return wf, conductor.Fail() if gate is None else conductor.StopAtGate(gate)
 
     async def _record_handback(self, wf: Workflow, indices: list[int], actor: Actor) -> Workflow:
         wf, _ = await self.save(wf, _timed(self.store, conductor.record_handback, indices, actor))
