@@ -26,6 +26,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.execution.drift_check import drift_check
 from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.secrets import SecretVault
@@ -253,6 +254,7 @@ def build_app(
         environ=os.environ,
         events=notifier,
         lease_seconds=settings.lease_seconds,
+        checks=[drift_check] if settings.drift_check == "writes" else [],
     )
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:

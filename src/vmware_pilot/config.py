@@ -129,6 +129,12 @@ class Settings(BaseSettings):
         default=4, ge=1, le=32, description="Most sessions kept per skill (parallel groups use several)."
     )
 
+    drift_check: Literal["writes", "off"] = Field(
+        default="writes",
+        description="'writes': right before each write step, read its targets again and hold the run at "
+        "a gate when they are not what the approver saw; 'off': no such check.",
+    )
+
     approvals: Literal["agent", "elicit", "human"] = Field(
         default="agent",
         description="Who may approve through the MCP approve tool: 'agent' (the approver it names), "

@@ -212,6 +212,10 @@ class GateStatus(Result):
     approvals: list[GateApproval] = Field(default_factory=list)
     approvals_missing: int = 0
     plan_changed: bool = False
+    # A gate opened again by a check right before a write (engine/execution/holds.py): why, and
+    # the records of the approvals given before it.
+    hold: dict[str, Any] | None = None
+    earlier: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class StepRef(Result):
@@ -239,6 +243,8 @@ class Handout(StepRef):
     params: dict[str, Any] = Field(default_factory=dict)
     group_id: str = ""
     rollback_tool: str = ""
+    # A write's checks Pilot would make right before sending it (the drift check), the agent's here.
+    agent_checks: list[str] = Field(default_factory=list)
 
 
 class RollbackEntry(Result):

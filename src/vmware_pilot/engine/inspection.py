@@ -42,7 +42,7 @@ from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.safety.predict import predict, verdict_key
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["Inspector", "inspect_gate", "state_line"]
+__all__ = ["Inspector", "Reader", "inspect_gate", "state_line"]
 
 T = TypeVar("T")
 
@@ -104,8 +104,9 @@ def _error_of(outcome: StepOutcome) -> str:
     return _first_line(str(error or outcome.message or "the read failed"))
 
 
-class _Reader:
-    """The reads of one inspection; a list read serves every object of its kind and target."""
+class Reader:
+    """The reads of one inspection (or of one drift check, engine/execution/drift_check.py); a list
+    read serves every object of its kind and target."""
 
     def __init__(self, runner: Inspector) -> None:
         assert runner.dispatcher is not None
@@ -294,7 +295,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
             if obj.creates:
                 creators.append(step.tool)
         previews[str(step.index)] = await _preview(runner, wf, step, catalog)
-    reader = _Reader(runner)
+    reader = Reader(runner)
     now = iso(await asyncio.to_thread(runner.store.now))
     targets = []
     for obj, tools, creators in wanted.values():

@@ -26,7 +26,17 @@ from vmware_pilot.errors import PilotError
 from vmware_pilot.results import PredictedChange, PredictedStep, Prediction
 from vmware_pilot.safety.classify import classify_step
 
-__all__ = ["NOT_REACHED", "object_label", "predict", "verdict_key"]
+__all__ = [
+    "NOT_REACHED",
+    "Drifted",
+    "Expected",
+    "depends_on",
+    "drifted",
+    "expected_before",
+    "object_label",
+    "predict",
+    "verdict_key",
+]
 
 _UNKNOWN: Final = object()  # a field whose value is not known
 # How the reason of a step after the first failing one begins.
@@ -523,3 +533,156 @@ def predict(
         f"approving leaves {leaves}." if leaves else "no step changes what the gate reads."
     )
     return Prediction(verdict="succeeds", summary=summary, leaves=leaves, steps=out)
+
+
+# --- the drift check: the state a write step was approved against, and what moved since -------
+@dataclass(frozen=True)
+class Expected:
+    """A field a write step depends on, as the prediction leaves it just before that step: as
+    read at the gate (``set_by`` None) or as released step ``set_by`` leaves it."""
+
+    kind: str
+    name: str
+    target: str
+    field: str
+    value: Any
+    set_by: int | None
+
+    @property
+    def key(self) -> str:
+        return _key(self.kind, self.target, self.name)
+
+    @property
+    def label(self) -> str:
+        return object_label(self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class Drifted:
+    """A field that is not what the prediction expected: ``saw`` (expected, in the state's own
+    words) and ``now`` (as read again)."""
+
+    expected: Expected
+    now: Any
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "object": self.expected.label,
+            "field": self.expected.field,
+            "approved": _shown(self.expected.value),
+            "now": _shown(self.now),
+            "set_by": self.expected.set_by,
+        }
+
+
+def _fields(effect: Effect, params: Mapping[str, Any]) -> list[str]:
+    """The ``alias.field`` names a step's effect reads or sets, in declaration order: its
+    precondition (conditions that apply to these params), its no-op test and its settings (but
+    one it leaves unknown: what the step leaves there does not hang on what it found)."""
+    named = [
+        c.field
+        for c in (*effect.requires, *effect.nothing_to_do)
+        if c.field and _applies(c.when, params) is not False
+    ]
+    named += [s.field for s in effect.sets if s.how != "unknown" and _applies(s.when, params) is not False]
+    return list(dict.fromkeys(named))
+
+
+def depends_on(step: Step, steps: Sequence[Step], catalog: Catalog) -> list[tuple[str, list[str]]]:
+    """What write ``step`` depends on: per object it names (its label), the fields of its
+    declared effect; empty for a read or a tool with no declared effect."""
+    if classify_step(step, catalog)[0].value == "read":
+        return []
+    effect = effect_of(step.skill, step.tool)
+    if effect is None:
+        return []
+    params = _params(step, steps)
+    objs, pending = _objects(effect, params)
+    if pending:
+        return []
+    names = _fields(effect, params)
+    out: dict[str, list[str]] = {}
+    for obj in objs:
+        fields = [n.partition(".")[2] for n in names if n.partition(".")[0] == obj.alias]
+        out.setdefault(object_label(obj.kind, obj.name), []).extend(f for f in fields if f)
+    return [(label, list(dict.fromkeys(fields))) for label, fields in out.items()]
+
+
+def expected_before(
+    index: int,
+    walked: Sequence[Step],
+    steps: Sequence[Step],
+    inspection: Mapping[str, Any] | None,
+    catalog: Catalog,
+) -> list[Expected]:
+    """The fields write step ``index`` depends on (its declared precondition, no-op test and
+    settings), as the gate's prediction leaves them just before it: the state ``inspection``
+    read, changed by the declared effects of the ``walked`` steps before it (the released steps
+    the prediction walked; they ran, so their effects apply whatever was predicted). A field not
+    known there (not read, an effect Pilot cannot tell) is left out: nothing to compare."""
+    step = steps[index]
+    effect = effect_of(step.skill, step.tool)
+    if inspection is None or effect is None or classify_step(step, catalog)[0].value == "read":
+        return []
+    world = _world(inspection, "")
+    for earlier in walked:
+        if earlier.index >= index:
+            break
+        declared = effect_of(earlier.skill, earlier.tool)
+        if declared is None or classify_step(earlier, catalog)[0].value == "read":
+            continue
+        params = _params(earlier, steps)
+        objs, pending = _objects(declared, params)
+        for setting in () if pending else declared.sets:
+            _apply(setting, objs, params, world, earlier.index)
+    params = _params(step, steps)
+    objs, pending = _objects(effect, params)
+    if pending:
+        return []
+    target = params.get("target")
+    where = target if isinstance(target, str) else ""
+    out: list[Expected] = []
+    for name in _fields(effect, params):
+        alias, _, field_name = name.partition(".")
+        for obj in (o for o in objs if o.alias == alias):
+            value = world.get(obj.key, field_name)
+            if value is _UNKNOWN or isinstance(value, _Pending) or _has_unknown(value):
+                continue
+            if field_name != "exists" and world.get(obj.key, "exists") is False:
+                continue  # a missing object has no fields: its existence is compared
+            out.append(
+                Expected(
+                    obj.kind, obj.name, where, field_name, value, world.set_by.get((obj.key, field_name))
+                )
+            )
+    return out
+
+
+def _has_unknown(value: Any) -> bool:
+    return isinstance(value, list) and any(v is _UNKNOWN or isinstance(v, _Pending) for v in value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return sorted(map(str, a)) == sorted(map(str, b))  # the order a skill lists them in is noise
+    return bool(a == b)
+
+
+def drifted(expected: Sequence[Expected], targets: Sequence[Mapping[str, Any]]) -> list[Drifted]:
+    """The expected fields that differ in ``targets`` (the objects read again, in the gate's
+    inspection shape). A field the new read does not give (a failed read, a field it lacks) is
+    not compared; when an object's existence moved, its other fields are not listed."""
+    now = _world({"targets": list(targets)}, "")
+    out: list[Drifted] = []
+    gone: set[str] = set()
+    for e in expected:
+        if e.key in gone:
+            continue
+        actual = now.get(e.key, e.field)
+        if actual is _UNKNOWN or _same(actual, e.value):
+            continue
+        if e.field == "exists":
+            gone.add(e.key)
+            out = [d for d in out if d.expected.key != e.key]
+        out.append(Drifted(e, actual))
+    return out

@@ -293,7 +293,7 @@ class Runner:
             out["outcome"] = outcome.value
         mine, others = handout.pending_dispatch(self.vault, wf, actor)
         if mine:
-            out["pending_dispatch"] = mine
+            out["pending_dispatch"] = [self._with_agent_checks(wf, entry) for entry in mine]
             out["message"] = _HANDBACK_MESSAGE
         if others:
             out["with_another_caller"] = others
@@ -303,6 +303,12 @@ class Runner:
             )["gate"]
         out.update(extra)
         return out
+
+    def _with_agent_checks(self, wf: Workflow, entry: dict[str, Any]) -> dict[str, Any]:
+        """A handed-out step with, for a write, what the pre-write checks would have checked
+        (``agent_checks``): without a dispatcher that is the agent's to do."""
+        said = [c.handed_out(wf, entry["index"], self.catalog) for c in self.checks if c.handed_out]
+        return {**entry, "agent_checks": [s for s in said if s]} if any(said) else entry
 
     def released_result(self, wf: Workflow, agent: Actor, outcome: str = "") -> dict[str, Any]:
         """What a person who approved at the CLI or console is shown after a run without dispatch
