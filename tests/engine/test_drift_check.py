@@ -8,7 +8,6 @@ agent's."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
