@@ -126,3 +126,20 @@ async def test_a_held_write_with_no_gate_before_it_is_not_sent_and_the_run_fails
     assert [s["status"] for s in out["steps"]] == ["success", "failed", "skipped"]
     assert out["steps"][1]["result"]["error"].startswith("Not sent: web: power_state was poweredOn")
     assert sent(dispatcher) == ["get_alarms:"]
+
+
+async def test_a_run_held_after_a_write_rolls_back_that_write(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    install(dapp, Scripted(None, HOLD))
+    first = {
+        **write("a", "power_off_vm"),
+        "rollback_tool": "power_on_vm",
+        "rollback_params": {"vm_name": "a"},
+    }
+    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), first, write("b")])["workflow_id"]
+    await dapp.service.run_workflow(actor, wid)
+    assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "awaiting_approval"
+    out = await dapp.service.rollback(actor, wid, confirm=True)
+    assert [s["status"] for s in out["steps"]] == ["pending", "rolled_back", "pending"]
+    assert sent(dispatcher) == ["power_off_vm:a", "power_on_vm:a"]
