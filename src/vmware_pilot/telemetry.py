@@ -48,6 +48,7 @@ NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "refusals": ("counter", ("kind",)),
     "lease_takeovers": ("counter", ()),
     "drift_stops": ("counter", ()),
+    "write_holds": ("counter", ("kind",)),
     "mcp_request_duration_seconds": ("histogram", ("method",)),
 }
 

@@ -15,11 +15,25 @@ from tests.engine.fakes import ScriptedDispatcher
 from tests.engine.receiver import Receiver, serve
 from tests.engine.test_prediction import Estate, at_gate, gate, restart
 from tests.server.conftest import connect
+from vmware_pilot import telemetry
 from vmware_pilot.adapters.webhook import event_for
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
+
+
+class Counted:
+    """A telemetry listener keeping the write holds counted."""
+
+    def __init__(self) -> None:
+        self.holds: list[dict[str, str]] = []
+
+    def count(self, name: str, labels: dict[str, str]) -> None:
+        if name == "write_holds":
+            self.holds.append(labels)
+
+    def observe(self, name: str, value: float, labels: dict[str, str]) -> None: ...
 
 
 def acted(dispatcher: ScriptedDispatcher) -> list[str]:
@@ -44,7 +58,13 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     assert dapp.service.get_workflow_status(wid)["prediction"]["verdict"] == "succeeds"
     powered_off_by_someone(estate)
 
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    counted = Counted()
+    stop = telemetry.listen(counted)
+    try:
+        out = await dapp.service.approve(actor, wid, approver="alice")
+    finally:
+        stop()
+    assert counted.holds == [{"kind": "drift"}], "measured: pilot_write_holds_total{kind='drift'}"
     assert out["outcome"] == "awaiting_approval" and acted(dispatcher) == [], "power_off_vm was not called"
     assert [s["status"] for s in out["steps"]] == ["pending", "pending", "pending", "pending"]
     message = out["pending_gate"]["message"]

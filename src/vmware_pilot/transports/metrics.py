@@ -55,6 +55,7 @@ _HELP = {
     "refusals": "Tool calls refused, by kind (the refusal's `refused` field, else its error class).",
     "lease_takeovers": "Run leases taken over from a Pilot that stopped mid-step.",
     "drift_stops": "Approvals refused because the plan changed since the gate was shown.",
+    "write_holds": "Write steps not sent because a check right before them held the run at its gate, by kind (drift, ...).",
     "mcp_request_duration_seconds": "Seconds an MCP request took, by method.",
 }
 _BUCKETS = {

@@ -489,6 +489,7 @@ class Runner:
         hold = await holds.first_hold(self.checks, holds.WriteContext(self, wf, action.index, actor))
         if hold is None:
             return wf, None
+        telemetry.count("write_holds", kind=hold.kind)
         wf, gate = await self.save(wf, _timed(self.store, holds.reopen, action.index, hold, actor.label))
         return wf, conductor.Fail() if gate is None else conductor.StopAtGate(gate)
 
