@@ -101,7 +101,11 @@ async def test_crash_left_running_step_is_marked_interrupted(app: PilotApp, acto
     assert out["steps"][0]["status"] == "interrupted"
     assert out["steps"][0]["completed_at"]
     assert "interrupted" in out["error"]
-    assert out["audit_log"][-1]["action"] == "interrupted_step_detected"
+    assert [e["action"] for e in out["audit_log"][-2:]] == ["interrupted_step_detected", "step_settled"]
+    # Without dispatch Pilot cannot read the target: the effect stays unknown, with that reason.
+    settled = out["steps"][0]["result"]["settled"]
+    assert settled["effect"] == "unknown" and "hand-back mode" in settled["reason"]
+    assert "whether it took effect is unknown (Pilot runs without dispatch" in out["error"]
     with pytest.raises(StateRefused) as info:
         await app.service.rollback(actor, wid, confirm=True)
     assert info.value.payload()["blast_radius"]["unknown_effects_count"] == 1

@@ -77,7 +77,7 @@ class Lifecycle:
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
     ) -> dict[str, Any]:
-        wf = self.core.load_for_gate(workflow_id)
+        wf = await self.core.runner.settle(self.core.load_for_gate(workflow_id), actor)
         radius = rollback_blast_radius(
             wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
         )
@@ -101,7 +101,7 @@ class Lifecycle:
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
     ) -> dict[str, Any]:
-        wf = self.core.load_for_gate(workflow_id)
+        wf = await self.core.runner.settle(self.core.load_for_gate(workflow_id), actor)
         radius = cancel_blast_radius(
             wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
         )

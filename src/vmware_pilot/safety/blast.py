@@ -6,7 +6,9 @@ Both previews are pure functions of the workflow. Lists are capped at ``CAP`` en
 with a ``<key>_count`` holding the true length. ``blockers`` (the state forbids the action) and
 ``unmeasured`` (steps whose effect nobody knows, or whose status is not recognised) must both
 be empty before the action may proceed; ``acknowledge_unknown_effects`` clears only the
-unknown-effect messages. Rollback params in previews are redacted (``safety.redaction``).
+unknown-effect messages. An interrupted step Pilot settled by reading (``result.settled``,
+``engine.execution.settling``) is no longer unknown: ``applied`` counts as done (undone by a
+rollback, left in place by a cancel), ``not_applied`` as never run (nothing to undo). Rollback params in previews are redacted (``safety.redaction``).
 
 Each preview is a list of small named rules (``ROLLBACK_RULES``, ``CANCEL_RULES``), each giving
 one part of the answer; ``preview`` puts the parts together in list order, which is the key
@@ -43,12 +45,14 @@ __all__ = [
     "cancel_blast_radius",
     "leaves_behind",
     "rollback_blast_radius",
+    "settled_effect",
     "undo_candidates",
 ]
 
 CAP: Final = 16
 KNOWN_STATUSES: Final = frozenset(s.value for s in StepStatus)
 _UNKNOWN_EFFECT = frozenset({StepStatus.RUNNING.value, StepStatus.INTERRUPTED.value})
+_SETTLED = frozenset({"applied", "not_applied"})
 _OUTSIDE = frozenset({StepStatus.NOT_EXECUTED.value, StepStatus.REPORTED_DONE.value})
 
 ROLLBACK_BLOCKED_STATES: Final[Mapping[str, str]] = {
@@ -132,6 +136,30 @@ def _status(step: Step) -> str:
     return str(getattr(step.status, "value", step.status))
 
 
+def settled_effect(step: Step) -> str:
+    """An interrupted step's settlement (``applied``, ``not_applied``, ``unknown``), or ``""``."""
+    if _status(step) != StepStatus.INTERRUPTED.value or not isinstance(step.result, Mapping):
+        return ""
+    found = step.result.get("settled")
+    return str(found.get("effect") or "") if isinstance(found, Mapping) else ""
+
+
+def _effect_unknown(step: Step) -> bool:
+    """Running, or interrupted and not settled as applied or not applied."""
+    return _status(step) in _UNKNOWN_EFFECT and settled_effect(step) not in _SETTLED
+
+
+def _done(step: Step) -> bool:
+    """A success, or an interrupted step settled as applied."""
+    return _status(step) == StepStatus.SUCCESS.value or settled_effect(step) == "applied"
+
+
+def _settle_reason(step: Step) -> str:
+    found = step.result.get("settled") if isinstance(step.result, Mapping) else None
+    reason = found.get("reason") if isinstance(found, Mapping) else None
+    return f" (Pilot read the target system: {reason})" if reason else ""
+
+
 def _unmeasured(wf: Workflow, acknowledged: bool) -> list[str]:
     unknown_undo = {
         r.get("step") for r in wf.rollback_results if isinstance(r, Mapping) and r.get("status") == "unknown"
@@ -144,7 +172,7 @@ def _unmeasured(wf: Workflow, acknowledged: bool) -> list[str]:
                 f"step {step.index} ({step.skill}.{step.tool}) has status '{status}', which Pilot does "
                 "not recognise, so its effect cannot be measured"
             )
-        elif status in _UNKNOWN_EFFECT and not acknowledged:
+        elif _effect_unknown(step) and not acknowledged:
             which = (
                 f"its rollback tool {step.rollback_tool}"
                 if step.index in unknown_undo and step.rollback_tool
@@ -152,17 +180,17 @@ def _unmeasured(wf: Workflow, acknowledged: bool) -> list[str]:
             )
             out.append(
                 f"step {step.index} ({step.skill}.{step.tool}) is '{status}': whether {which} took effect "
-                "is unknown. Check the target system, then call again with "
+                f"is unknown{_settle_reason(step)}. Check the target system, then call again with "
                 "acknowledge_unknown_effects=True"
             )
     return out
 
 
 def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
-    """Steps a rollback visits, last first: Pilot's successes and, once the caller acknowledged
-    unknown effects, the steps whose effect is unknown (their undo is attempted best-effort)."""
-    wanted = {StepStatus.SUCCESS.value} | (_UNKNOWN_EFFECT if include_unknown else set())
-    return [s for s in reversed(wf.steps) if _status(s) in wanted]
+    """Steps a rollback visits, last first: Pilot's successes, interrupted steps settled as
+    applied and, once the caller acknowledged unknown effects, the steps whose effect is unknown
+    (their undo is attempted best-effort). A step settled as not applied needs no undo."""
+    return [s for s in reversed(wf.steps) if _done(s) or (include_unknown and _effect_unknown(s))]
 
 
 @dataclass(frozen=True)
@@ -179,13 +207,11 @@ class Preview:
 
     @cached_property
     def left_in_place(self) -> list[Step]:
-        """Pilot's successes with no rollback tool (gates and catalog reads excepted)."""
+        """Pilot's successes (and applied interrupted steps) with no rollback tool (gates and
+        catalog reads excepted)."""
         return self.steps_where(
             lambda s: (
-                _status(s) == StepStatus.SUCCESS.value
-                and not s.is_gate
-                and not s.rollback_tool
-                and not is_catalog_read(s, self.catalog)
+                _done(s) and not s.is_gate and not s.rollback_tool and not is_catalog_read(s, self.catalog)
             )
         )
 
@@ -225,9 +251,9 @@ def _workflow(p: Preview) -> Fragment:
 
 @rule("unknown_effects")
 def _unknown_effects(p: Preview) -> Fragment:
-    """Steps running or interrupted: whether they took effect is unknown (with the caller's
-    acknowledgement of that)."""
-    unknown = p.steps_where(lambda s: _status(s) in _UNKNOWN_EFFECT)
+    """Steps running, or interrupted and not settled by reading: whether they took effect is
+    unknown (with the caller's acknowledgement of that)."""
+    unknown = p.steps_where(_effect_unknown)
     return {**_capped("unknown_effects", _refs(unknown)), "unknown_effects_acknowledged": p.acknowledged}
 
 
@@ -247,13 +273,18 @@ def _state_after_rollback(p: Preview) -> Fragment:
 
 @rule("would_roll_back")
 def _would_roll_back(p: Preview) -> Fragment:
-    """The undo calls, last step first: successes with a rollback tool (and, once acknowledged,
-    steps of unknown effect, marked ``effect_unknown``), rollback params redacted."""
+    """The undo calls, last step first: successes with a rollback tool, interrupted steps settled
+    as applied (marked ``settled: applied``) and, once acknowledged, steps of unknown effect
+    (marked ``effect_unknown``), rollback params redacted."""
     undo = [s for s in undo_candidates(p.wf, include_unknown=p.acknowledged) if s.rollback_tool]
     return _capped(
         "would_roll_back",
         [
-            {**_undo_entry(s), "effect_unknown": True} if _status(s) in _UNKNOWN_EFFECT else _undo_entry(s)
+            {**_undo_entry(s), "effect_unknown": True}
+            if _effect_unknown(s)
+            else {**_undo_entry(s), "settled": "applied"}
+            if settled_effect(s) == "applied"
+            else _undo_entry(s)
             for s in undo
         ],
     )
@@ -314,18 +345,11 @@ def _state_after_cancel(p: Preview) -> Fragment:
 
 @rule("left_in_place_by_cancel")
 def _cancel_left_in_place(p: Preview) -> Fragment:
-    """Pilot's successes (gates and catalog reads excepted): a cancel leaves their change applied."""
+    """Pilot's successes and applied interrupted steps (gates and catalog reads excepted): a
+    cancel leaves their change applied."""
     return _capped(
         "left_in_place",
-        _refs(
-            p.steps_where(
-                lambda s: (
-                    _status(s) == StepStatus.SUCCESS.value
-                    and not s.is_gate
-                    and not is_catalog_read(s, p.catalog)
-                )
-            )
-        ),
+        _refs(p.steps_where(lambda s: _done(s) and not s.is_gate and not is_catalog_read(s, p.catalog))),
     )
 
 

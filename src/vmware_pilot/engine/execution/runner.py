@@ -34,7 +34,7 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine import handout
 from vmware_pilot.engine.diff import build_diff_report
-from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, undo
+from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, settling, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
 from vmware_pilot.engine.execution.holds import PreWriteCheck
 from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, StepLease, release_lease, take_lease
@@ -374,12 +374,21 @@ class Runner:
             await release_lease(self, wf.id, owner, fence)
         if not marked:
             return None
-        error = (
-            f"Step {index} ({stuck.skill}.{stuck.tool}) was interrupted by a previous crash; whether it "
-            "took effect is unknown. Check the target system, then rollback with "
-            "acknowledge_unknown_effects=True, or create a new workflow."
-        )
-        return wf, self.result(wf, actor, Outcome.FAILED, error=error)
+        wf = await self.settle(wf, actor, [index])
+        return wf, self.result(wf, actor, Outcome.FAILED, error=settling.crash_error(wf.steps[index]))
+
+    async def settle(self, wf: Workflow, actor: Actor, indices: Sequence[int] | None = None) -> Workflow:
+        """Settle interrupted steps by reading their targets (``engine.execution.settling``); a
+        problem there is logged and never stops the caller."""
+        if not any(settling.needs_settling(s) for s in wf.steps):
+            return wf
+        try:
+            return await settling.settle(self, wf, actor, indices, self.lease_seconds)
+        except (PilotError, DispatchRefused) as exc:
+            _log.warning("could not settle the interrupted steps of %s: %s", wf.id, exc.message)
+        except Exception:
+            _log.exception("settling the interrupted steps of %s raised", wf.id)
+        return await asyncio.to_thread(self.store.load, wf.id)
 
     async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> DispatchRefused | None:
         """With a dispatcher: the refusal to raise before changing anything, or None
@@ -468,6 +477,8 @@ class Runner:
                 members = list(action.indices)
                 await report(progress, done, total, self._describe(wf, members))
                 wf, failed = await self._run_batch(wf, members, actor)
+                if failed:  # a write left interrupted: read whether it took effect
+                    wf = await self.settle(wf, actor, members)
                 ok = not failed
                 done += len(members)
                 await report(progress, done, total, self._describe(wf, members, finished=True))

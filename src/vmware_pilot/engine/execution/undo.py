@@ -18,6 +18,7 @@ from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.execution.settling import SETTLED_KEY
 from vmware_pilot.safety.blast import leaves_behind, undo_candidates
 from vmware_pilot.safety.classify import is_catalog_read
 
@@ -100,6 +101,8 @@ def record_undo(w: Workflow, index: int, outcome: StepOutcome, actor: Actor) -> 
         w.log("rollback_step", f"Step {index}: {step.rollback_tool} → {entry['status']}", actor.label)
     elif outcome.kind is OutcomeKind.EFFECT_UNKNOWN:
         step.status = S.INTERRUPTED
+        if isinstance(step.result, dict):  # settled for the step itself, not for its undo
+            step.result.pop(SETTLED_KEY, None)
         entry.update(status="unknown", error=outcome.message)
         w.log("rollback_unknown", f"Step {index}: {step.rollback_tool} → {outcome.message}", actor.label)
     else:
