@@ -336,3 +336,35 @@ def test_cancel_sorts_steps_into_left_in_place_outside_skipped_and_handed_out() 
     assert indices(radius["handed_out_to_caller"]) == [4]
     assert radius["handed_out_to_caller_note"]
     assert cb(step("monitor", "get_alarms"))["handed_out_to_caller_note"] == ""
+
+
+def _settled(effect: str, tool: str = "power_off_vm", rollback_tool: str = "power_on_vm") -> object:
+    s = step("aiops", tool, {"vm_name": "a"}, rollback_tool=rollback_tool, status=S.INTERRUPTED)
+    s.result = {"error": "timed out", "settled": {"effect": effect, "reason": f"read: {effect}"}}
+    return s
+
+
+def test_an_interrupted_step_settled_as_applied_is_undone_without_acknowledgment() -> None:
+    radius = rb(_settled("applied"))
+    assert radius["unknown_effects_count"] == 0 and radius["unmeasured"] == []
+    (undo,) = radius["would_roll_back"]
+    assert (undo["index"], undo["rollback_tool"], undo["settled"]) == (0, "power_on_vm", "applied")
+    assert "effect_unknown" not in undo
+    # Without a rollback tool its change stays, and says so; a cancel leaves it in place.
+    assert indices(rb(_settled("applied", rollback_tool=""))["left_in_place"]) == [0]
+    cancelled = cb(_settled("applied"), state=WorkflowState.RUNNING)
+    assert indices(cancelled["left_in_place"]) == [0] and cancelled["unmeasured"] == []
+
+
+def test_an_interrupted_step_settled_as_not_applied_needs_no_undo() -> None:
+    for radius in (rb(_settled("not_applied")), cb(_settled("not_applied"), state=WorkflowState.RUNNING)):
+        assert radius["unknown_effects_count"] == 0 and radius["unmeasured"] == []
+        assert radius.get("would_roll_back", []) == [] and radius["left_in_place"] == []
+
+
+def test_an_interrupted_step_still_unknown_after_settling_is_asked_about_with_the_reason() -> None:
+    radius = rb(_settled("unknown"))
+    assert indices(radius["unknown_effects"]) == [0] and radius["would_roll_back"] == []
+    assert "unknown (Pilot read the target system: read: unknown)" in radius["unmeasured"][0]
+    acknowledged = rb(_settled("unknown"), ack=True)
+    assert acknowledged["would_roll_back"][0]["effect_unknown"] is True and acknowledged["unmeasured"] == []
