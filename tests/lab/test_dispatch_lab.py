@@ -150,7 +150,9 @@ async def test_failure_after_a_change_rolls_back_and_restores_the_vm(lab: Lab, t
     assert await power_state(lab, vm) == "poweredOn"
 
 
-async def test_companion_killed_mid_call_interrupts_and_blocks_rollback(lab: Lab, tmp_path: Path) -> None:
+async def test_companion_killed_mid_call_interrupts_and_is_settled_once_the_call_landed(
+    lab: Lab, tmp_path: Path
+) -> None:
     vm = "DC0_C0_RP0_VM0"
     await ensure_on(lab, vm)
     lab.set_delay("PowerOffVM_Task", 8000)
@@ -177,20 +179,19 @@ async def test_companion_killed_mid_call_interrupts_and_blocks_rollback(lab: Lab
             assert reply.payload["steps"][1]["status"] == "interrupted"
             assert "UNKNOWN" in reply.payload["steps"][1]["result"]["error"]
 
-            # The operator checks the target system: the abandoned power-off did land.
+            # Read right after: the VM is still on, and the call may still land.
+            assert reply.payload["steps"][1]["result"]["settled"]["effect"] == "unknown"
+            # The abandoned power-off did land: the rollback reads again, settles the step as
+            # applied and undoes it without acknowledge_unknown_effects.
             for _ in range(150):
                 if await power_state(lab, vm) == "poweredOff":
                     break
                 await asyncio.sleep(0.1)
             assert await power_state(lab, vm) == "poweredOff"
-            refused = await client.call("rollback", {"workflow_id": wid, "confirm": True})
-            assert refused.is_error
-            assert refused.payload["blast_radius"]["unknown_effects"][0]["index"] == 1
-            done = await client.call(
-                "rollback", {"workflow_id": wid, "confirm": True, "acknowledge_unknown_effects": True}
-            )
+            done = await client.call("rollback", {"workflow_id": wid, "confirm": True})
             assert not done.is_error, done.payload
             assert done.payload["action"] == "rolled_back"
+            assert done.payload["blast_radius"]["unknown_effects_count"] == 0
     finally:
         lab.set_delay("PowerOffVM_Task", 0)
     assert await power_state(lab, vm) == "poweredOn"

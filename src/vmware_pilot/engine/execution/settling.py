@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from vmware_pilot.dispatch.protocol import Dispatcher
@@ -48,6 +48,7 @@ HANDBACK_REASON: Final = (
 )
 _EVIDENCE_ROWS: Final = 5
 _MONITOR: Final = "monitor"
+_EVENTS_MARGIN: Final = timedelta(seconds=60)  # clocks of Pilot's database and vCenter differ
 
 
 def settled(step: Step) -> dict[str, Any] | None:
@@ -132,9 +133,14 @@ async def _tasks(
     return found, ""
 
 
-async def _events(dispatcher: Dispatcher, names: set[str], target: str) -> list[dict[str, Any]] | str:
-    where = {"target": target} if target else {}
-    answer = await _ask(dispatcher, _MONITOR, "get_events", {"hours": 1, "severity": "info", **where})
+async def _events(
+    dispatcher: Dispatcher, names: set[str], target: str, since: datetime | None
+) -> list[dict[str, Any]] | str:
+    """vCenter's events on ``names`` since a minute before the step started (the last hour when
+    that is not known): evidence, newest first."""
+    where: dict[str, Any] = {"target": target} if target else {}
+    window = {"start": iso(since - _EVENTS_MARGIN)} if since is not None else {"hours": 1}
+    answer = await _ask(dispatcher, _MONITOR, "get_events", {"severity": "info", **window, **where})
     if isinstance(answer, str):
         return answer
     keys = ("time", "event_type", "entity_name", "message")
@@ -154,7 +160,7 @@ async def _read(runner: Inspector, wf: Workflow, step: Step, may_still_land: boo
     target = params.get("target") if isinstance(params.get("target"), str) else ""
     reads = await read_targets(runner, objects)
     tasks, why_no_tasks = await _tasks(runner.dispatcher, step, names, str(target or ""))
-    events = await _events(runner.dispatcher, names, str(target or ""))
+    events = await _events(runner.dispatcher, names, str(target or ""), step.started_at)
     verdict: Settlement = judge(
         step, params, reads, tasks, before=_before(wf, step, params), may_still_land=may_still_land
     )
