@@ -237,11 +237,12 @@ leaves_behind (undos that leave an object behind), unknown_effects and blockers.
 changes. Show it to the user and wait for their decision: an earlier request to roll back is \
 not that decision.
 
-Nothing rolls back automatically. Pilot reverses only steps it recorded as 'success' (without \
---dispatch, only approval gates). A failed undo does not stop the rest; the workflow ends \
-'failed'. confirm=true is refused for draft, completed, rolling_back or cancelled workflows, \
-unreadable records, unrecognised step statuses and, unless acknowledge_unknown_effects=true, \
-steps left 'running' or 'interrupted' (check the target system first).
+Nothing rolls back automatically. Pilot reverses only steps it recorded as 'success' or, \
+for an 'interrupted' step, read back as applied (without --dispatch, only approval gates). A \
+failed undo does not stop the rest; the workflow ends 'failed'. confirm=true is refused for \
+draft, completed, rolling_back or cancelled workflows, unreadable records, unrecognised step \
+statuses and, unless acknowledge_unknown_effects=true, steps left 'running' or 'interrupted' \
+whose effect Pilot could not settle by reading the target (check the target system first).
 
 Returns the preview {action: "preview", blast_radius, hint}, or the workflow with action \
 "rolled_back" ("rollback_incomplete" with outcome "failed" when an undo failed) and \
@@ -267,7 +268,7 @@ blockers. Nothing changes. Show it to the user and wait for their decision.
 
 confirm=true is refused for completed, failed or cancelled workflows, unreadable records, \
 unrecognised step statuses and, unless acknowledge_unknown_effects=true, steps left 'running' or \
-'interrupted'. reason goes to the audit log.
+'interrupted' whose effect Pilot could not settle by reading the target. reason goes to the audit log.
 
 Returns the preview {action: "preview", blast_radius, hint}, or the workflow with state, \
 outcome and action 'cancelled'.""",

@@ -165,8 +165,8 @@ Confirm = Annotated[
 AcknowledgeUnknownEffects = Annotated[
     bool,
     Field(
-        description="True accepts steps left 'running' or 'interrupted' (effect unknown) after you checked "
-        "the target system."
+        description="True accepts steps left 'running' or 'interrupted' whose effect is unknown (Pilot could "
+        "not settle it by reading the target) after you checked the target system."
     ),
 ]
 Reason = Annotated[str, Field(description="Why the workflow is cancelled; written to its audit log.")]
