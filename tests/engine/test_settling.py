@@ -112,6 +112,7 @@ async def test_an_interrupted_power_off_that_landed_is_settled_applied_and_undon
         # Settled on the run path, before anyone asks: the run's own answer carries it.
         settled = ran["steps"][1]["result"]["settled"]
         assert settled["effect"] == "applied", settled
+        assert "(read back: applied: web power_state is poweredOff" in ran["error"]
         assert settled["reason"].startswith("web power_state is poweredOff, as power_off_vm leaves it")
         assert ran["steps"][1]["result"]["error"] == TIMED_OUT, "the contract's keys stay"
         evidence = settled["evidence"]
@@ -162,6 +163,23 @@ async def test_a_power_off_that_did_not_land_is_unknown_at_first_then_not_applie
         done = await client.ok("rollback", workflow_id=wid, confirm=True)
         assert done["action"] == "rolled_back" and done["steps"][1]["status"] == "interrupted"
     assert undo_calls(dispatcher) == [], "a step that was not applied needs no undo"
+
+
+async def test_a_power_off_of_a_vm_that_was_off_at_the_gate_changed_nothing_and_is_not_undone(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher
+) -> None:
+    """The gate read the VM off (power_off_vm predicted ``no_change``): reading it off after the
+    interruption is no sign the step did anything, and powering it on would be a change."""
+    vcenter = Vcenter(dispatcher, lands=True, tasks=[])
+    vcenter.power = "poweredOff"
+    async with connect(dapp) as client:
+        wid, ran = await interrupted(client)
+        settled = ran["steps"][1]["result"]["settled"]
+        assert settled["effect"] == "not_applied", settled
+        assert "as it already was before the step (as read at the gate)" in settled["reason"]
+        done = await client.ok("rollback", workflow_id=wid, confirm=True)
+        assert done["action"] == "rolled_back"
+    assert undo_calls(dispatcher) == [] and vcenter.power == "poweredOff"
 
 
 async def test_a_task_still_running_keeps_it_unknown_until_a_later_preview_reads_it_done(

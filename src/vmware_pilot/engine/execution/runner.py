@@ -707,6 +707,7 @@ class Runner:
         error = "; ".join(
             f"step {s.index} ({s.skill}.{s.tool}) {s.status.value}: "
             f"{one_line((s.result or {}).get('error', '')) if isinstance(s.result, dict) else ''}"
+            f"{settling.said(s)}"
             for s in bad
         )
         return self.result(wf, actor, Outcome.FAILED, error=error)

@@ -37,7 +37,16 @@ from vmware_pilot.errors import DispatchRefused, PilotError
 from vmware_pilot.safety.settle import Settlement, expected_fields, judge
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["SETTLED_KEY", "SETTLE_SECONDS", "crash_error", "needs_settling", "record", "settle", "settled"]
+__all__ = [
+    "SETTLED_KEY",
+    "SETTLE_SECONDS",
+    "crash_error",
+    "needs_settling",
+    "record",
+    "said",
+    "settle",
+    "settled",
+]
 
 _log = logging.getLogger(__name__)
 SETTLED_KEY: Final = "settled"
@@ -201,6 +210,12 @@ async def settle(
         wf, _ = await runner.save(wf, change)
         _log.info("step %s of %s settled: %s (%s)", step.index, wf.id, entry["effect"], entry["reason"])
     return wf
+
+
+def said(step: Step) -> str:
+    """`` (read back: applied — …)`` for a settled step, to follow its error; ``""`` otherwise."""
+    found = settled(step)
+    return f" (read back: {found.get('effect')}: {found.get('reason')})" if found else ""
 
 
 def crash_error(step: Step) -> str:
