@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
@@ -42,7 +42,7 @@ from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.safety.predict import predict, verdict_key
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["Inspector", "Reader", "inspect_gate", "read_targets", "state_line"]
+__all__ = ["Inspector", "Reader", "inspect_gate", "state_line"]
 
 T = TypeVar("T")
 
@@ -196,18 +196,6 @@ class Reader:
         item, _ = find_item(answer.payload, row.stable, stable_id) or (None, False)
         name = str(item.get(row.key if row.locate == "list" else "name", "")) if item else ""
         return name if name and name != named.name else ""
-
-
-async def read_targets(runner: Inspector, objects: Sequence[Named]) -> list[dict[str, Any]]:
-    """``objects`` read as a gate reads them (one entry each, as in the gate's ``targets``, with
-    its ``line``), e.g. to settle an interrupted step (``engine.execution.settling``)."""
-    reader = Reader(runner)
-    out = []
-    for obj in objects:
-        entry = await reader.read(obj)
-        entry["line"] = state_line(entry)
-        out.append(entry)
-    return out
 
 
 def _preview_summary(outcome: StepOutcome) -> tuple[str, str, list[str]]:

@@ -2,7 +2,7 @@
 
 A write step ends ``interrupted`` when its call timed out, its connection was lost or the Pilot
 running it died: whether it took effect is unknown. ``settle`` reads the step's targets the way a
-gate reads them (``engine.inspection.read_targets``), vCenter's recent tasks on them
+gate reads them (``engine.inspection.Reader``), vCenter's recent tasks on them
 (vmware-monitor's ``list_active_tasks``, and vmware-aiops' ``get_vm_task_status`` when the step's
 answer named a task id) and recent events (``get_events``) as evidence, and lets
 ``safety.settle.judge`` compare the state with the step's declared effect. The judgment is
@@ -31,8 +31,8 @@ from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.engine.inspection import Inspector, read_targets
-from vmware_pilot.engine.targets import named_objects
+from vmware_pilot.engine.inspection import Inspector, Reader
+from vmware_pilot.engine.targets import named_objects, state_line
 from vmware_pilot.errors import DispatchRefused, PilotError
 from vmware_pilot.safety.settle import Settlement, expected_fields, judge
 from vmware_pilot.store.protocol import Store
@@ -167,7 +167,10 @@ async def _read(runner: Inspector, wf: Workflow, step: Step, may_still_land: boo
     objects = named_objects(step.skill, step.tool, params)
     names = {o.name for o in objects}
     target = params.get("target") if isinstance(params.get("target"), str) else ""
-    reads = await read_targets(runner, objects)
+    reader = Reader(runner)
+    reads = [await reader.read(o) for o in objects]
+    for entry in reads:
+        entry["line"] = state_line(entry)
     tasks, why_no_tasks = await _tasks(runner.dispatcher, step, names, str(target or ""))
     events = await _events(runner.dispatcher, names, str(target or ""), step.started_at)
     verdict: Settlement = judge(
