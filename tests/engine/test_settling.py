@@ -254,3 +254,23 @@ async def test_settling_is_bounded_in_time(settings: Settings, monkeypatch: pyte
             }
     finally:
         app.close()
+
+
+async def test_a_tool_with_no_declared_effect_stays_unknown_and_nothing_is_read(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher
+) -> None:
+    dispatcher.answers["apply_everything"] = EffectUnknown(TIMED_OUT)
+    step = {"action": "apply", "skill": "nsx", "tool": "apply_everything", "params": {"target": "lab"}}
+    async with connect(dapp) as client:
+        wid = await client.custom([GATE, step])
+        await client.ok("run_workflow", workflow_id=wid)
+        ran = await client.call("approve", workflow_id=wid, approver="alice")
+        settled = ran.payload["steps"][1]["result"]["settled"]
+        assert settled["effect"] == "unknown"
+        assert (
+            settled["reason"]
+            == "Pilot has no declared effect for nsx.apply_everything to compare the state with"
+        )
+        refused = await client.refused("rollback", workflow_id=wid, confirm=True)
+        assert refused["blast_radius"]["unknown_effects_count"] == 1
+    assert not [c for c in dispatcher.calls if c[1] in ("list_active_tasks", "get_events")]

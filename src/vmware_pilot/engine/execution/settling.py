@@ -164,6 +164,9 @@ async def _read(runner: Inspector, wf: Workflow, step: Step, may_still_land: boo
     except PilotError as exc:
         return {"effect": "unknown", "reason": f"its parameters could not be resolved: {exc.message}"}
     params = params if isinstance(params, dict) else {}
+    if not expected_fields(step, params):  # nothing declared to compare with: nothing worth reading
+        verdict = judge(step, params, [], None)
+        return {"effect": verdict.effect, "reason": verdict.reason}
     objects = named_objects(step.skill, step.tool, params)
     names = {o.name for o in objects}
     target = params.get("target") if isinstance(params.get("target"), str) else ""
