@@ -165,8 +165,8 @@ async def _read(runner: Inspector, wf: Workflow, step: Step, may_still_land: boo
         return {"effect": "unknown", "reason": f"its parameters could not be resolved: {exc.message}"}
     params = params if isinstance(params, dict) else {}
     if not expected_fields(step, params):  # nothing declared to compare with: nothing worth reading
-        verdict = judge(step, params, [], None)
-        return {"effect": verdict.effect, "reason": verdict.reason}
+        said = judge(step, params, [], None)
+        return {"effect": said.effect, "reason": said.reason}
     objects = named_objects(step.skill, step.tool, params)
     names = {o.name for o in objects}
     target = params.get("target") if isinstance(params.get("target"), str) else ""
