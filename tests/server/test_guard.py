@@ -223,7 +223,9 @@ async def test_a_wait_answers_with_the_change_another_session_made(
                 await approver.ok("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
                 changed = await task
             assert changed["state"] != "awaiting_approval"
-            assert changed["state"] == (await agent.status(wid))["state"]
+            # The approval saves more than once (running, then the steps handed out): the wait
+            # answers at the first of those saves, which may come before the last one.
+            assert changed["state"] in {"running", (await agent.status(wid))["state"]}
     finally:
         app.close()
 
