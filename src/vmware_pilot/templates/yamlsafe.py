@@ -20,7 +20,7 @@ from yaml.composer import Composer
 from yaml.events import CollectionStartEvent
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "YamlRefused", "load_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "YamlRefused", "load_yaml", "load_yaml_lines"]
 
 MAX_DEPTH: Final = 64
 MAX_NODES: Final = 100_000
@@ -104,12 +104,33 @@ class _BoundedLoader(yaml.SafeLoader):
                 self._depth -= 1
         return Composer.compose_node(self, parent, index)
 
-    def bounded_data(self) -> Any:
+    def bounded_data(self, lines: dict[tuple[str | int, ...], int] | None = None) -> Any:
         node = self.get_single_node()
         if node is None:
             return None
         _check_expanded(node)
+        if lines is not None:
+            _lines_of(node, lines)
         return self.construct_document(node)
+
+
+def _lines_of(root: Node, lines: dict[tuple[str | int, ...], int]) -> None:
+    """Fill ``lines`` with the line (1-based) of every value of the document by its path of keys
+    and indexes; a mapping's value is placed at its key's line. Aliases are walked once."""
+    seen: set[int] = set()
+    stack: list[tuple[Node, tuple[str | int, ...], int]] = [(root, (), root.start_mark.line + 1)]
+    while stack:
+        node, path, line = stack.pop()
+        lines.setdefault(path, line)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, SequenceNode):
+            stack.extend((kid, (*path, i), kid.start_mark.line + 1) for i, kid in enumerate(node.value))
+        elif isinstance(node, MappingNode):
+            stack.extend(
+                (value, (*path, str(key.value)), key.start_mark.line + 1) for key, value in node.value
+            )
 
 
 def _place(text: str, position: int) -> str:
@@ -120,6 +141,17 @@ def _place(text: str, position: int) -> str:
 
 def load_yaml(text: str) -> Any:
     """The data in ``text`` (one document); YamlRefused when it is not plain, bounded YAML."""
+    return _load(text, None)
+
+
+def load_yaml_lines(text: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
+    """``load_yaml``, and the line of every value by its path of keys and indexes (for messages
+    that name the line of a value found wrong after reading)."""
+    lines: dict[tuple[str | int, ...], int] = {}
+    return _load(text, lines), lines
+
+
+def _load(text: str, lines: dict[tuple[str | int, ...], int] | None) -> Any:
     try:
         # The reader checks every character when it is built: a raw control character is
         # refused here, with its place, before any parsing.
@@ -131,7 +163,7 @@ def load_yaml(text: str) -> Any:
             "allowed (write it as an escape in a double-quoted string)"
         ) from None
     try:
-        return loader.bounded_data()
+        return loader.bounded_data(lines)
     except YamlRefused:
         raise
     except yaml.MarkedYAMLError as exc:
