@@ -31,7 +31,8 @@ from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
-from vmware_pilot.errors import PilotError
+from vmware_pilot.errors import PilotError, StartupRefused
+from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 
@@ -140,6 +141,7 @@ class PilotApp:
     service: PilotService
     dispatcher: Dispatcher | None = None
     notifier: Notifier | None = None
+    policies: PolicySource | None = None
 
     async def aclose(self) -> None:
         """Release pooled sessions and the store; give queued notifications a bounded time to go out."""
@@ -209,6 +211,14 @@ def _note_unread_files(settings: Settings) -> None:
         )
 
 
+def policy_source(settings: Settings, store: SqlStore | None) -> PolicySource:
+    """The policy in force for these settings (the file, or with a database URL the database's
+    row), checked now: ``StartupRefused`` naming each problem by line when it cannot be used."""
+    source = PolicySource(settings.resolved_policies_path, store if settings.database_url else None)
+    source.check_at_start()
+    return source
+
+
 def build_app(
     settings: Settings, dispatcher: Dispatcher | None = None, store: SqlStore | None = None
 ) -> PilotApp:
@@ -219,7 +229,14 @@ def build_app(
     Child skill servers inherit this process's environment, which is also where secret
     references ``{"$env": NAME}`` are looked up at dispatch time.
     """
+    own = store is None
     store = store if store is not None else open_store(settings)
+    try:
+        policies = policy_source(settings, store)
+    except StartupRefused:
+        if own:
+            store.close()
+        raise
     catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, store))
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
@@ -255,6 +272,7 @@ def build_app(
         events=notifier,
         lease_seconds=settings.lease_seconds,
         checks=[drift_check] if settings.drift_check == "writes" else [],
+        policy=policies.current,
     )
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
@@ -262,4 +280,11 @@ def build_app(
             gate_records.gate_view(wf, runner.catalog, store.now(), dispatcher is not None)
         )
         notifier.console_url = settings.public_url
-    return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)
+    return PilotApp(
+        settings=settings,
+        store=store,
+        service=service,
+        dispatcher=dispatcher,
+        notifier=notifier,
+        policies=policies,
+    )

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
         default=None,
         description="Folder of custom YAML templates; empty means workflows/ in the home.",
     )
+    policies: Path | None = Field(
+        default=None,
+        description="The policy file (deny, approvals, windows, conflicts); empty means policies.yaml in the "
+        "home. Not read while a database URL is set (the policy is then the database's).",
+    )
     log_level: str = Field(
         default="INFO", description="Log level of the stderr log: DEBUG, INFO, WARNING, ERROR or CRITICAL."
     )
@@ -378,6 +383,10 @@ class Settings(BaseSettings):
     @property
     def resolved_templates_dir(self) -> Path:
         return (self.templates_dir or self.home_path / "workflows").expanduser()
+
+    @property
+    def resolved_policies_path(self) -> Path:
+        return (self.policies or self.home_path / "policies.yaml").expanduser()
 
     @property
     def catalog_cache_path(self) -> Path:

@@ -12,6 +12,7 @@
     │   └── TemplateParamError       a template parameter is missing, unknown or mistyped
     ├── AccessRefused                the caller's role does not allow this tool or approval
     ├── RunawayRefused               the same write call repeated too often in a short time
+    ├── PolicyRefused                the policy file denies a step, or who may approve a gate
     ├── StartupRefused               the settings, or a home, database or file they name, cannot be used
     ├── TemplateError                unknown template, unloadable YAML, name clash
     ├── ApprovalGateRefused          the approval-gate rule refused a plan (carries violations + fix)
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidInput",
     "InvalidTransition",
     "PilotError",
+    "PolicyRefused",
     "ReviewBlocked",
     "RunawayRefused",
     "SchemaTooNew",
@@ -198,6 +200,11 @@ class AccessRefused(PilotError):
 
 class RunawayRefused(PilotError):
     """The same write call (tool, arguments, caller) came too often within the window."""
+
+
+class PolicyRefused(PilotError):
+    """The policy in force refuses this (fields: ``refused``, ``rule``, ``policy_digest``): a denied
+    step at any door, or an approver the gate's policy rule does not accept."""
 
 
 class StartupRefused(PilotError):

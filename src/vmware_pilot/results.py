@@ -50,6 +50,7 @@ __all__ = [
     "Finding",
     "FromTemplateResult",
     "GateApproval",
+    "GatePolicy",
     "GateStatus",
     "GateViolation",
     "Handout",
@@ -195,6 +196,22 @@ class GateApproval(Result):
     # failing one (``approve``'s ``acknowledge_predicted_failure``).
     verdict: str = ""
     acknowledged_failure: str = ""
+    # The digest of the policy in force when the approval was judged (docs/policies.md).
+    policy_digest: str = ""
+
+
+class GatePolicy(Result):
+    """The policy rule a gate follows (docs/policies.md): the strictest approval rule matching a
+    step it releases, recorded when the run reached the gate."""
+
+    rule: str
+    quorum: int = 1
+    approvers: list[str] = Field(default_factory=list)
+    requester_may_approve: bool = True
+    max_validity_minutes: float | None = None
+    policy_digest: str = ""
+    step_index: int = 0
+    why: list[str] = Field(default_factory=list)
 
 
 class GateStatus(Result):
@@ -216,6 +233,8 @@ class GateStatus(Result):
     # the records of the approvals given before it.
     hold: dict[str, Any] | None = None
     earlier: list[dict[str, Any]] = Field(default_factory=list)
+    # With a policy in force: the rule that set the gate's quorum and who may approve.
+    policy: GatePolicy | None = None
 
 
 class StepRef(Result):
@@ -515,6 +534,8 @@ class ReviewResult(Result):
     verdict: str
     findings: list[Finding]
     summary: ReviewSummary
+    # With a policy in force: which rules apply to the plan (``vmware-pilot policy explain``).
+    policy: dict[str, Any] | None = None
 
 
 class TemplateParameter(Result):

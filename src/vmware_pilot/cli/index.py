@@ -86,6 +86,12 @@ COMMANDS: dict[str, Lazy] = {
     "catalog": Lazy(
         "catalog", "app", "Discover the tools of installed skills and show the skill catalog.", group=True
     ),
+    "policy": Lazy(
+        "policies",
+        "app",
+        "Check, explain, import and export the policy (deny, approvals, windows, conflicts).",
+        group=True,
+    ),
     "token": Lazy(
         "tokens", "app", "Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", group=True
     ),

@@ -53,11 +53,13 @@ def exit_code(exc: PilotError) -> int:
     return EXIT_REFUSED
 
 
-def load_settings(dispatch: bool = False, *, server: bool = False) -> Settings:
+def load_settings(dispatch: bool = False, *, server: bool = False, policy: bool = True) -> Settings:
     """The settings from the environment (``dispatch``: ``--dispatch`` forces stdio dispatch);
     raises ``StartupRefused`` naming each invalid variable, never echoing a value whole. A
     ``VMWARE_PILOT_*`` name that is no setting is warned about on stderr (with the nearest known
-    one), not refused (``server``: in the form of ``vmware-pilot mcp``)."""
+    one), not refused (``server``: in the form of ``vmware-pilot mcp``). ``policy``: refuse a
+    policy file that cannot be used (every problem by line); the database's is checked when the
+    app is built."""
     from pydantic import ValidationError
 
     from vmware_pilot.config import Settings, settings_problem, unknown_settings
@@ -70,6 +72,10 @@ def load_settings(dispatch: bool = False, *, server: bool = False) -> Settings:
         settings = Settings()
     except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
         raise StartupRefused(f"invalid settings: {settings_problem(exc)}", hint=SETTINGS_HINT) from None
+    if policy and not settings.database_url:  # the database's policy is checked when the app is built
+        from vmware_pilot.policy.source import PolicySource
+
+        PolicySource(settings.resolved_policies_path).check_at_start()
     return settings.model_copy(update={"dispatch": "stdio"}) if dispatch else settings
 
 

@@ -59,6 +59,7 @@ class Authoring:
         if save_as_template:
             self.core.templates.validate_template_name(name)
         built = steps_from_dicts(steps)
+        self.core.refuse_denied(built, "create")
         wf = Workflow.new(
             name, W.PENDING, built, {"description": description, "custom": True}, created_by=actor.label
         )
@@ -122,6 +123,8 @@ class Authoring:
         self._require_draft(wf)
         # Validate before saving; a draft may be emptied, confirm_draft refuses it then.
         built = steps_from_dicts(steps, allow_empty=True) if steps is not None else None
+        if built is not None:
+            self.core.refuse_denied(built, "update", workflow_id)
 
         def change(w: Workflow) -> None:
             self._require_draft(w)
@@ -170,6 +173,7 @@ class Authoring:
                 "Cannot confirm a draft with no steps. Call update_draft() first.",
                 hint=f"update_draft('{wf.id}', steps=[...]) adds the steps.",
             )
+        self.core.refuse_denied(wf.steps, "confirm", wf.id)
         gating.enforce(
             wf,
             self.core.catalog,
@@ -224,6 +228,7 @@ class Authoring:
         self, actor: Actor, workflow_type: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         wf = self.core.templates.create(workflow_type, params, actor.label)
+        self.core.refuse_denied(wf.steps, "template")
         wf.log("workflow_created", f"From template {workflow_type} with {len(wf.steps)} steps", actor.label)
         self.core.runner.create(wf)
         return {

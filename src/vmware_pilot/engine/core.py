@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.engine import guard
 from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.policy import ApprovalPolicy
 from vmware_pilot.errors import (
@@ -90,6 +91,10 @@ class ServiceCore:
 
     def load(self, workflow_id: str) -> Workflow:
         return self.store.load(workflow_id)
+
+    def refuse_denied(self, steps: Sequence[Step], door: str, workflow_id: str = "") -> None:
+        """Refuse (``PolicyRefused``) steps the policy in force denies, at ``door`` (guard.DOORS)."""
+        guard.refuse_denied(self.runner.policy(), steps, self.catalog, door, workflow_id)
 
     def is_custom(self, wf: Workflow) -> bool:
         return gating.is_custom_workflow(wf, self.templates.builtin_names())

@@ -18,7 +18,7 @@ from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import policy
+from vmware_pilot.engine import guard, policy
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
@@ -242,6 +242,7 @@ class PilotService:
         # The run lease first: the workflow becomes 'running' only under it (engine/execution/runlease.py).
         async with self.core.exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
             wf = self.core.load(wf.id)
+            self.core.refuse_denied(wf.steps, "run", wf.id)
             self.runner.refuse_handback(wf, actor)
             wf = await self._review_gate(actor, wf, force)
             crashed = await self.runner.detect_crash(wf, actor)
@@ -410,7 +411,33 @@ class PilotService:
 
     # --- reads ------------------------------------------------------------------------------
     def review_workflow(self, workflow_id: str) -> dict[str, Any]:
-        return review(self.core.load(workflow_id), self.catalog)
+        """The plan's review; with a policy in force, also its policy findings (``policy_*``
+        kinds, after the plan's own) and ``policy``, what ``explain_policy`` says."""
+        wf = self.core.load(workflow_id)
+        result = review(wf, self.catalog)
+        policy = self.runner.policy()
+        if policy.is_empty:
+            return result
+        explained = self._explain(wf)
+        findings = guard.policy_findings(explained)
+        result["findings"] = [*result["findings"], *findings]
+        if any(f["severity"] == "high" for f in findings):
+            result["verdict"] = "needs_revision"
+        result["policy"] = explained
+        return result
+
+    def explain_policy(self, workflow_id: str) -> dict[str, Any]:
+        """Which rules of the policy in force apply to the workflow's steps and gates, and why."""
+        return {"workflow_id": workflow_id, **self._explain(self.core.load(workflow_id))}
+
+    def _explain(self, wf: Workflow) -> dict[str, Any]:
+        return guard.explain(self.runner.policy(), wf, self.catalog, self.store.now(), self._conflicts(wf))
+
+    def _conflicts(self, wf: Workflow) -> list[dict[str, Any]]:
+        """Workflows holding objects ``wf``'s write steps name (conflict locks), each
+        ``{step_index, workflow_id, state, owner, message}``. The seam for the conflict locks:
+        none are known here yet, so none are reported."""
+        return []
 
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which

@@ -297,6 +297,22 @@ def _v11_shared_templates_catalog(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v12_policies(conn: Connection) -> None:
+    """``policies``: the policy's YAML text in one row, with the SHA-256 of its canonical form,
+    so every replica enforces the same policy (`vmware-pilot policy import`)."""
+    md = MetaData()
+    Table(
+        "policies",
+        md,
+        Column("key", String(32), primary_key=True),
+        Column("body", Text, nullable=False),
+        Column("digest", String(64), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        Column("updated_by", String(255), nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -309,6 +325,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v9_notification_outbox,
     _v10_shared_state,
     _v11_shared_templates_catalog,
+    _v12_policies,
 )
 LATEST = len(MIGRATIONS)
 

@@ -19,13 +19,17 @@ __all__ = [
     "catalog_row",
     "catalog_stamp",
     "delete_template",
+    "policy_row",
+    "policy_stamp",
     "put_catalog",
+    "put_policy",
     "put_template",
     "template_digests",
     "template_rows",
 ]
 
 CATALOG_KEY = "discovered"
+POLICY_KEY = "current"
 
 
 def template_rows(conn: Connection, name: str | None = None) -> list[tuple[str, str]]:
@@ -111,4 +115,37 @@ def put_catalog(conn: Connection, body: str, at: str) -> None:
         conn.execute(
             text("INSERT INTO catalog_cache (key, body, updated_at) VALUES (:k, :b, :at)"),
             {"b": body, "at": at, "k": CATALOG_KEY},
+        )
+
+
+def policy_row(conn: Connection) -> tuple[str, str, str, str] | None:
+    """(YAML text, digest, updated_at, updated_by) of the stored policy; None when there is none."""
+    found = conn.execute(
+        text("SELECT body, digest, updated_at, updated_by FROM policies WHERE key = :k"), {"k": POLICY_KEY}
+    ).first()
+    return (
+        None
+        if found is None
+        else (str(found.body), str(found.digest), str(found.updated_at), str(found.updated_by))
+    )
+
+
+def policy_stamp(conn: Connection) -> str | None:
+    """The stored policy's digest (None: no policy stored): what changed, without the text."""
+    found = conn.execute(text("SELECT digest FROM policies WHERE key = :k"), {"k": POLICY_KEY}).first()
+    return None if found is None else str(found.digest)
+
+
+def put_policy(conn: Connection, body: str, digest: str, at: str, by: str) -> None:
+    """Store the policy (a text already checked) in place of the one stored."""
+    done = conn.execute(
+        text("UPDATE policies SET body = :b, digest = :d, updated_at = :at, updated_by = :by WHERE key = :k"),
+        {"k": POLICY_KEY, "b": body, "d": digest, "at": at, "by": by},
+    )
+    if done.rowcount == 0:
+        conn.execute(
+            text(
+                "INSERT INTO policies (key, body, digest, updated_at, updated_by) VALUES (:k, :b, :d, :at, :by)"
+            ),
+            {"k": POLICY_KEY, "b": body, "d": digest, "at": at, "by": by},
         )

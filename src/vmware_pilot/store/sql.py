@@ -541,6 +541,26 @@ class SqlStore:
                 if attempt == 2:
                     raise
 
+    # --- the policy (store/shared.py) ------------------------------------------------------
+    def policy_row(self) -> tuple[str, str, str, str] | None:
+        """(YAML text, digest, updated_at, updated_by) of the stored policy; None without one."""
+        with self._tx(write=False) as conn:
+            return shared.policy_row(conn)
+
+    def policy_stamp(self) -> str | None:
+        with self._tx(write=False) as conn:
+            return shared.policy_stamp(conn)
+
+    def put_policy(self, body: str, digest: str, by: str) -> None:
+        for attempt in (1, 2):
+            try:
+                with self._tx(write=True) as conn:
+                    shared.put_policy(conn, body, digest, iso(datetime.now(UTC)), by)
+                return
+            except IntegrityError:  # first written by another import at the same moment
+                if attempt == 2:
+                    raise
+
     # --- console sessions (store/sessions.py) -----------------------------------------------
     def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:
         """Store a session for ``seconds``; sessions expired more than ``keep`` seconds ago go."""

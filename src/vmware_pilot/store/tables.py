@@ -12,6 +12,7 @@ __all__ = [
     "custom_templates",
     "leases",
     "metadata",
+    "policies",
     "schema_meta",
     "workflow_counts",
     "workflow_ledger",
@@ -124,4 +125,15 @@ catalog_cache = Table(
     Column("key", String(32), primary_key=True),
     Column("body", Text, nullable=False),
     Column("updated_at", String(40), nullable=False),
+)
+
+# The policy (store/shared.py): its YAML text in one row, with the digest of its canonical form.
+policies = Table(
+    "policies",
+    metadata,
+    Column("key", String(32), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("updated_by", String(255), nullable=False),
 )

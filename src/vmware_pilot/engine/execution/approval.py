@@ -186,6 +186,7 @@ def record(
     now: datetime,
     release: bool = True,
     acknowledge_failure: str = "",
+    policy_digest: str = "",
 ) -> bool:
     """Record ``who``'s approval of gate ``gate_index`` in ``w`` at ``now`` (a change for the
     runner's save); True when it is the last approval the gate requires and the gate is released
@@ -210,7 +211,15 @@ def record(
     failing = prediction is not None and prediction.verdict == "fails"
     reason = acknowledge_failure.strip()[:2000] if failing else ""
     names = gate_records.record_approval(
-        w, gate_index, who, channel, digest, now, verdict=verdict_key(prediction), acknowledged=reason
+        w,
+        gate_index,
+        who,
+        channel,
+        digest,
+        now,
+        verdict=verdict_key(prediction),
+        acknowledged=reason,
+        policy_digest=policy_digest,
     )
     told = f"; prediction shown: {prediction.summary}" if prediction is not None else ""
     told = told if len(told) <= 600 else told[:599] + "…"

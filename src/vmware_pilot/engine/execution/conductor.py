@@ -15,7 +15,7 @@ come in as ``now``, the caller's name as ``actor``, and whether a step is a read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -334,11 +334,17 @@ def record_handback(w: Workflow, indices: Sequence[int], actor: Actor, now: date
         w.log("step_not_executed", f"Step {index}: {step.tool} — no dispatch configured", actor.label, at=now)
 
 
-def reach_gate(w: Workflow, index: int, actor: str, now: datetime) -> None:
-    """A ``StopAtGate``: ``running`` → ``awaiting_approval``, with a fresh gate record."""
+def reach_gate(
+    w: Workflow, index: int, actor: str, now: datetime, policy: Mapping[str, Any] | None = None
+) -> None:
+    """A ``StopAtGate``: ``running`` → ``awaiting_approval``, with a fresh gate record (``policy``:
+    the policy rule the gate follows, ``engine.guard.GateRule.record``)."""
     fire(w, Event.REACH_GATE)
-    record = gate_records.reach(w, index, now)
-    w.log("awaiting_approval", f"Step {index}: require_approval (plan {record['digest']})", actor, at=now)
+    record = gate_records.reach(w, index, now, policy)
+    rule = f"; policy rule '{policy['rule']}'" if policy else ""
+    w.log(
+        "awaiting_approval", f"Step {index}: require_approval (plan {record['digest']}{rule})", actor, at=now
+    )
 
 
 def finish(w: Workflow, action: Finish, actor: str, now: datetime) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 GATES_KEY: Final = "gates"
+POLICY_KEY: Final = "policy"
 INSPECTIONS_KEY: Final = "gate_inspections"
 # Kept when a gate is reached again: the hold that opened it again before a write
 # (engine.execution.holds) and the records of the approvals given before it.
@@ -112,25 +114,34 @@ def gate_record(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def reach(wf: Workflow, gate_index: int, now: datetime) -> dict[str, Any]:
+def reach(
+    wf: Workflow, gate_index: int, now: datetime, policy: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
-    hold that opened the gate again, and the earlier records, are kept)."""
+    hold that opened the gate again, and the earlier records, are kept). ``policy``: the policy
+    rule the gate follows (``engine.guard.GateRule.record``): its quorum and validity can only
+    tighten the gate's own options, and it is kept in the record."""
     previous = gate_record(wf, gate_index) or {}
     options = gate_options(wf.steps[gate_index].params)
-    expires = (
-        now + timedelta(minutes=options.expires_in_minutes)
-        if options.expires_in_minutes is not None
-        else None
-    )
+    minutes = options.expires_in_minutes
+    required = options.approvals_required
+    if policy is not None:
+        limit = policy.get("max_validity_minutes")
+        if isinstance(limit, int | float):
+            minutes = float(limit) if minutes is None else min(minutes, float(limit))
+        required = max(required, int(policy.get("quorum") or 1))
+    expires = now + timedelta(minutes=minutes) if minutes is not None else None
     record: dict[str, Any] = {
         "index": gate_index,
         "digest": plan_digest(wf, gate_index),
         "reached_at": iso(now),
         "expires_at": iso(expires),
-        "approvals_required": options.approvals_required,
+        "approvals_required": required,
         "approvals": [],
         **{k: previous[k] for k in (HOLD_KEY, EARLIER_KEY) if k in previous},
     }
+    if policy is not None:
+        record[POLICY_KEY] = dict(policy)
     records = wf.extra.get(GATES_KEY)
     if not isinstance(records, dict):
         records = {}
@@ -221,6 +232,7 @@ def record_approval(
     *,
     verdict: str = "",
     acknowledged: str = "",
+    policy_digest: str = "",
 ) -> list[str]:
     """Append one approval to the gate's record (created if missing); the approvers so far.
     ``verdict`` is the prediction it was given for (``safety.predict.verdict_key``);
@@ -232,6 +244,8 @@ def record_approval(
         entry["verdict"] = verdict
     if acknowledged:
         entry["acknowledged_failure"] = acknowledged
+    if policy_digest:
+        entry["policy_digest"] = policy_digest
     approvals.append(entry)
     return approver_names(record)
 
@@ -292,6 +306,8 @@ def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
         "approvals": list(record.get("approvals", [])) if record else [],
         "approvals_missing": max(0, required - len(names)) if gate.status is StepStatus.PENDING else 0,
     }
+    if record and isinstance(record.get(POLICY_KEY), dict):
+        view[POLICY_KEY] = record[POLICY_KEY]
     if isinstance(held, dict):  # and the records of the approvals given before the hold
         view[HOLD_KEY] = held
         view[EARLIER_KEY] = list(record.get(EARLIER_KEY) or []) if record else []

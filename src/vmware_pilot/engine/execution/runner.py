@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from vmware_pilot import telemetry
@@ -32,7 +33,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import handout
+from vmware_pilot.engine import guard, handout
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, settling, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
@@ -58,6 +59,7 @@ from vmware_pilot.errors import (
     StoreError,
 )
 from vmware_pilot.ownership import RUN_OWNER_KEY, refuse_held, this_process
+from vmware_pilot.policy.model import EMPTY, Policy
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence, LeaseLost
 from vmware_pilot.store.protocol import Store
@@ -163,10 +165,13 @@ class Runner:
         events: WorkflowEvents | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         checks: Sequence[PreWriteCheck] = (),
+        policy: Callable[[], Policy] = lambda: EMPTY,
     ) -> None:
         self.store = store
         # Asked in order right before each write step is sent (engine/execution/holds.py).
         self.checks = list(checks)
+        # The policy in force (policy/source.py), asked at each gate and approval.
+        self.policy = policy
         self.lease_seconds = lease_seconds
         self.events = events
         self._catalog = catalog
@@ -457,8 +462,10 @@ class Runner:
             if isinstance(action, conductor.StopAtGate):
                 # Read the targets first, so the gate (and its notification) shows their state.
                 wf = await self.inspect(wf, actor)
+                rule = guard.gate_rule(self.policy(), wf, action.index, self.catalog)
                 wf, _ = await self.save(
-                    wf, _timed(self.store, conductor.reach_gate, action.index, actor.label)
+                    wf,
+                    functools.partial(self._reach_gate, index=action.index, actor=actor.label, rule=rule),
                 )
                 await report(progress, done, total, f"step {action.index}: waiting for approval")
                 return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
@@ -747,6 +754,9 @@ class Runner:
                     gate_step=gate_step,
                     acknowledge_failure=acknowledge_failure,
                 )
+                policy = self.policy()
+                guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
+                required, judged = self._policy_quorum(wf, gate, actor, who, now, policy, required)
                 last = so_far + 1 >= required
                 if last and not holds_run:
                     raise approval.QuorumReached(
@@ -774,6 +784,7 @@ class Runner:
                     now=now,
                     release=last,
                     acknowledge_failure=acknowledge_failure,
+                    policy_digest=policy.digest if judged else "",
                 )
                 try:
                     wf, released = await self.save(wf, change)
@@ -797,6 +808,25 @@ class Runner:
             return await self._after_approval(wf, actor, to, gate_index, who, required, released, progress)
         except DatabaseUnavailable as exc:  # the approval is recorded: something changed
             raise stopped_by_outage(wf.id, exc) from exc
+
+    def _reach_gate(self, w: Workflow, *, index: int, actor: str, rule: guard.GateRule | None) -> None:
+        conductor.reach_gate(w, index, actor, self.store.now(), rule.record() if rule is not None else None)
+
+    def _policy_quorum(
+        self, wf: Workflow, gate: Step, actor: Actor, who: str, now: datetime, policy: Policy, required: int
+    ) -> tuple[int, bool]:
+        """The approvals gate ``gate`` needs under the stricter of the policy rule recorded when the
+        run reached it and the rule of the policy in force now, and whether a policy judged it (a
+        policy is in force, or the gate recorded a rule: the approval records the policy's digest);
+        refuses (``PolicyRefused``) an approver either rule does not accept, or a gate past either
+        rule's validity."""
+        record = gate_records.gate_record(wf, gate.index)
+        recorded = guard.GateRule.from_record((record or {}).get(gate_records.POLICY_KEY))
+        demand = guard.demand_of(recorded, guard.gate_rule(policy, wf, gate.index, self.catalog))
+        refusal = guard.approval_refusal(demand, wf, gate, actor, who, now, record)
+        if refusal is not None:
+            raise refusal
+        return max(required, demand.quorum), recorded is not None or not policy.is_empty
 
     async def _after_approval(
         self,
