@@ -164,13 +164,20 @@ def import_policy(file: FileArg, json_output: JsonOption = False) -> None:
 @app.command(name="export")
 def export_policy(
     file: Annotated[Path | None, typer.Argument(help="Write here (a new file); default: stdout.")] = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Write the policy in force (the database's, or the file's) to FILE or stdout."""
     with open_app() as pilot:
         assert pilot.policies is not None
         text = pilot.policies.text()
+        digest = pilot.policies.current().digest
+        where = pilot.policies.where
+    out = Output(json_output)
     if file is None:
-        sys.stdout.write(text)
+        if json_output:
+            out.result({"from": where, "digest": digest, "policy": text})
+        else:
+            sys.stdout.write(text)
         return
     try:
         with file.open("x", encoding="utf-8") as handle:
@@ -179,7 +186,9 @@ def export_policy(
         refuse(f"{file} exists; nothing was written", "Give a new file name.", EXIT_USAGE)
     except OSError as exc:
         refuse(f"{file} cannot be written: {exc.strerror}", "", EXIT_USAGE)
-    print(visible(f"Wrote the policy to {file}."), file=sys.stderr)
+    out.result({"from": where, "digest": digest, "written": str(file)})
+    if not json_output:
+        print(visible(f"Wrote the policy from {where} to {file} (digest {digest})."), file=sys.stderr)
 
 
 def _settings(json_output: bool) -> Any:
