@@ -213,6 +213,16 @@ class GatePolicy(Result):
     step_index: int = 0
     why: list[str] = Field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line for a person: the rule, the quorum, who may approve, for how long."""
+        who = ", ".join(self.approvers) or "any role that may approve"
+        line = f"policy rule '{self.rule}': {self.quorum} approval(s) by {who}"
+        if not self.requester_may_approve:
+            line += "; the requester may not approve"
+        if self.max_validity_minutes is not None:
+            line += f"; valid {self.max_validity_minutes:g} minutes at most"
+        return line
+
 
 class GateStatus(Result):
     """One approval gate a run reached (``gates``), or the pending one (``pending_gate``; ``{}``

@@ -16,6 +16,8 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso
+from vmware_pilot.engine.gateview import GateView
+from vmware_pilot.engine.policy import describe_gate
 from vmware_pilot.errors import StartupRefused
 from vmware_pilot.policy.load import policy_from_text
 
@@ -152,6 +154,10 @@ async def test_a_policy_quorum_of_two_beats_the_plans_one_and_is_shown_on_the_ga
     assert reached is not None and expires is not None and expires - reached == timedelta(minutes=240)
     review = await client.ok("review_workflow", workflow_id=wf)
     assert any(f["kind"] == "policy_approval" and "2 approval(s)" in f["message"] for f in review["findings"])
+    # what a person deciding reads (the approval form, the CLI, the console render this view)
+    shown = describe_gate(GateView.model_validate(pilot_app.service.pending_gate(wf)))
+    assert "policy rule 'prod-destructive': 2 approval(s)" in shown
+    assert "the requester may not approve" in shown
     first = await client.ok("approve", workflow_id=wf, approver="alice")
     assert first["state"] == "awaiting_approval" and first["approvals_missing"] == 1
     second = await client.ok("approve", workflow_id=wf, approver="bob")
@@ -244,3 +250,22 @@ def test_the_policy_path_setting_names_another_file(
         assert app.policies is not None and app.policies.current().deny[0].name == "no-vm-deletes"
     finally:
         app.close()
+
+
+async def test_review_names_the_window_that_holds_a_write_back(settings: Settings, client: Client) -> None:
+    write_policy(
+        settings,
+        "windows:\n"
+        "  - name: long-freeze\n"
+        "    blackout: true\n"
+        '    match: {target: "web-*"}\n'
+        '    dates: [{from: "2000-01-01", to: "2100-01-01"}]\n',
+    )
+    wf = await client.custom([READ_STEP, GATE, OFF])
+    review = await client.ok("review_workflow", workflow_id=wf)
+    [finding] = [f for f in review["findings"] if f["kind"] == "policy_window"]
+    assert finding["step_index"] == 2 and "long-freeze" in finding["message"]
+    assert "2100-01-01" in finding["message"]
+    [window] = review["policy"]["windows"]
+    assert window["blackout"] is True and window["open_now"] is False
+    assert review["policy"]["conflicts"] == {"mode": "refuse", "conflicting": []}

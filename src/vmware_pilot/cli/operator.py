@@ -231,7 +231,13 @@ def approve(
         digest, gate_step = (pending.digest, pending.index) if pending else ("", None)
         try:  # the engine's own refusals, before the person is asked (nothing changes)
             app.service.check_approval(
-                workflow_id, person.label, ack_not_executed, digest, gate_step, acknowledge_failure
+                workflow_id,
+                person.label,
+                ack_not_executed,
+                digest,
+                gate_step,
+                acknowledge_failure,
+                actor=person,
             )
         except PilotError as exc:
             if isinstance(exc, StepsNotExecuted):

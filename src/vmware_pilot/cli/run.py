@@ -110,7 +110,9 @@ async def _drive(
         if unrun and yes:
             return result  # --yes cannot state that steps printed a moment ago were performed
         try:  # the engine's own refusals, before the person is asked
-            app.service.check_approval(workflow_id, person.label, bool(unrun), gate.digest, gate.index)
+            app.service.check_approval(
+                workflow_id, person.label, bool(unrun), gate.digest, gate.index, actor=person
+            )
         except AlreadyApproved:
             return result  # this person already approved; others still have to
         question = f"Approve this gate as {person.label}?"

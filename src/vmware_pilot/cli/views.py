@@ -265,6 +265,8 @@ def gate_panel(view: GateView) -> RenderableType:
         facts.append(f"approvals {len(gate.approvals)}/{gate.approvals_required} ({names})")
     if gate.expires_at:
         facts.append(("EXPIRED at " if gate.expired else "expires ") + gate.expires_at[:19])
+    if gate.policy is not None:
+        facts.append(gate.policy.summary())
     lines += [Text(""), *(_t(fact, "dim") for fact in facts)]
     index = gate.index if view.pending() else None
     title = _t(f"{view.workflow_id} ({view.workflow_type}): approval gate at step {index}")

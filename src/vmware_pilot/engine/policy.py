@@ -162,6 +162,8 @@ def describe_gate(view: GateView) -> str:
     if gate.approvals_required > 1:
         names = ", ".join(a.approver for a in gate.approvals) or "none yet"
         lines.append(f"Approvals: {gate.approvals_required} distinct people required; so far: {names}")
+    if gate.policy is not None:
+        lines.append(_line(f"Quorum and approvers set by {gate.policy.summary()}"))
     if gate.expires_at:
         lines.append(f"Expires at: {gate.expires_at}")
     lines.append(f"Plan digest: {gate.digest}")

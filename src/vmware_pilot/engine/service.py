@@ -324,21 +324,29 @@ class PilotService:
         expected_digest: str = "",
         gate_step: int | None = None,
         acknowledge_failure: str = "",
+        actor: Actor | None = None,
     ) -> None:
         """Raise the refusal ``approve`` would give before changing anything (not at a gate, not
         the gate ``gate_step``, gate expired, plan changed since ``expected_digest`` was shown, the
         same person twice, steps handed out before the gate unacknowledged, a predicted failure
-        without ``acknowledge_failure``), so a door can refuse
-        before asking a person."""
-        precheck(
-            self.core.load(workflow_id),
+        without ``acknowledge_failure``; with ``actor``, what the policy refuses: a denied step, an
+        approver the gate's rule does not accept, a gate past its rule's validity), so a door can
+        refuse before asking a person."""
+        wf = self.core.load(workflow_id)
+        now = self.store.now()
+        gate, _, _, required = precheck(
+            wf,
             approver,
             acknowledge_not_executed,
             expected_digest,
-            now=self.store.now(),
+            now=now,
             gate_step=gate_step,
             acknowledge_failure=acknowledge_failure,
         )
+        if actor is not None:
+            policy = self.runner.policy()
+            guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
+            self.runner.policy_demand(wf, gate, actor, approver, now, policy, required)
 
     async def _approve(
         self,

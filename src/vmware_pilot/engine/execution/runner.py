@@ -756,7 +756,7 @@ class Runner:
                 )
                 policy = self.policy()
                 guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
-                required, judged = self._policy_quorum(wf, gate, actor, who, now, policy, required)
+                required, judged = self.policy_demand(wf, gate, actor, who, now, policy, required)
                 last = so_far + 1 >= required
                 if last and not holds_run:
                     raise approval.QuorumReached(
@@ -812,7 +812,7 @@ class Runner:
     def _reach_gate(self, w: Workflow, *, index: int, actor: str, rule: guard.GateRule | None) -> None:
         conductor.reach_gate(w, index, actor, self.store.now(), rule.record() if rule is not None else None)
 
-    def _policy_quorum(
+    def policy_demand(
         self, wf: Workflow, gate: Step, actor: Actor, who: str, now: datetime, policy: Policy, required: int
     ) -> tuple[int, bool]:
         """The approvals gate ``gate`` needs under the stricter of the policy rule recorded when the
