@@ -203,6 +203,13 @@ def _note_unread_files(settings: Settings) -> None:
             folder,
             folder,
         )
+    if settings.resolved_policies_path.exists():
+        _log.warning(
+            "the policy file %s is not read while VMWARE_PILOT_DATABASE_URL is set (the policy is a row "
+            "of the database); bring it in with `vmware-pilot policy import %s`",
+            settings.resolved_policies_path,
+            settings.resolved_policies_path,
+        )
     if settings.catalog_cache_path.exists():
         _log.warning(
             "%s is not read while VMWARE_PILOT_DATABASE_URL is set (the catalog cache is in the "
