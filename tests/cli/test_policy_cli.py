@@ -4,6 +4,8 @@ and the policy as a row of the database on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,21 @@ def test_import_needs_a_database_url(tmp_path: Path) -> None:
     done = runner.invoke(cli, ["policy", "import", str(EXAMPLE)])
     assert done.exit_code == 2
     assert "VMWARE_PILOT_DATABASE_URL" in done.stderr
+
+
+@pytest.mark.slow  # a server process
+def test_the_stdio_server_does_not_start_with_a_policy_it_cannot_use(settings: Settings) -> None:
+    settings.resolved_policies_path.write_text(BROKEN, encoding="utf-8")
+    pilot = Path(sys.executable).with_name("vmware-pilot")
+    done = subprocess.run(
+        [str(pilot), "mcp"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # stdout is the protocol's
+    assert "line 2: deny[0].reason" in done.stderr and "line 5: approvals[0].quorum" in done.stderr
+    assert "Traceback" not in done.stderr
