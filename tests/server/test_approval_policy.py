@@ -346,3 +346,18 @@ async def test_agent_policy_records_the_agents_approver_without_a_form(settings:
     finally:
         app.close()
     assert out["approved_by"] == "alice" and person.forms == []
+
+
+async def test_a_signed_in_caller_the_policy_does_not_accept_is_refused_without_asking(
+    settings: Settings, elicit_app: PilotApp
+) -> None:
+    settings.resolved_policies_path.write_text(
+        "approvals:\n  - name: operators\n    match: {tool: 'aiops.*'}\n    approvers: [operator]\n",
+        encoding="utf-8",
+    )
+    person = Person({"decision": "approve"})
+    async with session(elicit_app, person, Actor("ann", kind="token", role="admin")) as client:
+        wf = await at_gate(client)
+        out = await client.refused("approve", workflow_id=wf)
+    assert out["refused"] == "policy_approvers" and out["rule"] == "operators"
+    assert person.forms == []

@@ -280,13 +280,18 @@ class PilotService:
         form = policy.require_door(self.approvals, wf, ask) if channel == "mcp" else None
         if form is not None:
             # Refuse before bothering the person (a token caller's name is already known).
-            precheck(
+            now = await asyncio.to_thread(self.store.now)
+            gate, _, _, required = precheck(
                 wf,
                 approver if actor.authenticated else None,
                 acknowledge_not_executed,
-                now=await asyncio.to_thread(self.store.now),
+                now=now,
                 gate_step=gate_step,
             )
+            if actor.authenticated:  # and what the policy refuses this caller
+                in_force = self.runner.policy()
+                guard.refuse_denied(in_force, wf.steps, self.catalog, "approve", wf.id)
+                self.runner.policy_demand(wf, gate, actor, approver, now, in_force, required)
             view = GateView.model_validate(await self.show_gate(actor, wf.id))
             answer = await form(view, actor.label, actor.authenticated)
             if actor.authenticated:
