@@ -91,3 +91,24 @@ def test_an_unreachable_database_fails(pilot_home: Path) -> None:
     assert code == 1
     assert rows(out)["database"]["status"] == "fail"
     assert "pw-secret" not in out
+
+
+@pytest.mark.slow  # runs the entry point
+def test_a_skill_whose_tool_environment_is_gone_fails_even_when_not_required(
+    pilot_home: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    program = bin_dir / "vmware-monitor-mcp"
+    gone = tmp_path / "tools" / "vmware-monitor" / "bin" / "python"
+    program.write_text(f"#!{gone}\nimport sys\n")
+    program.chmod(0o755)
+
+    code, out, err = doctor("--json", env={"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"})
+
+    assert code == 1, out + err
+    row = rows(out)["skill monitor"]
+    assert row["status"] == "fail"
+    assert "environment of skill 'monitor' is missing" in row["detail"]
+    assert str(gone) in row["detail"] and "uv tool install --reinstall vmware-monitor" in row["detail"]
+    assert rows(out)["skill aiops"]["status"] == "info"  # a skill simply not installed stays info

@@ -168,3 +168,57 @@ def test_skill_commands_setting_refuses_an_unparsable_command(monkeypatch: pytes
 
     with pytest.raises(ValidationError, match="cannot be parsed"):
         Settings()
+
+
+def _script(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_server_whose_tool_environment_is_gone_is_refused_naming_its_interpreter(
+    tmp_path: Path, dirs: dict[str, Path]
+) -> None:
+    # What `uv tool uninstall` or a Python upgrade leaves behind: the program on PATH, its venv gone.
+    gone = tmp_path / "tools" / "vmware-aiops" / "bin" / "python"
+    _script(dirs["first"], "vmware-aiops-mcp", f"#!{gone}\nimport sys\n")
+
+    with pytest.raises(DispatchRefused) as caught:
+        locate("aiops", path=str(dirs["first"]), interpreter="")
+
+    err = caught.value
+    assert "environment of skill 'aiops' is missing" in err.message
+    assert str(gone) in err.message
+    assert "uv tool install --reinstall vmware-aiops" in err.hint
+    assert err.payload()["interpreter"] == str(gone)
+    assert "package" not in err.payload()  # not the "not installed" refusal: it is installed, broken
+
+
+def test_pips_long_path_trampoline_and_a_configured_command_are_checked_too(
+    tmp_path: Path, dirs: dict[str, Path]
+) -> None:
+    gone = tmp_path / "a path with spaces" / "python"
+    trampoline = f"#!/bin/sh\n'''exec' \"{gone}\" \"$0\" \"$@\"\n' '''\nimport sys\n"
+    program = _script(dirs["first"], "vmware-monitor-mcp", trampoline)
+
+    with pytest.raises(DispatchRefused) as found:
+        locate("monitor", path=str(dirs["first"]), interpreter="")
+    with pytest.raises(DispatchRefused) as configured:
+        locate("monitor", {"monitor": f"{program} --stdio"}, path="", interpreter="")
+
+    for caught in (found, configured):
+        assert caught.value.payload()["interpreter"] == str(gone)
+
+
+@pytest.mark.parametrize(
+    "head",
+    ["#!/bin/sh\nexit 0\n", "#!/usr/bin/env python3\n", "\x7fELF binary", "#!{alive}\n", ""],
+)
+def test_servers_whose_interpreter_exists_or_is_not_named_are_found(head: str, dirs: dict[str, Path]) -> None:
+    import sys
+
+    program = _script(dirs["first"], "vmware-aiops-mcp", head.format(alive=sys.executable))
+
+    assert locate("aiops", path=str(dirs["first"]), interpreter="").argv == (str(program),)

@@ -4,7 +4,8 @@ Checks, each a row (ok, FAIL, or info): the settings (invalid values, unknown VM
 names); the database (reachable, schema version, migrations pending, its clock against this
 host's); each family skill (found, command, version, tool count, its config file and the target
 in it, one read answered; a skill not installed fails only when it is required: named in
-VMWARE_PILOT_SKILL_COMMANDS or with --skill); OAuth (the issuer's keys fetched) and the console's
+VMWARE_PILOT_SKILL_COMMANDS or with --skill; one whose program is found but whose environment is
+gone always fails); OAuth (the issuer's keys fetched) and the console's
 sign-in settings; the notify URL (answers HTTP). Exit 0 when all is well, 1 naming what is not.
 Nothing is created or migrated, no secret is printed.
 """
@@ -133,7 +134,8 @@ async def _skill_rows(settings: Settings, required: set[str], target: str, secon
         try:
             command = locate(skill, settings.skill_commands)
         except DispatchRefused as exc:
-            if skill in required:
+            # A program left on PATH whose environment is gone was meant to be installed: it fails.
+            if skill in required or "interpreter" in exc.fields:
                 return Row(name, "fail", f"missing: {redact_text(exc.message)}. {exc.hint}")
             return Row(name, "info", "not installed")
         async with gate:

@@ -9,7 +9,9 @@ Search order for skill ``<bare>`` (bare name per ``catalog.renames.skill_key``):
    they would make the result depend on the working directory).
 
 A hit must be a regular executable file. Anything else raises ``DispatchRefused`` saying how to
-install the skill.
+install the skill. A hit whose script names an interpreter that no longer exists (its tool
+environment was removed, or rebuilt on another Python, after the program was put on ``PATH``) raises
+``DispatchRefused`` naming that interpreter (field ``interpreter``) and how to reinstall the skill.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ def install_hint(skill: str) -> str:
     bare = skill_key(skill)
     package = package_name(bare)
     return (
-        f"Install the skill (`uv tool install {package}`, or `pip install {package}` into the "
-        f"environment that runs vmware-pilot) and restart, or map it to its server command in "
+        f"Install the skill in a tool environment of its own (`uv tool install {package}` or "
+        f"`pipx install {package}`) and restart, or map it to its server command in "
         f'{SETTING}, e.g. {{"{bare}": "/path/to/{server_name(bare)}"}}.'
     )
 
@@ -200,7 +202,7 @@ def locate(
     dirs = _dirs(path, interpreter)
     for key, command in (overrides or {}).items():
         if skill_key(key) == bare:
-            return _from_setting(bare, command, dirs)
+            return _check_environment(_from_setting(bare, command, dirs))
     program = server_name(bare)
     found = _find(program, dirs)
     if found is None:
@@ -211,4 +213,47 @@ def locate(
             skill=bare,
             package=package_name(bare),
         )
-    return SkillCommand(bare, (str(found[0]),), found[1])
+    return _check_environment(SkillCommand(bare, (str(found[0]),), found[1]))
+
+
+_SCRIPT_HEAD = 512  # enough for a shebang line and pip's `exec` trampoline below it
+_TRAMPOLINE = "'" * 3 + "exec' "  # pip's second line under `#!/bin/sh` for a long or spaced path
+
+
+def _interpreter(program: Path) -> str:
+    """The absolute interpreter ``program``'s script names ("" for a binary, ``/usr/bin/env …`` or
+    an unreadable head): its ``#!`` line, or the trampoline line pip writes below ``#!/bin/sh``."""
+    try:
+        with program.open("rb") as handle:
+            head = handle.read(_SCRIPT_HEAD).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    if not head or not head[0].startswith("#!"):
+        return ""
+    try:
+        words = shlex.split(head[0][2:])
+        if words[:1] == ["/bin/sh"] and len(head) > 1 and head[1].startswith(_TRAMPOLINE):
+            words = shlex.split(head[1][len(_TRAMPOLINE) :])
+    except ValueError:
+        return ""
+    first = words[0] if words else ""
+    return first if Path(first).is_absolute() and Path(first).name != "env" else ""
+
+
+def _check_environment(command: SkillCommand) -> SkillCommand:
+    """``command``, or ``DispatchRefused`` when the interpreter its script names is gone."""
+    interpreter = _interpreter(Path(command.program))
+    if not interpreter or Path(interpreter).exists():
+        return command
+    package = package_name(command.skill)
+    raise DispatchRefused(
+        f"The environment of skill '{command.skill}' is missing: {redact_text(command.program)} runs "
+        f"{redact_text(interpreter)}, which does not exist",
+        hint=(
+            f"Reinstall the skill in its own tool environment (`uv tool install --reinstall {package}` "
+            f"or `pipx reinstall {package}`), or map it to a working command in {SETTING}."
+        ),
+        skill=command.skill,
+        command=command.display(),
+        interpreter=redact_text(interpreter),
+    )
