@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the lab that the `lab` tests use, under .lab/ (gitignored):
 #   .lab/bin/vcsim-lab   govmomi's vCenter simulator (our scripts/lab/vcsim/main.go, Debian's govmomi)
+#   .lab/bin/vcsim-twin  the simulator of `vmware-pilot twin` (vcsim's -load / -l flags; scripts/twin/vcsim)
+#   .lab/bin/govc-twin   govc's object.save and vm.power for the twin (scripts/twin/govc)
 #   .lab/companions/     a venv with the pinned companion skills of scripts/lab/companions.txt
 # Idempotent: each part is rebuilt only when its inputs changed, so a rerun is a quick no-op.
 set -euo pipefail
@@ -44,6 +46,21 @@ else
   mv -f "$LAB/bin/vcsim-lab.tmp" "$LAB/bin/vcsim-lab"
   echo "$sim_stamp" >"$LAB/stamps/vcsim"
 fi
+
+# 2b. The twin's simulator and capture tool (vmware-pilot twin), from the same govmomi sources.
+for part in vcsim govc; do
+  twin_stamp=$(fingerprint "scripts/twin/$part/main.go" <(go version) <(dpkg-query -W golang-github-vmware-govmomi-dev))
+  if [ -x "$LAB/bin/$part-twin" ] && [ "$(cat "$LAB/stamps/$part-twin" 2>/dev/null)" = "$twin_stamp" ]; then
+    say "$part-twin up to date ($LAB/bin/$part-twin)"
+  else
+    say "building $part-twin"
+    rm -f "$LAB/stamps/$part-twin"
+    GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS= GOCACHE="$PWD/$LAB/go-cache" \
+      go build -o "$LAB/bin/$part-twin.tmp" "./scripts/twin/$part"
+    mv -f "$LAB/bin/$part-twin.tmp" "$LAB/bin/$part-twin"
+    echo "$twin_stamp" >"$LAB/stamps/$part-twin"
+  fi
+done
 
 # 3. The companion skills' venv.
 comp_stamp=$(fingerprint scripts/lab/companions.txt <("$PY" --version))
