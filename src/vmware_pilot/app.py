@@ -35,6 +35,7 @@ from vmware_pilot.errors import PilotError, StartupRefused
 from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
+from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 
 __all__ = [
     "CatalogSource",
@@ -281,6 +282,18 @@ def build_app(
         checks=[drift_check] if settings.drift_check == "writes" else [],
         policy=policies.current,
     )
+    if settings.twin != "off":
+        runner.twin = Rehearser(
+            TwinSettings(
+                mode=settings.twin,
+                home=settings.home_path,
+                vcsim=settings.twin_vcsim,
+                govc=settings.twin_govc,
+                timeout=settings.twin_timeout,
+                max_age_hours=settings.twin_max_age,
+                skill_commands=settings.skill_commands,
+            )
+        )
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         notifier.describe = lambda wf: GateView.model_validate(

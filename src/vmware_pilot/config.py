@@ -139,6 +139,38 @@ class Settings(BaseSettings):
         description="'writes': right before each write step, read its targets again and hold the run at "
         "a gate when they are not what the approver saw; 'off': no such check.",
     )
+    twin: Literal["auto", "off", "required"] = Field(
+        default="auto",
+        description="Rehearsal of a gate's released steps on a twin of the inventory: 'auto' (when a "
+        "capture of the target and a simulator exist), 'off', or 'required' (a gate without one says unknown).",
+    )
+    twin_vcsim: str = Field(
+        default="",
+        description="The vcsim binary the twin runs (vcsim's -load/-l flags); empty: .lab/bin/vcsim-twin, "
+        "then vcsim on PATH.",
+    )
+    twin_govc: str = Field(
+        default="",
+        description="The govc binary that captures (object.save) and overlays state (vm.power); empty: "
+        ".lab/bin/govc-twin, then govc on PATH.",
+    )
+    twin_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Seconds one rehearsal (start, overlay, steps, diff) may take.",
+    )
+    twin_max_age: float = Field(
+        default=24.0, gt=0, description="Hours after which a capture is flagged as stale on the gate."
+    )
+    twin_username: str = Field(
+        default="",
+        description="Account `twin capture` logs in with; empty: the monitor skill's account for the target.",
+    )
+    twin_password: SecretStr = Field(
+        default=SecretStr(""),
+        description="Password of VMWARE_PILOT_TWIN_USERNAME (never logged); empty: the monitor skill's.",
+    )
 
     approvals: Literal["agent", "elicit", "human"] = Field(
         default="agent",

@@ -326,6 +326,26 @@ class PredictedStep(Result):
     outcome: Literal["succeeds", "no_change", "refused", "fails", "unknown"]
     reason: str = ""
     changes: list[PredictedChange] = Field(default_factory=list)
+    # Where the outcome comes from: Pilot's effect table ("model") or a run on a twin ("rehearsal").
+    source: Literal["model", "rehearsal"] = "model"
+
+
+class Rehearsal(Result):
+    """The released steps run on a twin of the inventory (``twin.rehearse``): its ``verdict``, why
+    it is ``unknown``, the capture it used (with its age and whether it is ``stale``), each step's
+    outcome and the skill's answer, what changed on the twin, where it disagrees with the model,
+    and the ``digest`` approvals bind to."""
+
+    status: Literal["rehearsed", "unknown"]
+    verdict: Literal["succeeds", "fails", "unknown"]
+    reason: str = ""
+    digest: str = ""
+    capture: dict[str, Any] = Field(default_factory=dict)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    diff: list[dict[str, Any]] = Field(default_factory=list)
+    overlay: list[str] = Field(default_factory=list)
+    disagreements: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
 
 
 class Prediction(Result):
@@ -338,6 +358,7 @@ class Prediction(Result):
     leaves: str = ""
     at: str = ""
     steps: list[PredictedStep] = Field(default_factory=list)
+    rehearsal: Rehearsal | None = None
 
 
 class StatusView(WorkflowRecord):

@@ -92,6 +92,12 @@ COMMANDS: dict[str, Lazy] = {
         "Check, explain, import and export the policy (deny, approvals, windows, conflicts).",
         group=True,
     ),
+    "twin": Lazy(
+        "twin",
+        "app",
+        "Capture a vCenter's inventory for rehearsals on a twin; list and remove captures.",
+        group=True,
+    ),
     "token": Lazy(
         "tokens", "app", "Bearer tokens and roles for `vmware-pilot mcp --transport https|http`.", group=True
     ),

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 from vmware_pilot.catalog.registry import Catalog
@@ -28,6 +29,7 @@ from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine.drift import changes
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.gateview import summarize_result
+from vmware_pilot.engine.secrets import find_masked_secrets, resolve_secret_refs
 from vmware_pilot.engine.targets import (
     Named,
     TargetKind,
@@ -38,9 +40,11 @@ from vmware_pilot.engine.targets import (
     summary_of,
 )
 from vmware_pilot.errors import PilotError
+from vmware_pilot.results import Prediction
 from vmware_pilot.safety.classify import classify_step
-from vmware_pilot.safety.predict import predict, verdict_key
+from vmware_pilot.safety.predict import predict, verdict_key, with_rehearsal
 from vmware_pilot.store.protocol import Store
+from vmware_pilot.twin.rehearse import Rehearser
 
 __all__ = ["Inspector", "Reader", "inspect_gate", "state_line"]
 
@@ -257,6 +261,54 @@ async def _preview(runner: Inspector, wf: Workflow, step: Step, catalog: Catalog
     return {"status": status, "summary": summary, "blockers": blockers, "payload": payload}
 
 
+def _params_for(step: Step, steps: Sequence[Step]) -> dict[str, Any] | str:
+    """A released step's params for its rehearsal on a twin, or why it cannot be rehearsed."""
+    try:
+        params = resolve_refs(step.params, steps, step.index)
+    except PilotError as exc:
+        return f"its parameters use results not known ({_first_line(exc.message)})"
+    if find_masked_secrets(params):
+        return "it needs a secret Pilot keeps masked"
+    resolved = resolve_secret_refs(params, os.environ)
+    return resolved if isinstance(resolved, dict) else "its parameters are not an object"
+
+
+async def _rehearsed(
+    twin: Rehearser | None, wf: Workflow, gate: int, targets: list[dict[str, Any]], prediction: Prediction
+) -> Prediction:
+    """The prediction with the released steps rehearsed on a twin (``twin.rehearse``) when one is wanted."""
+    if twin is None:
+        return prediction
+    seen = {
+        str(t["name"]): str(t["power_state"])
+        for t in targets
+        if t.get("kind") == "vm" and t.get("read") == "ok" and t.get("power_state")
+    }
+    record = await twin.rehearse(gate_records.steps_to_run(wf, gate), wf.steps, seen, _params_for)
+    return with_rehearsal(prediction, record, required=twin.settings.mode == "required")
+
+
+def _rehearsal_detail(gate: int, prediction: Prediction) -> str:
+    r = prediction.rehearsal
+    assert r is not None
+    capture = r.capture
+    steps = "; ".join(f"step {s.get('step')} {s.get('outcome')}: {s.get('answer', '')}" for s in r.steps)
+    text = (
+        f"Gate at step {gate} rehearsed on a twin: {r.verdict}"
+        + (f" ({r.reason})" if r.reason else "")
+        + (
+            f"; capture {capture.get('id')} of {capture.get('vcenter')} taken {capture.get('at')}"
+            f" ({capture.get('age_hours')} h old{', stale' if capture.get('stale') else ''})"
+            if capture
+            else ""
+        )
+        + (f" | {steps}" if steps else "")
+        + (f" | {len(r.diff)} change(s) on the twin" if r.status == "rehearsed" else "")
+        + f" | digest {r.digest}"
+    )
+    return text if len(text) <= _AUDIT_MAX else text[: _AUDIT_MAX - 1] + "…"
+
+
 def _reference(earlier: Mapping[str, Any], digest: str) -> dict[str, Any]:
     """The objects' reference states kept for the plan as it stands (reset when its digest changed)."""
     kept = earlier.get("reference")
@@ -323,6 +375,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         "reference": reference,
     }
     prediction = predict(gate_records.steps_to_run(wf, gate.index), wf.steps, record, catalog)
+    prediction = await _rehearsed(getattr(runner, "twin", None), wf, gate.index, targets, prediction)
     record["prediction"] = {**prediction.model_dump(mode="json"), "at": now}
     lines = [
         prediction.summary,
@@ -339,6 +392,8 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         records[str(index)] = record
         w.extra[gate_records.INSPECTIONS_KEY] = records
         w.log("gate_inspected", detail, actor.label)
+        if prediction.rehearsal is not None:
+            w.log("gate_rehearsed", _rehearsal_detail(index, prediction), actor.label)
         voided = gate_records.void_approvals(w, index, verdict_key(record["prediction"]))
         if voided:
             w.log(

@@ -23,7 +23,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.model import Step
 from vmware_pilot.domain.refs import find_refs, is_ref, parse_ref, resolve_refs
 from vmware_pilot.errors import PilotError
-from vmware_pilot.results import PredictedChange, PredictedStep, Prediction
+from vmware_pilot.results import PredictedChange, PredictedStep, Prediction, Rehearsal
 from vmware_pilot.safety.classify import classify_step
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "object_label",
     "predict",
     "verdict_key",
+    "with_rehearsal",
 ]
 
 _UNKNOWN: Final = object()  # a field whose value is not known
@@ -374,7 +375,7 @@ def _made(
 ) -> PredictedStep:
     """A predicted step, its keys in the contract's order (step, skill, tool, outcome, reason, changes)."""
     return PredictedStep.model_validate(
-        {**base, "outcome": outcome, "reason": reason, "changes": list(changes)}
+        {**base, "outcome": outcome, "reason": reason, "changes": list(changes), "source": "model"}
     )
 
 
@@ -485,7 +486,9 @@ def verdict_key(prediction: Prediction | Mapping[str, Any] | None) -> str:
     data = prediction if isinstance(prediction, Mapping) else prediction.model_dump()
     steps = data.get("steps") or []
     outcomes = ",".join(f"{s.get('step')}:{s.get('outcome')}" for s in steps if isinstance(s, Mapping))
-    return f"{data.get('verdict', '')}|{outcomes}"
+    rehearsal = data.get("rehearsal")
+    rehearsed = f"|rehearsal:{rehearsal.get('digest', '')}" if isinstance(rehearsal, Mapping) else ""
+    return f"{data.get('verdict', '')}|{outcomes}{rehearsed}"
 
 
 def predict(
@@ -516,6 +519,12 @@ def predict(
         out.append(predicted)
         if predicted.outcome in ("fails", "refused"):
             stop = predicted
+    return _conclude(out)
+
+
+def _conclude(out: list[PredictedStep]) -> Prediction:
+    """The verdict of predicted steps: the first failing one, else the unknown ones, else success."""
+    stop = next((s for s in out if s.outcome in ("fails", "refused")), None)
     if stop is not None:
         before = [s for s in out if s.step < stop.step]
         leaves = _leaves(before)
@@ -686,3 +695,84 @@ def drifted(expected: Sequence[Expected], targets: Sequence[Mapping[str, Any]]) 
             out = [d for d in out if d.expected.key != e.key]
         out.append(Drifted(e, actual))
     return out
+
+
+_GOOD: Final = frozenset({"succeeds", "no_change"})
+_BAD: Final = frozenset({"fails", "refused"})
+
+
+def _agrees(model: str, rehearsed: str) -> bool:
+    return model == "unknown" or (
+        (model in _GOOD) == (rehearsed in _GOOD) and (model in _BAD) == (rehearsed in _BAD)
+    )
+
+
+def with_rehearsal(
+    prediction: Prediction, rehearsal: Mapping[str, Any] | None, *, required: bool = False
+) -> Prediction:
+    """The prediction with a rehearsal's outcomes (``twin.rehearse``) taken for the steps it ran
+    (``source: rehearsal``), the verdict drawn again, and where model and rehearsal disagree said.
+    ``required``: a rehearsal that could not run makes an otherwise predicted verdict ``unknown``."""
+    if rehearsal is None:
+        return prediction
+    ran = {
+        s.get("step"): s
+        for s in rehearsal.get("steps") or []
+        if isinstance(s, Mapping) and s.get("outcome") in ("succeeds", "refused", "fails", "not_reached")
+    }
+    stop = next((s.get("step") for s in ran.values() if s.get("outcome") in _BAD), None)
+    steps: list[PredictedStep] = []
+    disagreements: list[str] = []
+    for s in prediction.steps:
+        r = ran.get(s.step)
+        if r is None:
+            steps.append(s)
+            continue
+        base = {"step": s.step, "skill": s.skill, "tool": s.tool}
+        said = str(r.get("answer") or "no answer")
+        if r["outcome"] == "not_reached":
+            outcome, reason, changes = (
+                "unknown",
+                f"{NOT_REACHED} on the twin: the rehearsal stopped at step {stop}.",
+                [],
+            )
+        else:
+            outcome = (
+                "no_change" if r["outcome"] == "succeeds" and s.outcome == "no_change" else str(r["outcome"])
+            )
+            reason = f"On the twin, {s.skill} answered: {said}"
+            changes = list(s.changes) if outcome == "succeeds" and s.outcome == "succeeds" else []
+            if not _agrees(s.outcome, outcome) and not s.reason.startswith(NOT_REACHED):
+                disagreements.append(
+                    f"step {s.step} ({s.skill}.{s.tool}): the model predicted {s.outcome.replace('_', ' ')}, "
+                    f"the rehearsal {outcome.replace('_', ' ')} ({said})"
+                )
+        steps.append(
+            PredictedStep.model_validate(
+                {**base, "outcome": outcome, "reason": reason, "changes": changes, "source": "rehearsal"}
+            )
+        )
+    merged = _conclude(steps)
+    summary = merged.summary
+    if rehearsal.get("status") != "rehearsed":
+        why = str(rehearsal.get("reason") or "no reason given")
+        if required and merged.verdict != "fails":
+            merged = Prediction(verdict="unknown", steps=merged.steps)
+            summary = f"UNKNOWN: the rehearsal on a twin (VMWARE_PILOT_TWIN=required) could not run: {why}."
+        else:
+            summary += f" Not rehearsed on a twin: {why}."
+    else:
+        capture = rehearsal.get("capture") or {}
+        summary += f" Rehearsed on a twin of {capture.get('target', '?')} ({rehearsal.get('verdict')})."
+        if rehearsal.get("verdict") == "unknown" and rehearsal.get("reason"):
+            summary += f" {rehearsal['reason']}."
+    if disagreements:
+        summary += " The rehearsal disagrees with the model: " + "; ".join(disagreements) + "."
+    if (rehearsal.get("capture") or {}).get("stale"):
+        summary += f" The capture is {rehearsal['capture'].get('age_hours')} h old: stale."
+    view = Rehearsal.model_validate({**rehearsal, "disagreements": disagreements})
+    # Rebuilt, not copied: a result is written back with the keys it was built with.
+    data = {**merged.model_dump(mode="json"), "summary": summary}
+    if prediction.at:
+        data["at"] = prediction.at
+    return Prediction.model_validate({**data, "rehearsal": view.model_dump(mode="json")})

@@ -63,6 +63,7 @@ from vmware_pilot.policy.model import EMPTY, Policy
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence, LeaseLost
 from vmware_pilot.store.protocol import Store
+from vmware_pilot.twin.rehearse import Rehearser
 
 __all__ = ["NOT_EXECUTED_REASON", "Runner", "WorkflowEvents"]
 
@@ -155,6 +156,9 @@ class WorkflowEvents(Protocol):
 
 
 class Runner:
+    # Rehearses a gate's released steps on a twin of the inventory (engine.inspection); app sets it.
+    twin: Rehearser | None = None
+
     def __init__(
         self,
         store: Store,
