@@ -55,6 +55,16 @@ def lab_facts(lab: Lab, into: Path) -> dict[str, dict[str, Any]]:
     return {ref: f for ref, f in facts.items() if f["type"] != "Task"}
 
 
+def _find(data: Any, key: str) -> Any:
+    if isinstance(data, dict):
+        if key in data:
+            return data[key]
+        return next((f for v in data.values() if (f := _find(v, key)) is not None), None)
+    if isinstance(data, list):
+        return next((f for v in data if (f := _find(v, key)) is not None), None)
+    return None
+
+
 def captured(lab: Lab, home: Path) -> dict[str, Any]:
     made = cli(lab, home, "twin", "capture", TARGET, "--json")
     assert made.returncode == 0, made.stderr
@@ -86,7 +96,7 @@ async def test_capture_list_remove_and_rolling_restart_rehearsed_with_aiops_refu
     assert rehearsal["status"] == "rehearsed" and rehearsal["verdict"] == "fails", rehearsal
     assert rehearsal["capture"]["id"] == record["id"] and rehearsal["capture"]["stale"] is False
     assert rehearsal["overlay"] == [f"{vm} poweredOn"]
-    off, on, check = prediction["steps"]
+    off, on, _ = prediction["steps"]
     assert (off["step"], off["outcome"], off["source"]) == (2, "refused", "rehearsal"), off
     # aiops' own words, from the twin.
     assert "power_off_vm refused: VMware Tools is not running in the guest" in off["reason"], off
@@ -159,11 +169,16 @@ async def test_delete_then_power_on_fails_at_the_second_step_on_the_twin(lab: La
         assert not off.is_error, off.text
     home = tmp_path / "pilot"
     captured(lab, home)
+    # aiops deletes only with its preview's acknowledge_with echoed back (asked of the lab: a preview).
+    preview = await call_companion(lab, "aiops", "delete_vm", {"vm_name": vm, "target": TARGET})
+    assert not preview.is_error, preview.text
+    ack = _find(preview.data, "acknowledge_with")
+    assert isinstance(ack, dict), preview.text
     delete = {
         "action": "delete",
         "skill": "aiops",
         "tool": "delete_vm",
-        "params": {"vm_name": vm, "confirm": True, "target": TARGET},
+        "params": {"vm_name": vm, "confirm": True, "acknowledge_blast_radius": ack, "target": TARGET},
     }
     power_on = {
         "action": "power_on",
