@@ -94,8 +94,10 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
     ]
     assert prediction["steps"][0]["reason"] == f"aiops refuses it: {TOOLS_DOWN}"
     assert [list(s) for s in prediction["steps"]] == [
-        ["step", "skill", "tool", "outcome", "reason", "changes"]
+        ["step", "skill", "tool", "outcome", "reason", "changes", "source"]
     ] * 3
+    assert {s["source"] for s in prediction["steps"]} == {"model"}  # no capture: nothing rehearsed
+    assert "rehearsal" not in prediction
     typed = result_of(StatusView, status)
     assert list(undeclared_keys(typed)) == [] and typed.prediction is not None
     assert list(status)[-1] == "prediction", "added after the record's own keys, which are unchanged"

@@ -106,6 +106,14 @@ async def test_capture_list_remove_and_rolling_restart_rehearsed_with_aiops_refu
     assert prediction["verdict"] == "fails" and "Rehearsed on a twin of lab (fails)" in prediction["summary"]
     assert rehearsal["diff"] == []  # the refused power-off changed nothing on the twin
 
+    # The CLI panel shows the rehearsal under the verdict, with the capture's age.
+    panel = cli(lab, home, "approve", wid, "--dispatch", "--yes")
+    assert panel.returncode != 0  # a failing verdict needs --acknowledge-failure
+    assert f"Rehearsal on a twin: FAILS (capture {record['id']} of {record['vcenter']}, " in panel.stdout, (
+        panel.stdout
+    )
+    assert "step 2 refused: power_off_vm refused: VMware Tools is not running" in panel.stdout
+
     async with pilot(lab, home) as client:
         reason = "rehearsed: aiops refuses, checking the real run does too"
         done = await client.call(

@@ -237,6 +237,10 @@ def gate_panel(view: GateView) -> RenderableType:
     if view.prediction is not None:
         # What approving is predicted to do comes first.
         lines.append(_t(view.verdict_line(), _VERDICT_STYLE.get(view.prediction.verdict, "bold")))
+        if view.prediction.rehearsal is not None:
+            rehearsed = view.prediction.rehearsal
+            stale = bool(rehearsed.capture.get("stale")) or rehearsed.status != "rehearsed"
+            lines.append(_t(view.rehearsal_line(), "yellow" if stale else "dim"))
     lines.append(Text("\nReleases (runs once approved):", style="bold"))
     for r in view.releases:
         lines += _release_lines(r, targets, view)

@@ -147,6 +147,33 @@ class GateView(BaseModel):
             return ""
         return redact_text(f"Prediction: {self.prediction.summary}")
 
+    def rehearsal_line(self) -> str:
+        """The rehearsal on a twin in one line (empty without one): its verdict, the capture and its
+        age (stale flagged), each step's answer on the twin, the changes and the digest."""
+        r = self.prediction.rehearsal if self.prediction is not None else None
+        if r is None:
+            return ""
+        c = r.capture
+        where = (
+            f"capture {c.get('id')} of {c.get('vcenter')}, {c.get('age_hours')} h old"
+            + (", STALE: older than VMWARE_PILOT_TWIN_MAX_AGE" if c.get("stale") else "")
+            if c
+            else "no capture"
+        )
+        steps = "; ".join(
+            f"step {s.get('step')} {s.get('outcome')}: {s.get('answer')}"
+            for s in r.steps
+            if s.get("outcome") != "not_reached"
+        )
+        text = (
+            f"Rehearsal on a twin: {r.verdict.upper()} ({where})"
+            + (f": {r.reason}" if r.reason else "")
+            + (f" | {steps}" if steps else "")
+            + (f" | {len(r.diff)} change(s) on the twin" if r.status == "rehearsed" else "")
+            + (f" | digest {r.digest[:19]}…" if r.digest else "")
+        )
+        return redact_text(text)
+
     def step_line(self, index: int) -> str:
         """Released step ``index`` as predicted, in one line: outcome, reason (secrets masked)."""
         step = self.predicted(index)
@@ -165,6 +192,15 @@ class GateView(BaseModel):
         found: list[str] = []
         if self.prediction is not None and self.prediction.verdict == "fails":
             found.append(self.prediction.summary)
+        rehearsal = self.prediction.rehearsal if self.prediction is not None else None
+        if rehearsal is not None:
+            found += [
+                f"The rehearsal on a twin disagrees with the model: {d}" for d in rehearsal.disagreements
+            ]
+            if rehearsal.capture.get("stale"):
+                found.append(f"The twin's capture is {rehearsal.capture.get('age_hours')} h old (stale).")
+            if rehearsal.status != "rehearsed":
+                found.append(f"Not rehearsed on a twin: {rehearsal.reason}")
         by_name = {t.name: t for t in self.targets}
         seen: set[str] = set()
         for r in self.releases:
