@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from vmware_pilot.cli import common
-from vmware_pilot.cli.common import refuse
 from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import say, visible
@@ -97,11 +96,17 @@ def list_command(json_mode: JsonOption = False) -> None:
 
 
 @app.command("remove")
-def remove_command(capture_id: Annotated[str, typer.Argument(help="The capture's id (twin list).")]) -> None:
+def remove_command(
+    capture_id: Annotated[str, typer.Argument(help="The capture's id (twin list).")],
+    json_mode: JsonOption = False,
+) -> None:
     """Remove a capture from the Pilot home."""
     settings = common.settings()
     try:
         gone = remove_capture(settings.home_path, capture_id)
     except PilotError as exc:
-        refuse(exc.message, exc.hint)
+        common.fail(exc, json_mode)
+    if json_mode:
+        print(json.dumps({"removed": gone.public()}))
+        return
     say(f"removed capture {gone.id}")
