@@ -313,6 +313,22 @@ def _v12_policies(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v13_object_locks(conn: Connection) -> None:
+    """``object_locks``: the objects each running workflow's write steps name (store/locks.py),
+    one row per object, tied to the holder's run lease, so replicas refuse (or hold) a second
+    workflow on the same object."""
+    md = MetaData()
+    Table(
+        "object_locks",
+        md,
+        Column("object_key", String(255), primary_key=True),
+        Column("workflow_id", String(64), nullable=False, index=True),
+        Column("run_key", String(64), nullable=False),
+        Column("taken_at", Float, nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -326,6 +342,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v10_shared_state,
     _v11_shared_templates_catalog,
     _v12_policies,
+    _v13_object_locks,
 )
 LATEST = len(MIGRATIONS)
 

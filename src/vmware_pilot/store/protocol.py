@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypedDict
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.store.leases import Fence, Lease
+from vmware_pilot.store.locks import Holder
 
 __all__ = ["AuditRecord", "AuditReport", "Store", "WorkflowSummary"]
 
@@ -63,6 +64,8 @@ class Store(Protocol):
     raises ConcurrencyConflict (retryable: reload and reapply) when the stored version is not
     ``wf.version``; nothing is written then. With ``fences`` (lease key, fence) it also raises
     LeaseLost (nothing written) when any of them is no longer its lease's fence (store/leases.py).
+    ``take_locks`` takes the objects a workflow's write steps name, all or none (store/locks.py);
+    a save that ends a workflow lets go of them.
     ``now`` is the database's clock (SQLite: this host's), the one every deadline is judged on.
     """
 
@@ -84,6 +87,10 @@ class Store(Protocol):
     def release_lease(self, workflow_id: str, owner: str, fence: int) -> None: ...
 
     def lease(self, workflow_id: str) -> Lease | None: ...
+
+    def take_locks(self, workflow_id: str, run_key: str, keys: Sequence[str]) -> Holder | None: ...
+
+    def lock_holder(self, workflow_id: str, keys: Sequence[str]) -> Holder | None: ...
 
     def load(self, workflow_id: str) -> Workflow: ...
 

@@ -35,7 +35,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases, outbox, sessions, shared, tokens
+from vmware_pilot.store import codec, leases, locks, outbox, sessions, shared, tokens
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -367,6 +367,8 @@ class SqlStore:
             leases.check_fences(conn, wf.id, fences)
             self._recount_active(conn, wf)
             rows, seqs = self._update_as_loaded(conn, wf) or self._update_as_stored(conn, wf)
+            if wf.state in TERMINAL_STATES and wf.stored_active is not False:
+                locks.release_all(conn, wf.id)  # the workflow ends: its objects are free
             outbox.enqueue(conn, notices)
         self._committed(wf, rows, seqs)
 
@@ -443,6 +445,18 @@ class SqlStore:
         """The workflow's lease as stored (None: never leased)."""
         with self._tx(write=False) as conn:
             return leases.holder(conn, workflow_id)
+
+    # --- object locks (store/locks.py) -----------------------------------------------------
+    def take_locks(self, workflow_id: str, run_key: str, keys: Sequence[str]) -> locks.Holder | None:
+        """Take every object of ``keys`` for ``workflow_id`` (run lease ``run_key``) or none: the
+        live holder of one of them then, nothing changed."""
+        with self._tx(write=True) as conn:
+            return locks.take(conn, workflow_id, run_key, sorted(set(keys)))
+
+    def lock_holder(self, workflow_id: str, keys: Sequence[str]) -> locks.Holder | None:
+        """The live holder of one of ``keys`` other than ``workflow_id`` (None: all free)."""
+        with self._tx(write=False) as conn:
+            return locks.holder(conn, workflow_id, sorted(set(keys)))
 
     # --- notification outbox (store/outbox.py) ---------------------------------------------
     def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None:

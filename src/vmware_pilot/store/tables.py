@@ -12,6 +12,7 @@ __all__ = [
     "custom_templates",
     "leases",
     "metadata",
+    "object_locks",
     "policies",
     "schema_meta",
     "workflow_counts",
@@ -77,6 +78,17 @@ leases = Table(
     Column("owner", String(255), nullable=False),
     Column("expires_at", Float, nullable=False),
     Column("fence", BigInteger, nullable=False),
+)
+
+# Object locks (store/locks.py): which workflow holds an object its write steps name, tied to
+# that workflow's run lease (``run_key``, a row of ``leases``).
+object_locks = Table(
+    "object_locks",
+    metadata,
+    Column("object_key", String(255), primary_key=True),
+    Column("workflow_id", String(64), nullable=False, index=True),
+    Column("run_key", String(64), nullable=False),
+    Column("taken_at", Float, nullable=False),
 )
 
 # Maintained counters (one row per name; "active" = workflows whose is_active is true), updated in

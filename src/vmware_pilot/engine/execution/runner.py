@@ -33,7 +33,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import guard, handout
+from vmware_pilot.engine import conflicts, guard, handout
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, settling, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
@@ -357,6 +357,13 @@ class Runner:
         if self.dispatcher is None:
             handout.refuse_walk(wf, actor, start)
 
+    async def take_objects(self, wf: Workflow, verb: str) -> None:
+        """Take the objects the workflow's write steps name (engine/conflicts.py), or refuse
+        ``verb`` (nothing changed) while another workflow holds one of them."""
+        hold = await asyncio.to_thread(conflicts.take, self.store, wf, self.catalog)
+        if hold is not None:
+            raise conflicts.held_refusal(wf, hold, verb)
+
     # --- runs -------------------------------------------------------------------------------
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
         """A step left 'running' by a dead process: mark it interrupted and fail the workflow."""
@@ -434,6 +441,7 @@ class Runner:
             self.refuse_handback(w, actor)  # again on the stored record: another process may race
             conductor.start_run(w, actor.label, self.store.now())
 
+        await self.take_objects(wf, "run")
         wf, _ = await self.save(wf, start)
         try:
             return await self._walk(wf, actor, progress)
@@ -775,6 +783,7 @@ class Runner:
                     if refusal is not None:
                         raise refusal
                     self.refuse_handback(wf, to, start=gate_index + 1)
+                    await self.take_objects(wf, "approve")
                 change = functools.partial(
                     approval.record,
                     gate_index=gate_index,

@@ -1,0 +1,174 @@
+"""Conflict locks on objects (issue 26, engine/conflicts.py, store/locks.py), on each backend: a
+workflow that runs holds the objects its write steps name; another workflow writing one of them
+is refused at run and at the approval that would release it, naming the holder, its state and
+its owner; the objects are free again once the holder completes, is cancelled, or its Pilot died
+(its run lease lapsed, and the dead run can no longer hold its lease again)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from tests.backends import Database
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine import conflicts
+from vmware_pilot.engine.execution import conductor
+from vmware_pilot.engine.execution.runlease import run_key
+from vmware_pilot.errors import StateRefused
+
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+READ_A = {"action": "look", "skill": "monitor", "tool": "get_vm_info", "params": {"vm_name": "vm-a"}}
+
+
+def on(vm: str, target: str = "") -> dict[str, Any]:
+    params: dict[str, Any] = {"vm_name": vm}
+    if target:
+        params["target"] = target
+    return {"action": f"on {vm}", "skill": "aiops", "tool": "power_on_vm", "params": params}
+
+
+def create(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
+    return str(app.service.create_workflow(Actor(who), "ops", "t", steps)["workflow_id"])
+
+
+async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
+    wid = create(app, steps, who)
+    assert (await app.service.run_workflow(Actor(who), wid))["outcome"] == "awaiting_approval"
+    return wid
+
+
+async def refused_run(app: PilotApp, wid: str, who: str = "bob") -> dict[str, Any]:
+    before = app.store.load(wid)
+    with pytest.raises(StateRefused) as caught:
+        await app.service.run_workflow(Actor(who), wid)
+    after = app.store.load(wid)
+    assert (after.version, after.state) == (before.version, before.state), "nothing was changed"
+    return caught.value.payload()
+
+
+def test_the_objects_locked_are_those_of_write_steps_by_kind_target_and_name(app: PilotApp) -> None:
+    steps = [
+        READ_A,
+        GATE,
+        on("vm-a"),
+        on("vm-a", target="vc2"),
+        {
+            "action": "move",
+            "skill": "aiops",
+            "tool": "migrate_vm",
+            "params": {"vm_name": "vm-b", "to_host": "esx-1", "datastore_name": "ds-1"},
+        },
+        {
+            "action": "later",
+            "skill": "aiops",
+            "tool": "power_on_vm",
+            "params": {"vm_name": "__from_step_0__:name"},
+        },
+    ]
+    wf = app.store.load(create(app, steps))
+    assert conflicts.locked_objects(wf, app.service.catalog) == {
+        "vm||vm-a": "vm vm-a",
+        "vm|vc2|vm-a": "vm vm-a on vc2",
+        "vm||vm-b": "vm vm-b",
+        "host||esx-1": "host esx-1",
+    }, "reads, datastores and names only known at run time take nothing"
+
+
+async def test_a_second_workflow_writing_a_held_vm_is_refused_naming_the_holder(dapp: PilotApp) -> None:
+    first = await at_gate(dapp, [GATE, on("vm-a")], who="alice")
+    second = create(dapp, [GATE, on("vm-a")], who="bob")
+    refusal = await refused_run(dapp, second)
+    assert refusal["refused"] == "object_held"
+    assert refusal["held_by"] == {
+        "workflow_id": first,
+        "state": "awaiting_approval",
+        "owner": "alice",
+        "object": "vm vm-a",
+    }
+    assert first in refusal["error"] and "awaiting_approval" in refusal["error"] and refusal["hint"]
+    other = create(dapp, [GATE, on("vm-b")], who="bob")
+    assert (await dapp.service.run_workflow(Actor("bob"), other))["outcome"] == "awaiting_approval"
+    reads = create(dapp, [READ_A], who="bob")
+    assert (await dapp.service.run_workflow(Actor("bob"), reads))["outcome"] == "completed", (
+        "reads hold nothing"
+    )
+
+
+async def test_the_lock_is_freed_when_the_holder_completes(dapp: PilotApp) -> None:
+    first = await at_gate(dapp, [GATE, on("vm-a")])
+    second = create(dapp, [GATE, on("vm-a")], who="bob")
+    await refused_run(dapp, second)
+    assert (await dapp.service.approve(Actor("alice"), first, approver="carol"))["outcome"] == "completed"
+    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+
+
+async def test_the_lock_is_freed_when_the_holder_is_cancelled(dapp: PilotApp) -> None:
+    first = await at_gate(dapp, [GATE, on("vm-a")])
+    second = create(dapp, [GATE, on("vm-a")], who="bob")
+    await refused_run(dapp, second)
+    await dapp.service.cancel_workflow(Actor("alice"), first, reason="not today", confirm=True)
+    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+
+
+async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_run_is_fenced_off(
+    dapp: PilotApp,
+) -> None:
+    # The holder is 'running' under its run lease, as a Pilot mid-run is.
+    first = create(dapp, [on("vm-a")])
+    wf = dapp.store.load(first)
+    fence = dapp.store.acquire_lease(run_key(first), "deadhost/1/x", 60)
+    assert fence is not None
+    assert await _take(dapp, wf) is None
+    _save(dapp, wf, lambda w: conductor.start_run(w, "alice", dapp.store.now()))
+    second = create(dapp, [GATE, on("vm-a")], who="bob")
+    assert (await refused_run(dapp, second))["held_by"]["state"] == "running"
+    # Its Pilot dies: the lease is no longer held and lapses (released here: expired at once).
+    dapp.store.release_lease(run_key(first), "deadhost/1/x", fence)
+    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    held = [(run_key(first), "deadhost/1/x", fence)]
+    assert dapp.store.hold_leases(held, 60) is None, "the dead run cannot take its lease again"
+
+
+async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refused_and_not_recorded(
+    dapp: PilotApp, database: Database
+) -> None:
+    waiting = await at_gate(dapp, [GATE, on("vm-a")], who="bob")
+    with database.raw() as conn:  # it reached its gate before locks existed: it holds nothing
+        conn.execute(text("DELETE FROM object_locks WHERE workflow_id = :id"), {"id": waiting})
+    holder = await at_gate(dapp, [GATE, on("vm-a")], who="alice")
+    before = dapp.store.load(waiting)
+    with pytest.raises(StateRefused) as caught:
+        await dapp.service.approve(Actor("bob"), waiting, approver="carol")
+    assert caught.value.fields["held_by"]["workflow_id"] == holder
+    assert caught.value.message.startswith(f"Refusing to approve workflow '{waiting}'")
+    after = dapp.store.load(waiting)
+    assert (after.version, after.state) == (before.version, WorkflowState.AWAITING_APPROVAL)
+
+
+async def test_without_dispatch_a_workflow_holds_its_objects_at_a_gate_and_not_once_all_is_handed_out(
+    app: PilotApp,
+) -> None:
+    first = await at_gate(app, [on("vm-a"), GATE, on("vm-a")])  # step 0 handed out, waiting at the gate
+    second = create(app, [on("vm-a")], who="bob")
+    assert (await refused_run(app, second))["held_by"] == {
+        "workflow_id": first,
+        "state": "awaiting_approval",
+        "owner": "alice",
+        "object": "vm vm-a",
+    }
+    done = await app.service.approve(Actor("alice"), first, approver="carol", acknowledge_not_executed=True)
+    assert done["outcome"] == "dispatch_required", "the last steps are the agent's now"
+    assert (await app.service.run_workflow(Actor("bob"), second))["outcome"] == "dispatch_required"
+
+
+async def _take(app: PilotApp, wf: Workflow) -> conflicts.Hold | None:
+    return conflicts.take(app.store, wf, app.service.catalog)
+
+
+def _save(app: PilotApp, wf: Workflow, change: Any) -> None:
+    app.service.runner.commit(wf, change)
