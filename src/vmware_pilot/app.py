@@ -24,6 +24,7 @@ from vmware_pilot.dispatch.discovery import (
 )
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
+from vmware_pilot.engine import conflicts, windows
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.drift_check import drift_check
@@ -33,6 +34,7 @@ from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, StartupRefused
 from vmware_pilot.policy.source import PolicySource
+from vmware_pilot.policy.model import Policy
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
@@ -294,6 +296,12 @@ def build_app(
                 skill_commands=settings.skill_commands,
             )
         )
+
+    def in_force() -> Policy:  # asked each time: the runner's policy may be replaced
+        return runner.policy()
+
+    # The policy's pre-write checks (engine/execution/holds.py).
+    runner.checks += [windows.window_check(in_force), conflicts.conflict_check(in_force)]
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         notifier.describe = lambda wf: GateView.model_validate(

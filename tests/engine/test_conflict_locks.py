@@ -12,7 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from tests.backends import Database
-from vmware_pilot.app import PilotApp
+from tests.engine.fakes import ScriptedDispatcher
+from tests.server.conftest import connect
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -172,3 +175,30 @@ async def _take(app: PilotApp, wf: Workflow) -> conflicts.Hold | None:
 
 def _save(app: PilotApp, wf: Workflow, change: Any) -> None:
     app.service.runner.commit(wf, change)
+
+
+@pytest.mark.backends("postgresql")
+async def test_two_replicas_of_one_postgresql_share_the_locks_through_their_mcp_tools(
+    settings: Settings,
+) -> None:
+    first = build_app(settings, dispatcher=ScriptedDispatcher())
+    second = build_app(settings, dispatcher=ScriptedDispatcher())
+    try:
+        async with connect(first, Actor("alice")) as alice, connect(second, Actor("bob")) as bob:
+            holder = await alice.custom([GATE, on("vm-a")])
+            assert (await alice.ok("run_workflow", workflow_id=holder))["outcome"] == "awaiting_approval"
+            waiting = await bob.custom([GATE, on("vm-a")])
+            refusal = await bob.refused("run_workflow", workflow_id=waiting)
+            assert refusal["refused"] == "object_held"
+            assert refusal["held_by"] == {
+                "workflow_id": holder,
+                "state": "awaiting_approval",
+                "owner": "alice",
+                "object": "vm vm-a",
+            }
+            assert (await bob.status(waiting))["state"] == "pending"
+            assert (await alice.ok("approve", workflow_id=holder, approver="carol"))["outcome"] == "completed"
+            assert (await bob.ok("run_workflow", workflow_id=waiting))["outcome"] == "awaiting_approval"
+    finally:
+        first.close()
+        second.close()

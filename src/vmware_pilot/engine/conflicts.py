@@ -9,8 +9,11 @@ could go out, so two workflows never each hold what the other waits for.
 
 Another workflow whose write steps name a held object is refused at ``run_workflow`` and at the
 approval that would release it (nothing changed), naming the holder, its state and its owner;
-with ``conflicts: {mode: wait}`` in the policy the run waits instead (``Hold``) and goes on
-once the holder lets go. Reads take nothing and are never held back. Datastores and networks are
+with ``conflicts: {mode: wait}`` in the policy the run goes on (reads run) and its first write
+is held (``conflict_check``, a pre-write check of engine/execution/holds.py) at the gate that
+released it, saying which workflow it waits for; the sweeper continues it once the holder lets
+go (engine/execution/sweeper.py). A write with no gate before it has nowhere to wait: refused
+in wait mode too. Reads take nothing and are never held back. Datastores and networks are
 places many workflows use at once (a clone onto a datastore, a VM on a port group): they are
 not locked. Without dispatch (hand-back) a workflow holds its objects the same way while it
 waits at a gate; once its last steps were handed out it is ``pending`` and the agent's, and
@@ -19,23 +22,40 @@ holds nothing (store/locks.py says which states hold).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.refs import is_ref
+from vmware_pilot.engine.execution import holds
 from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.policy.model import Policy
 from vmware_pilot.safety.classify import Tier, classify_step
 from vmware_pilot.store.locks import Holder
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["SHARED_KINDS", "ConflictMode", "Hold", "held_refusal", "locked_objects", "object_key", "take"]
+__all__ = [
+    "EVENT",
+    "KIND",
+    "SHARED_KINDS",
+    "Hold",
+    "can_wait",
+    "conflict_check",
+    "held_refusal",
+    "locked_objects",
+    "object_key",
+    "take",
+]
 
-ConflictMode = Literal["refuse", "wait"]
+KIND: Final = "conflict"
+EVENT: Final = "waiting_for_object"
 # Kinds many workflows use at once by design: never locked.
 SHARED_KINDS: Final = frozenset({"datastore", "network"})
 _KEY_MAX: Final = 255  # object_locks.object_key
@@ -112,3 +132,42 @@ def take(store: Store, wf: Workflow, catalog: Catalog) -> Hold | None:
     if holder is None:
         return None
     return Hold(holder, objects.get(holder.key, holder.key))
+
+
+def can_wait(wf: Workflow, catalog: Catalog) -> bool:
+    """The next write the run would send has a gate before it to wait at."""
+    for step in wf.steps:
+        if step.status not in (StepStatus.PENDING, StepStatus.NOT_EXECUTED) or step.is_gate:
+            continue
+        if classify_step(step, catalog)[0] is not Tier.READ:
+            return holds.releasing_gate(wf, step.index) is not None
+    return True
+
+
+def conflict_check(policy: Callable[[], Policy]) -> holds.PreWriteCheck:
+    """With ``conflicts: {mode: wait}`` in ``policy()``: right before a write is sent, take the
+    workflow's objects, or hold the write while another workflow holds one of them."""
+
+    async def run(ctx: holds.WriteContext) -> holds.Hold | None:
+        if policy().conflicts.mode != "wait":
+            return None  # refused at run and approval instead (Runner.take_objects)
+        runner = ctx.runner
+        hold = await asyncio.to_thread(take, runner.store, ctx.wf, runner.catalog)
+        if hold is None:
+            return None
+        h = hold.holder
+        return holds.Hold(
+            kind=KIND,
+            event=EVENT,
+            message=f"Step {ctx.index} ({ctx.step.skill}.{ctx.step.tool}) waits: {hold.message}",
+            details={
+                "held_by": {
+                    "workflow_id": h.workflow_id,
+                    "state": h.state,
+                    "owner": h.created_by,
+                    "object": hold.object,
+                }
+            },
+        )
+
+    return holds.PreWriteCheck(KIND, run)

@@ -33,7 +33,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import conflicts, guard, handout
+from vmware_pilot.engine import conflicts, guard, handout, windows
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, settling, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
@@ -359,10 +359,14 @@ class Runner:
 
     async def take_objects(self, wf: Workflow, verb: str) -> None:
         """Take the objects the workflow's write steps name (engine/conflicts.py), or refuse
-        ``verb`` (nothing changed) while another workflow holds one of them."""
+        ``verb`` (nothing changed) while another workflow holds one of them; in ``wait`` mode
+        the run goes on and its first write waits (``conflicts.conflict_check``) when it can."""
         hold = await asyncio.to_thread(conflicts.take, self.store, wf, self.catalog)
-        if hold is not None:
-            raise conflicts.held_refusal(wf, hold, verb)
+        if hold is None:
+            return
+        if self.policy().conflicts.mode == "wait" and conflicts.can_wait(wf, self.catalog):
+            return
+        raise conflicts.held_refusal(wf, hold, verb)
 
     # --- runs -------------------------------------------------------------------------------
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
@@ -769,6 +773,9 @@ class Runner:
                 policy = self.policy()
                 guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
                 required, judged = self.policy_demand(wf, gate, actor, who, now, policy, required)
+                refused = windows.exception_refusal(policy, wf, gate, actor, self.catalog, now)
+                if refused is not None:
+                    raise refused
                 last = so_far + 1 >= required
                 if last and not holds_run:
                     raise approval.QuorumReached(

@@ -10,6 +10,12 @@ runner's public entry points, as the dead process would have:
   and fails the workflow, as a run or rollback by hand would; it is never started again;
 - then ``Runner.run_until_checkpoint`` walks on to the next gate, the end, or a failure.
 
+It also resumes runs held before a write (engine/execution/holds.py) by a hold that lifts by
+itself (``RESUMABLE``: the policy's change window, engine/windows.py; an object another workflow
+held, engine/conflicts.py): when the hold's check lets the step through now (on the database's
+clock), it takes the run lease, releases the gate the hold opened again (``release_held``:
+audited, the approvals given before the hold named) and walks on as an approval would.
+
 Without a dispatcher (hand-back mode) there is nothing Pilot could continue: no sweep.
 """
 
@@ -17,15 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 from vmware_pilot.catalog.registry import Catalog
-from vmware_pilot.dispatch.protocol import Dispatcher
+from vmware_pilot.dispatch.protocol import Dispatcher, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.enums import StepStatus, WorkflowState
+from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine.execution import gate_records, holds
+from vmware_pilot.engine.execution.holds import PreWriteCheck
 from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, release_lease, take_lease
 from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
 from vmware_pilot.ownership import RUN_OWNER_KEY
@@ -33,12 +43,15 @@ from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["SWEEPER", "EntryPoints", "Sweeper", "sweeping"]
+__all__ = ["RESUMABLE", "RESUMER", "SWEEPER", "EntryPoints", "Sweeper", "release_held", "sweeping"]
 
 _log = logging.getLogger(__name__)
 S = StepStatus
 # Who the audit trail names for what the sweeper does.
 SWEEPER = Actor("vmware-pilot (continuing the run of a Pilot that stopped)")
+RESUMER = Actor("vmware-pilot (resuming a held run: its hold lifted)")
+# The kinds of hold that lift by themselves (engine/windows.py, engine/conflicts.py).
+RESUMABLE = frozenset({"window", "conflict"})
 _PAGE = 100
 
 
@@ -49,6 +62,7 @@ class EntryPoints(Protocol):
     lease_seconds: float
     leases: LeaseBook
     dispatcher: Dispatcher | None
+    checks: list[PreWriteCheck]
 
     @property
     def catalog(self) -> Catalog: ...
@@ -63,6 +77,10 @@ class EntryPoints(Protocol):
     ) -> tuple[Workflow, Any]: ...
 
     def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None: ...
+
+    async def call_step(
+        self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
+    ) -> StepOutcome: ...
 
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None: ...
 
@@ -117,7 +135,67 @@ class Sweeper:
         for workflow_id in dict.fromkeys(running):  # a page may repeat one that moved meanwhile
             if await self.continue_run(runner, workflow_id):
                 continued.append(workflow_id)
-        return continued
+        return continued + await self.resume_held(runner)
+
+    async def resume_held(self, runner: EntryPoints) -> list[str]:
+        """Resume every run held at a gate by a hold that lifted (see the module doc); the ids."""
+        waiting: list[str] = []
+        while True:
+            page = await asyncio.to_thread(
+                runner.store.list_all,
+                limit=_PAGE,
+                offset=len(waiting),
+                states=[WorkflowState.AWAITING_APPROVAL],
+            )
+            waiting.extend(summary["id"] for summary in page)
+            if len(page) < _PAGE:
+                break
+        resumed = []
+        for workflow_id in dict.fromkeys(waiting):
+            if workflow_id in runner.leases.runs:
+                continue
+            try:
+                if await self._resume(runner, workflow_id):
+                    resumed.append(workflow_id)
+            except (PilotError, DispatchRefused) as exc:
+                _log.info("could not resume workflow %s yet: %s", workflow_id, exc.message)
+        return resumed
+
+    async def _lifted(self, runner: EntryPoints, wf: Workflow) -> tuple[int, str] | None:
+        """(gate, hold kind) when ``wf`` waits at a gate a resumable hold opened and that hold's
+        check lets the held step through now."""
+        gate = gate_records.pending_gate(wf)
+        held = holds.hold_of(gate_records.gate_record(wf, gate.index)) if gate is not None else None
+        if gate is None or held is None or held.get("kind") not in RESUMABLE:
+            return None
+        kind, index = str(held["kind"]), held.get("step")
+        checks = [c for c in runner.checks if c.kind == kind]
+        if not checks or not isinstance(index, int) or not 0 <= index < len(wf.steps):
+            return None
+        still = await holds.first_hold(checks, holds.WriteContext(runner, wf, index, self.actor))
+        return None if still is not None else (gate.index, kind)
+
+    async def _resume(self, runner: EntryPoints, workflow_id: str) -> bool:
+        wf = await asyncio.to_thread(runner.store.load, workflow_id)
+        if await self._lifted(runner, wf) is None:  # cheap first look, without the lease
+            return False
+        held = await RunLease.take(runner, workflow_id)
+        if held is None:
+            return False
+        async with held.walking():
+            wf = await asyncio.to_thread(runner.store.load, workflow_id)
+            lifted = await self._lifted(runner, wf)  # again, under the run lease
+            if lifted is None:
+                return False
+            change = functools.partial(
+                release_held, gate_index=lifted[0], kind=lifted[1], actor=RESUMER.label, store=runner.store
+            )
+            wf, released = await runner.save(wf, change)
+            if not released:
+                return False
+            out = await runner.run_until_checkpoint(wf, RESUMER)
+            _log.warning("workflow %s resumed (its %s hold lifted): %s", wf.id, lifted[1], out.get("outcome"))
+            return True
 
     async def continue_run(self, runner: EntryPoints, workflow_id: str) -> bool:
         """Continue ``workflow_id`` if it is ``running`` under an expired run lease; True when this
@@ -197,6 +275,33 @@ class Sweeper:
         finally:
             await release_lease(runner, wf.id, owner, fence)
         return wf
+
+
+def release_held(w: Workflow, *, gate_index: int, kind: str, actor: str, store: Store) -> bool:
+    """Release gate ``gate_index``, opened again by a ``kind`` hold that lifted (a change for the
+    runner's save): the gate passes as approved by the approvals given before the hold, audited
+    as ``hold_lifted``; False (nothing changed) when the stored record waits no longer so."""
+    gate = gate_records.pending_gate(w) if w.state is WorkflowState.AWAITING_APPROVAL else None
+    record = gate_records.gate_record(w, gate_index)
+    held = holds.hold_of(record)
+    if gate is None or gate.index != gate_index or held is None or held.get("kind") != kind:
+        return False
+    earlier = (record or {}).get(gate_records.EARLIER_KEY) or []
+    before = earlier[-1] if earlier and isinstance(earlier[-1], dict) else {}
+    names = gate_records.approver_names(before)
+    now = store.now()
+    gate.status = S.SUCCESS
+    gate.result = {"approved_by": ", ".join(names), "hold_lifted": kind}
+    gate.completed_at = now
+    fire(w, Event.APPROVE)
+    w.log(
+        "hold_lifted",
+        f"The {kind} hold of step {held.get('step')} lifted: the gate at step {gate_index} passes again as "
+        f"approved by {', '.join(names) or 'nobody named'}, and the run goes on",
+        actor,
+        at=now,
+    )
+    return True
 
 
 @contextlib.asynccontextmanager

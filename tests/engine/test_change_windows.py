@@ -1,0 +1,173 @@
+"""The window gate (issue 26, engine/windows.py), on each backend, with a clock the test sets
+(``Store.now``, the database's clock every window is judged on): outside its change window, or
+inside a blackout, a write step is not sent; the run waits at its gate, which says when it may
+go on, and the sweeper continues it once the window opens; a person holding a role the window
+names may approve an exception; reads run at any time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tests.engine.fakes import ScriptedDispatcher
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.errors import StateRefused
+from vmware_pilot.policy.load import policy_from_text
+
+POLICY = policy_from_text(
+    """
+windows:
+  - name: year-end-freeze
+    blackout: true
+    match: {target: "prod-*"}
+    dates: [{from: "2026-12-20T00:00:00+01:00", to: "2027-01-04T00:00:00+01:00"}]
+  - name: weekend-maintenance
+    match: {target: "lab-*"}
+    weekly: [{days: [sat, sun], from: "06:00", to: "18:00"}]
+    timezone: Europe/Berlin
+    approvers: [operator]
+"""
+)
+WEDNESDAY = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)  # the weekend window is closed
+SATURDAY_0600_BERLIN = datetime(2026, 12, 5, 5, 0, tzinfo=UTC)  # it opens
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+
+
+def read(where: str) -> dict[str, Any]:
+    """A read naming ``where`` (a window matches its name: reads are never held anyway)."""
+    return {
+        "action": f"alarms {where}",
+        "skill": "monitor",
+        "tool": "get_alarms",
+        "params": {"target": where},
+    }
+
+
+def power_on(vm: str) -> dict[str, Any]:
+    return {"action": f"on {vm}", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": vm}}
+
+
+class Clock:
+    """The database's clock as the test sets it."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+@pytest.fixture
+def clock(dapp: PilotApp, monkeypatch: pytest.MonkeyPatch) -> Clock:
+    at = Clock(WEDNESDAY)
+    monkeypatch.setattr(dapp.store, "now", at)
+    dapp.service.runner.policy = lambda: POLICY
+    return at
+
+
+def sent(dispatcher: ScriptedDispatcher) -> list[str]:
+    return [
+        f"{tool}:{params.get('vm_name') or params.get('target')}" for _, tool, params in dispatcher.step_calls
+    ]
+
+
+async def held_at_gate(app: PilotApp, vm: str) -> str:
+    wid = str(
+        app.service.create_workflow(Actor("alice"), "ops", "t", [read(vm), GATE, power_on(vm)])["workflow_id"]
+    )
+    assert (await app.service.run_workflow(Actor("alice"), wid))["outcome"] == "awaiting_approval"
+    out = await app.service.approve(Actor("alice"), wid, approver="carol")
+    assert out["outcome"] == "awaiting_approval", "the approved write waits for its window"
+    return wid
+
+
+async def test_a_write_outside_its_window_waits_at_its_gate_and_goes_on_when_the_window_opens(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    wid = await held_at_gate(dapp, "lab-vm1")
+    assert sent(dispatcher) == ["get_alarms:lab-vm1"], "the read ran, the write was not sent"
+    status = dapp.service.get_workflow_status(wid)
+    (gate,) = status["gates"]
+    assert gate["status"] == "pending" and gate["hold"]["kind"] == "window"
+    assert gate["hold"]["resumes_at"] == "2026-12-05T05:00:00.000000+00:00"
+    assert gate["message"].startswith(
+        "Step 2 (aiops.power_on_vm) is outside the change window 'weekend-maintenance' of the policy. "
+        "It may run from 2026-12-05T05:00:00.000000+00:00; the run goes on by itself then. "
+        "An exception may be approved by operator."
+    )
+    assert any(e["action"] == "outside_change_window" for e in status["audit_log"])
+
+    sweeper = Sweeper(lambda: dapp.service.runner, interval=60)
+    assert await sweeper.sweep() == [], "still closed: nothing resumes"
+    clock.at = SATURDAY_0600_BERLIN
+    assert await sweeper.sweep() == [wid]
+    done = dapp.service.get_workflow_status(wid)
+    assert done["state"] == "completed"
+    assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
+    lifted = [e for e in done["audit_log"] if e["action"] == "hold_lifted"]
+    assert len(lifted) == 1 and "approved by carol" in lifted[0]["detail"]
+
+
+async def test_reads_run_at_any_time_and_writes_no_window_governs_run_too(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    reads = str(
+        dapp.service.create_workflow(Actor("alice"), "ops", "t", [read("lab-vm1"), read("prod-db")])[
+            "workflow_id"
+        ]
+    )
+    assert (await dapp.service.run_workflow(Actor("alice"), reads))["outcome"] == "completed"
+    other = str(
+        dapp.service.create_workflow(Actor("alice"), "ops", "t", [GATE, power_on("dev-vm")])["workflow_id"]
+    )
+    await dapp.service.run_workflow(Actor("alice"), other)
+    assert (await dapp.service.approve(Actor("alice"), other, approver="carol"))["outcome"] == "completed"
+    assert sent(dispatcher) == ["get_alarms:lab-vm1", "get_alarms:prod-db", "power_on_vm:dev-vm"]
+
+
+async def test_inside_a_blackout_a_write_waits_until_the_blackout_ends(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    clock.at = datetime(2026, 12, 24, 12, 0, tzinfo=UTC)
+    wid = await held_at_gate(dapp, "prod-web")
+    (gate,) = dapp.service.get_workflow_status(wid)["gates"]
+    assert "is inside the blackout 'year-end-freeze'" in gate["message"]
+    assert gate["hold"]["resumes_at"] == "2027-01-03T23:00:00.000000+00:00"
+    assert "names nobody who may approve an exception" in gate["message"]
+    with pytest.raises(StateRefused) as caught:
+        await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)
+    assert caught.value.fields["refused"] == "window_exception"
+    clock.at = datetime(2027, 1, 3, 23, 0, tzinfo=UTC)
+    assert await Sweeper(lambda: dapp.service.runner, interval=60).sweep() == [wid]
+    assert sent(dispatcher)[-1] == "power_on_vm:prod-web"
+
+
+async def test_an_exception_is_approved_only_by_a_role_the_window_names(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    wid = await held_at_gate(dapp, "lab-vm1")
+    before = dapp.store.load(wid).version
+    with pytest.raises(StateRefused) as caught:
+        await dapp.service.approve(Actor("vera", kind="token", role="viewer"), wid)
+    refusal = caught.value.payload()
+    assert refusal["refused"] == "window_exception" and refusal["approvers"] == ["operator"]
+    assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
+    assert "only operator may, and token:vera holds viewer" in refusal["error"]
+    assert dapp.store.load(wid).version == before, "nothing recorded"
+
+    out = await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)
+    assert out["outcome"] == "completed", "approved as an exception while the window is closed"
+    assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
+
+
+async def test_an_identity_provider_group_the_window_names_approves_an_exception(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    wid = await held_at_gate(dapp, "lab-vm2")
+    person = Actor("sub-1", kind="oidc", role="approver", display="Olga", groups=("operator",))
+    assert (await dapp.service.approve(person, wid))["outcome"] == "completed"
+    assert sent(dispatcher)[-1] == "power_on_vm:lab-vm2"
