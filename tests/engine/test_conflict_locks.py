@@ -22,7 +22,9 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import conflicts
 from vmware_pilot.engine.execution import conductor
 from vmware_pilot.engine.execution.runlease import run_key
+from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.policy.load import policy_from_text
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ_A = {"action": "look", "skill": "monitor", "tool": "get_vm_info", "params": {"vm_name": "vm-a"}}
@@ -202,3 +204,56 @@ async def test_two_replicas_of_one_postgresql_share_the_locks_through_their_mcp_
     finally:
         first.close()
         second.close()
+
+
+WAIT = policy_from_text("conflicts: {mode: wait}\n")
+
+
+async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_goes_on_once_freed(
+    settings: Settings,
+) -> None:
+    one, two = ScriptedDispatcher(), ScriptedDispatcher()
+    first, second = build_app(settings, dispatcher=one), build_app(settings, dispatcher=two)
+    for app in (first, second):
+        app.service.runner.policy = lambda: WAIT
+    try:
+        holder = await at_gate(first, [GATE, on("vm-a")], who="alice")
+        waiting = await at_gate(second, [GATE, on("vm-a")], who="bob")  # waits nowhere yet: no write
+        out = await second.service.approve(Actor("bob"), waiting, approver="carol")
+        assert out["outcome"] == "awaiting_approval" and two.step_calls == [], "the write waits"
+        (gate,) = second.service.get_workflow_status(waiting)["gates"]
+        assert gate["hold"]["kind"] == "conflict"
+        assert gate["hold"]["details"]["held_by"] == {
+            "workflow_id": holder,
+            "state": "awaiting_approval",
+            "owner": "alice",
+            "object": "vm vm-a",
+        }
+        assert gate["message"].startswith(
+            f"Step 1 (aiops.power_on_vm) waits: Waiting for workflow '{holder}'"
+        )
+
+        sweeper = Sweeper(lambda: second.service.runner, interval=60)
+        assert await sweeper.sweep() == [], "still held"
+        assert (await first.service.approve(Actor("alice"), holder, approver="carol"))[
+            "outcome"
+        ] == "completed"
+        assert await sweeper.sweep() == [waiting]
+        assert second.store.load(waiting).state is WorkflowState.COMPLETED
+        assert [c[1] for c in one.step_calls] == ["power_on_vm"]
+        assert [c[1] for c in two.step_calls] == ["power_on_vm"]
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_in_wait_mode_a_write_with_no_gate_before_it_is_refused_as_it_has_nowhere_to_wait(
+    dapp: PilotApp,
+) -> None:
+    dapp.service.runner.policy = lambda: WAIT
+    await at_gate(dapp, [GATE, on("vm-a")])
+    ungated = create(dapp, [on("vm-a")], who="bob")
+    refusal = await refused_run(dapp, ungated)
+    assert (
+        refusal["refused"] == "object_held" and "no approval gate comes before the write" in refusal["hint"]
+    )

@@ -103,15 +103,20 @@ def locked_objects(wf: Workflow, catalog: Catalog) -> dict[str, str]:
     return found
 
 
-def held_refusal(wf: Workflow, hold: Hold, verb: str) -> StateRefused:
-    """The refusal of ``verb`` (run, approve) while ``hold.holder`` holds one of the objects."""
+def held_refusal(wf: Workflow, hold: Hold, verb: str, *, waiting: bool = False) -> StateRefused:
+    """The refusal of ``verb`` (run, approve) while ``hold.holder`` holds one of the objects
+    (``waiting``: the policy says wait, but no gate comes before the write to wait at)."""
     h = hold.holder
+    instead = (
+        "The policy says wait, but no approval gate comes before the write to wait at: add one to the plan."
+        if waiting
+        else "With conflicts: {mode: wait} in the policy a run waits for the object instead."
+    )
     return StateRefused(
         f"Refusing to {verb} workflow '{wf.id}': {hold.object} is held by workflow '{h.workflow_id}' "
         f"({h.state}, owner {h.created_by}), which writes it too. Nothing was changed",
         hint=f"Wait until workflow '{h.workflow_id}' ends (get_workflow_status('{h.workflow_id}')) and "
-        f"{verb} again, or cancel one of the two. With conflicts: {{mode: wait}} in the policy a run "
-        "waits for the object instead.",
+        f"{verb} again, or cancel one of the two. {instead}",
         workflow_id=wf.id,
         state=wf.state.value,
         refused="object_held",

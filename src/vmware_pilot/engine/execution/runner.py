@@ -364,9 +364,10 @@ class Runner:
         hold = await asyncio.to_thread(conflicts.take, self.store, wf, self.catalog)
         if hold is None:
             return
-        if self.policy().conflicts.mode == "wait" and conflicts.can_wait(wf, self.catalog):
+        waiting = self.policy().conflicts.mode == "wait"
+        if waiting and conflicts.can_wait(wf, self.catalog):
             return
-        raise conflicts.held_refusal(wf, hold, verb)
+        raise conflicts.held_refusal(wf, hold, verb, waiting=waiting)
 
     # --- runs -------------------------------------------------------------------------------
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
