@@ -171,3 +171,24 @@ async def test_an_identity_provider_group_the_window_names_approves_an_exception
     person = Actor("sub-1", kind="oidc", role="approver", display="Olga", groups=("operator",))
     assert (await dapp.service.approve(person, wid))["outcome"] == "completed"
     assert sent(dispatcher)[-1] == "power_on_vm:lab-vm2"
+
+
+async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_its_window(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
+) -> None:
+    wid = str(
+        dapp.service.create_workflow(Actor("alice"), "ops", "t", [read("lab-vm1"), power_on("lab-vm1")])[
+            "workflow_id"
+        ]
+    )
+    before = dapp.store.load(wid)
+    with pytest.raises(StateRefused) as caught:
+        await dapp.service.run_workflow(Actor("alice"), wid)
+    refusal = caught.value.payload()
+    assert refusal["refused"] == "outside_change_window" and refusal["step_index"] == 1
+    assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
+    after = dapp.store.load(wid)
+    assert (after.version, after.state) == (before.version, before.state) and sent(dispatcher) == []
+    clock.at = SATURDAY_0600_BERLIN
+    assert (await dapp.service.run_workflow(Actor("alice"), wid))["outcome"] == "completed"
+    assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]

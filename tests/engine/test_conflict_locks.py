@@ -121,15 +121,19 @@ async def test_the_lock_is_freed_when_the_holder_is_cancelled(dapp: PilotApp) ->
 
 
 async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_run_is_fenced_off(
-    dapp: PilotApp,
+    dapp: PilotApp, settings: Settings
 ) -> None:
-    # The holder is 'running' under its run lease, as a Pilot mid-run is.
-    first = create(dapp, [on("vm-a")])
-    wf = dapp.store.load(first)
-    fence = dapp.store.acquire_lease(run_key(first), "deadhost/1/x", 60)
-    assert fence is not None
-    assert await _take(dapp, wf) is None
-    _save(dapp, wf, lambda w: conductor.start_run(w, "alice", dapp.store.now()))
+    # The holder is 'running' under its run lease on another replica, as a Pilot mid-run is.
+    other = build_app(settings, dispatcher=ScriptedDispatcher())
+    try:
+        first = create(other, [on("vm-a")])
+        wf = other.store.load(first)
+        fence = other.store.acquire_lease(run_key(first), "deadhost/1/x", 60)
+        assert fence is not None
+        assert await _take(other, wf) is None
+        _save(other, wf, lambda w: conductor.start_run(w, "alice", other.store.now()))
+    finally:
+        other.close()
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     assert (await refused_run(dapp, second))["held_by"]["state"] == "running"
     # Its Pilot dies: the lease is no longer held and lapses (released here: expired at once).

@@ -133,6 +133,8 @@ def take(store: Store, wf: Workflow, catalog: Catalog) -> Hold | None:
     """Take the workflow's objects (all or none, in one transaction): None when taken, else what
     holds one of them. Blocking: call it in a worker thread."""
     objects = locked_objects(wf, catalog)
+    if not objects:
+        return None  # nothing to hold: no write transaction
     holder = store.take_locks(wf.id, run_key(wf.id), list(objects))
     if holder is None:
         return None

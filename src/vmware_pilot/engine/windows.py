@@ -31,7 +31,15 @@ from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.model import Policy, Subject, Window, applicable_windows, is_open, next_opening
 from vmware_pilot.safety.classify import classify_step
 
-__all__ = ["EVENT", "KIND", "closed_windows", "exception_refusal", "subject_of", "window_check"]
+__all__ = [
+    "EVENT",
+    "KIND",
+    "closed_windows",
+    "exception_refusal",
+    "subject_of",
+    "ungated_refusal",
+    "window_check",
+]
 
 KIND: Final = "window"
 EVENT: Final = "outside_change_window"
@@ -72,15 +80,25 @@ def _excepted(wf: Workflow, index: int) -> bool:
     return held is not None and held.get("kind") == KIND and bool((record or {}).get("approvals"))
 
 
-def _hold(policy: Policy, wf: Workflow, index: int, catalog: Catalog, now: datetime) -> Hold | None:
-    step = wf.steps[index]
+def _closed_now(
+    policy: Policy, step: Step, catalog: Catalog, now: datetime
+) -> tuple[str, datetime | None, list[Window]] | None:
+    """(why the step may not run: "is outside the change window 'x'", its next opening, the
+    windows keeping it) when the policy's windows keep it from running at ``now``."""
     closed = closed_windows(policy, step, catalog, now)
-    if closed is None or _excepted(wf, index):
+    if closed is None:
         return None
-    subject = subject_of(step, catalog)
-    opening = next_opening(policy.windows, subject, now)
     names = ", ".join(f"'{w.name}'" for w in closed)
     why = "inside the blackout" if closed[0].blackout else "outside the change window"
+    opening = next_opening(policy.windows, subject_of(step, catalog), now)
+    return f"Step {step.index} ({step.skill}.{step.tool}) is {why} {names} of the policy", opening, closed
+
+
+def _hold(policy: Policy, wf: Workflow, index: int, catalog: Catalog, now: datetime) -> Hold | None:
+    found = _closed_now(policy, wf.steps[index], catalog, now)
+    if found is None or _excepted(wf, index):
+        return None
+    why, opening, closed = found
     when = (
         f"It may run from {iso(opening)}; the run goes on by itself then"
         if opening is not None
@@ -95,7 +113,7 @@ def _hold(policy: Policy, wf: Workflow, index: int, catalog: Catalog, now: datet
     return Hold(
         kind=KIND,
         event=EVENT,
-        message=f"Step {index} ({step.skill}.{step.tool}) is {why} {names} of the policy. {when}.{exception}",
+        message=f"{why}. {when}.{exception}",
         details={
             "windows": [w.name for w in closed],
             "blackout": closed[0].blackout,
@@ -165,3 +183,36 @@ def exception_refusal(
         approvers=approvers,
         next_opening=opening or None,
     )
+
+
+def ungated_refusal(policy: Policy, wf: Workflow, catalog: Catalog, now: datetime) -> StateRefused | None:
+    """The refusal of a run whose next write, with no gate before it to wait at, a window holds
+    now (nothing changed: better than a run failed for the day of the week); None otherwise."""
+    if not policy.windows:
+        return None
+    for step in wf.steps:
+        if step.status not in (StepStatus.PENDING, StepStatus.NOT_EXECUTED):
+            continue
+        if step.is_gate:
+            return None  # the walk stops at this gate first
+        if classify_step(step, catalog)[0].value == "read":
+            continue
+        if releasing_gate(wf, step.index) is not None:
+            return None  # it can wait at that gate
+        found = _closed_now(policy, step, catalog, now)
+        if found is None:
+            return None
+        why, opening, _ = found
+        when = f"it may run from {iso(opening)}" if opening is not None else "no opening is known"
+        return StateRefused(
+            f"Refusing to run workflow '{wf.id}': {why}, and no approval gate comes before it to wait "
+            f"at ({when}). Nothing was changed",
+            hint="Run it once the window allows it, or add a require_approval step before the write "
+            "so the run waits at it and goes on by itself.",
+            workflow_id=wf.id,
+            state=wf.state.value,
+            refused=EVENT,
+            step_index=step.index,
+            next_opening=iso(opening) if opening is not None else None,
+        )
+    return None

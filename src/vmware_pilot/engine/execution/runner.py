@@ -446,6 +446,11 @@ class Runner:
             self.refuse_handback(w, actor)  # again on the stored record: another process may race
             conductor.start_run(w, actor.label, self.store.now())
 
+        if self.dispatcher is not None:
+            now = await asyncio.to_thread(self.store.now)
+            closed = windows.ungated_refusal(self.policy(), wf, self.catalog, now)
+            if closed is not None:
+                raise closed
         await self.take_objects(wf, "run")
         wf, _ = await self.save(wf, start)
         try:
