@@ -143,6 +143,26 @@ async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_
     assert dapp.store.hold_leases(held, 60) is None, "the dead run cannot take its lease again"
 
 
+async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running(dapp: PilotApp) -> None:
+    """The take and the save that marks the workflow running are two transactions: in between,
+    the run's live lease is what holds its objects; once that lapses they are free and the run
+    that took them is fenced off (its save under the old fence would be refused)."""
+    starting = create(dapp, [on("vm-a")])
+    fence = dapp.store.acquire_lease(run_key(starting), "host/1/run", 60)
+    assert fence is not None
+    assert await _take(dapp, dapp.store.load(starting)) is None  # still 'pending'
+    second = create(dapp, [GATE, on("vm-a")], who="bob")
+    assert (await refused_run(dapp, second))["held_by"] == {
+        "workflow_id": starting,
+        "state": "pending",
+        "owner": "alice",
+        "object": "vm vm-a",
+    }
+    dapp.store.release_lease(run_key(starting), "host/1/run", fence)  # that run stopped (lapsed)
+    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    assert dapp.store.hold_leases([(run_key(starting), "host/1/run", fence)], 60) is None
+
+
 async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refused_and_not_recorded(
     dapp: PilotApp, database: Database
 ) -> None:

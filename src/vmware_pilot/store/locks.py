@@ -2,18 +2,19 @@
 
 A row per object (its key, ``engine/conflicts.py`` builds it: kind, target and name) names the
 workflow holding it and that workflow's run-lease key. A row is a live lock only while its
-workflow is ``running`` with its run lease unexpired on the database's clock (a Pilot that died
-mid-run holds nothing once its lease lapsed), ``awaiting_approval`` (a gate) or
-``rolling_back``. A ``pending`` workflow holds nothing: it never ran, or without dispatch its
-last steps were handed to its agent and Pilot has nothing more to walk. Rows of a workflow are
-deleted in the save that ends it (``SqlStore.save``); the liveness rule makes any other row
-that outlived its holding harmless.
+workflow is ``awaiting_approval`` (a gate) or ``rolling_back``, or ``running`` or ``pending``
+with its run lease unexpired on the database's clock: a run holds its objects from the take
+that starts it (still ``pending``) on, and a Pilot that died mid-run holds nothing once its lease
+lapsed. A ``pending`` workflow no run walks holds nothing: without dispatch its last steps were
+handed to its agent, and Pilot has nothing more to walk. Rows of a workflow are deleted in the
+save that ends it (``SqlStore.save``); the liveness rule makes any other row that outlived its
+holding harmless.
 
 ``take`` takes every object of one workflow at once or none (so two workflows never wait for
 each other: nothing is held while waiting). Takes are serialized across replicas: a
 transaction-scoped advisory lock on PostgreSQL, the write lock of ``BEGIN IMMEDIATE`` on SQLite.
-Taking an object from a run whose lease lapsed also moves that run lease to a new owner with the
-next fence (its expiry untouched, so a sweeper still takes it at once): the paused Pilot that
+Taking an object from a run whose lease lapsed (``running`` or ``pending``) also moves that run
+lease to a new owner with the next fence (its expiry untouched, so a sweeper still takes it at once): the paused Pilot that
 held it can no longer hold its lease again, so it saves and sends nothing more (store/leases.py).
 """
 
@@ -26,7 +27,7 @@ from sqlalchemy import Connection, bindparam, func, select, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["LOCKS_LOCK", "Holder", "holder", "release_all", "take"]
+__all__ = ["LOCKS_LOCK", "Holder", "release_all", "take"]
 
 # The advisory lock key of object-lock takes on PostgreSQL (any fixed 64-bit number, unique to Pilot).
 LOCKS_LOCK = 0x766D_7069_6C6F_7403
@@ -46,11 +47,11 @@ class Holder:
 # Live rows of other workflows among :keys (CLOCK: the database's clock).
 _LIVE = (
     "SELECT l.object_key, l.workflow_id, l.run_key, w.state, w.created_by, "
-    "(w.state = 'running' AND (r.expires_at IS NULL OR r.expires_at <= CLOCK)) AS lapsed "
+    "(w.state IN ('running', 'pending') AND (r.expires_at IS NULL OR r.expires_at <= CLOCK)) AS lapsed "
     "FROM object_locks l JOIN workflows w ON w.id = l.workflow_id "
     "LEFT JOIN leases r ON r.workflow_id = l.run_key "
     "WHERE l.object_key IN :keys AND l.workflow_id <> :me "
-    "AND w.state IN ('running', 'awaiting_approval', 'rolling_back') "
+    "AND w.state IN ('running', 'pending', 'awaiting_approval', 'rolling_back') "
     "ORDER BY l.object_key"
 )
 _UPSERT = (
@@ -75,13 +76,6 @@ def _rows(conn: Connection, me: str, keys: Sequence[str]) -> list[tuple[Holder, 
         )
         for r in found
     ]
-
-
-def holder(conn: Connection, me: str, keys: Sequence[str]) -> Holder | None:
-    """The first live holder of one of ``keys`` other than workflow ``me`` (None: all free)."""
-    if not keys:
-        return None
-    return next((h for h, _, lapsed in _rows(conn, me, keys) if not lapsed), None)
 
 
 def take(conn: Connection, me: str, run_key: str, keys: Sequence[str]) -> Holder | None:

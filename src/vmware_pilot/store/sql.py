@@ -453,11 +453,6 @@ class SqlStore:
         with self._tx(write=True) as conn:
             return locks.take(conn, workflow_id, run_key, sorted(set(keys)))
 
-    def lock_holder(self, workflow_id: str, keys: Sequence[str]) -> locks.Holder | None:
-        """The live holder of one of ``keys`` other than ``workflow_id`` (None: all free)."""
-        with self._tx(write=False) as conn:
-            return locks.holder(conn, workflow_id, sorted(set(keys)))
-
     # --- notification outbox (store/outbox.py) ---------------------------------------------
     def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None:
         with self._tx(write=True) as conn:
