@@ -300,8 +300,9 @@ def build_app(
     def in_force() -> Policy:  # asked each time: the runner's policy may be replaced
         return runner.policy()
 
-    # The policy's pre-write checks (engine/execution/holds.py).
-    runner.checks += [windows.window_check(in_force), conflicts.conflict_check(in_force)]
+    # The policy's pre-write checks (engine/execution/holds.py), first: no read is made for a
+    # write the policy holds anyway.
+    runner.checks[:0] = [windows.window_check(in_force), conflicts.conflict_check(in_force)]
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         notifier.describe = lambda wf: GateView.model_validate(
