@@ -33,8 +33,8 @@ from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, StartupRefused
-from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.policy.model import Policy
+from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings

@@ -281,3 +281,26 @@ async def test_in_wait_mode_a_write_with_no_gate_before_it_is_refused_as_it_has_
     assert (
         refusal["refused"] == "object_held" and "no approval gate comes before the write" in refusal["hint"]
     )
+
+
+async def test_review_and_policy_explain_name_the_workflow_holding_an_object(dapp: PilotApp) -> None:
+    dapp.service.runner.policy = lambda: WAIT  # review reports policy findings while a policy is in force
+    holder = await at_gate(dapp, [GATE, on("vm-a")])
+    second = create(dapp, [READ_A, GATE, on("vm-b"), on("vm-a")], who="bob")
+    (finding,) = [
+        f for f in dapp.service.review_workflow(second)["findings"] if f["kind"] == "policy_conflict"
+    ]
+    assert finding["step_index"] == 3 and finding["severity"] == "medium"
+    assert (
+        finding["message"]
+        == f"vm vm-a is held by workflow '{holder}' (awaiting_approval, owner alice), which writes it too"
+    )
+    (entry,) = dapp.service.explain_policy(second)["conflicts"]["conflicting"]
+    assert (entry["workflow_id"], entry["state"], entry["owner"], entry["object"]) == (
+        holder,
+        "awaiting_approval",
+        "alice",
+        "vm vm-a",
+    )
+    await dapp.service.cancel_workflow(Actor("alice"), holder, reason="x", confirm=True)
+    assert dapp.service.explain_policy(second)["conflicts"]["conflicting"] == []

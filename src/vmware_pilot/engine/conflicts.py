@@ -48,6 +48,7 @@ __all__ = [
     "Hold",
     "can_wait",
     "conflict_check",
+    "conflicting",
     "held_refusal",
     "locked_objects",
     "object_key",
@@ -85,11 +86,9 @@ def object_key(kind: str, target: str, name: str) -> str:
     return f"{kind}|sha256:{hashlib.sha256(key.encode()).hexdigest()}"[:_KEY_MAX]
 
 
-def locked_objects(wf: Workflow, catalog: Catalog) -> dict[str, str]:
-    """Key → label of every object the workflow's write steps name (steps done included: the
-    workflow works on them until it ends). A name carried by a step reference is only known at
-    run time: not locked."""
-    found: dict[str, str] = {}
+def _named(wf: Workflow, catalog: Catalog) -> list[tuple[int, str, str]]:
+    """(step index, key, label) of every lockable object a write step names, in step order."""
+    found: list[tuple[int, str, str]] = []
     for step in wf.steps:
         if step.is_gate or classify_step(step, catalog)[0] is Tier.READ:
             continue
@@ -97,10 +96,41 @@ def locked_objects(wf: Workflow, catalog: Catalog) -> dict[str, str]:
             if named.kind in SHARED_KINDS or is_ref(named.name):
                 continue
             where = f" on {named.target}" if named.target else ""
-            found.setdefault(
-                object_key(named.kind, named.target, named.name), f"{named.kind} {named.name}{where}"
-            )
+            key = object_key(named.kind, named.target, named.name)
+            found.append((step.index, key, f"{named.kind} {named.name}{where}"))
     return found
+
+
+def locked_objects(wf: Workflow, catalog: Catalog) -> dict[str, str]:
+    """Key → label of every object the workflow's write steps name (steps done included: the
+    workflow works on them until it ends). A name carried by a step reference is only known at
+    run time: not locked."""
+    return {key: label for _, key, label in reversed(_named(wf, catalog))}
+
+
+def conflicting(store: Store, wf: Workflow, catalog: Catalog) -> list[dict[str, object]]:
+    """The workflows holding objects ``wf``'s write steps name, one entry per object, for review
+    and ``policy explain``: ``{step_index, workflow_id, state, owner, object, message}`` (the
+    first write step naming it). Blocking: call it in a worker thread or a sync door."""
+    named = _named(wf, catalog)
+    if not named:
+        return []
+    first = {key: (index, label) for index, key, label in reversed(named)}
+    out: list[dict[str, object]] = []
+    for h in store.lock_holders(wf.id, list(first)):
+        index, label = first.get(h.key, (None, h.key))
+        out.append(
+            {
+                "step_index": index,
+                "workflow_id": h.workflow_id,
+                "state": h.state,
+                "owner": h.created_by,
+                "object": label,
+                "message": f"{label} is held by workflow '{h.workflow_id}' ({h.state}, owner "
+                f"{h.created_by}), which writes it too",
+            }
+        )
+    return out
 
 
 def held_refusal(wf: Workflow, hold: Hold, verb: str, *, waiting: bool = False) -> StateRefused:

@@ -18,7 +18,7 @@ from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import guard, policy
+from vmware_pilot.engine import conflicts, guard, policy
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.execution import gate_records
@@ -447,10 +447,9 @@ class PilotService:
         return guard.explain(self.runner.policy(), wf, self.catalog, self.store.now(), self._conflicts(wf))
 
     def _conflicts(self, wf: Workflow) -> list[dict[str, Any]]:
-        """Workflows holding objects ``wf``'s write steps name (conflict locks), each
-        ``{step_index, workflow_id, state, owner, message}``. The seam for the conflict locks:
-        none are known here yet, so none are reported."""
-        return []
+        """Workflows holding objects ``wf``'s write steps name (conflict locks,
+        engine/conflicts.py), each ``{step_index, workflow_id, state, owner, object, message}``."""
+        return conflicts.conflicting(self.store, wf, self.catalog)
 
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which

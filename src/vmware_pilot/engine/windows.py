@@ -26,9 +26,9 @@ from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.holds import Hold, PreWriteCheck, WriteContext, hold_of, releasing_gate
-from vmware_pilot.engine.targets import named_objects
+from vmware_pilot.engine.guard import subject_of
 from vmware_pilot.errors import StateRefused
-from vmware_pilot.policy.model import Policy, Subject, Window, applicable_windows, is_open, next_opening
+from vmware_pilot.policy.model import Policy, Window, applicable_windows, is_open, next_opening
 from vmware_pilot.safety.classify import classify_step
 
 __all__ = [
@@ -36,22 +36,12 @@ __all__ = [
     "KIND",
     "closed_windows",
     "exception_refusal",
-    "subject_of",
     "ungated_refusal",
     "window_check",
 ]
 
 KIND: Final = "window"
 EVENT: Final = "outside_change_window"
-
-
-def subject_of(step: Step, catalog: Catalog) -> Subject:
-    """``step`` as the policy's rules see it: skill, tool, the names it names, its risk tier."""
-    names = [n.name for n in named_objects(step.skill, step.tool, step.params)]
-    target = step.params.get("target")
-    if isinstance(target, str) and target.strip():
-        names.append(target.strip())
-    return Subject(step.skill, step.tool, tuple(dict.fromkeys(names)), classify_step(step, catalog)[0].value)
 
 
 def closed_windows(policy: Policy, step: Step, catalog: Catalog, now: datetime) -> list[Window] | None:

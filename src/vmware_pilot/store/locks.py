@@ -27,7 +27,7 @@ from sqlalchemy import Connection, bindparam, func, select, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["LOCKS_LOCK", "Holder", "release_all", "take"]
+__all__ = ["LOCKS_LOCK", "Holder", "holders", "release_all", "take"]
 
 # The advisory lock key of object-lock takes on PostgreSQL (any fixed 64-bit number, unique to Pilot).
 LOCKS_LOCK = 0x766D_7069_6C6F_7403
@@ -76,6 +76,11 @@ def _rows(conn: Connection, me: str, keys: Sequence[str]) -> list[tuple[Holder, 
         )
         for r in found
     ]
+
+
+def holders(conn: Connection, me: str, keys: Sequence[str]) -> list[Holder]:
+    """The live holders of ``keys`` other than workflow ``me``, by object key (none: all free)."""
+    return [h for h, _, lapsed in _rows(conn, me, keys) if not lapsed] if keys else []
 
 
 def take(conn: Connection, me: str, run_key: str, keys: Sequence[str]) -> Holder | None:

@@ -453,6 +453,11 @@ class SqlStore:
         with self._tx(write=True) as conn:
             return locks.take(conn, workflow_id, run_key, sorted(set(keys)))
 
+    def lock_holders(self, workflow_id: str, keys: Sequence[str]) -> list[locks.Holder]:
+        """The live holders of ``keys`` other than ``workflow_id`` (what review reports)."""
+        with self._tx(write=False) as conn:
+            return locks.holders(conn, workflow_id, sorted(set(keys)))
+
     # --- notification outbox (store/outbox.py) ---------------------------------------------
     def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None:
         with self._tx(write=True) as conn:
