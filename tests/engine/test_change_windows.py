@@ -7,17 +7,20 @@ names may approve an exception; reads run at any time."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.engine.fakes import ScriptedDispatcher
-from vmware_pilot.app import PilotApp
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
 
+REPO = Path(__file__).resolve().parents[2]
 POLICY = policy_from_text(
     """
 windows:
@@ -192,3 +195,25 @@ async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_
     clock.at = SATURDAY_0600_BERLIN
     assert (await dapp.service.run_workflow(Actor("alice"), wid))["outcome"] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
+
+
+async def test_the_window_of_the_policy_file_in_the_pilot_home_holds_the_write(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's example file, as written: read from the Pilot home, or (a database URL) imported
+    as the database's policy row; no override of the policy in force."""
+    text = (REPO / "docs" / "policies.example.yaml").read_text(encoding="utf-8")
+    settings.home_path.mkdir(parents=True, exist_ok=True)
+    (settings.home_path / "policies.yaml").write_text(text, encoding="utf-8")
+    dispatcher = ScriptedDispatcher()
+    app = build_app(settings, dispatcher=dispatcher)
+    try:
+        if settings.database_url:
+            app.store.put_policy(text, policy_from_text(text).digest, "tester")
+        monkeypatch.setattr(app.store, "now", Clock(WEDNESDAY))
+        wid = await held_at_gate(app, "lab-vm1")
+        (gate,) = app.service.get_workflow_status(wid)["gates"]
+        assert gate["hold"]["kind"] == "window" and "'weekend-maintenance'" in gate["message"]
+        assert sent(dispatcher) == ["get_alarms:lab-vm1"]
+    finally:
+        app.close()
