@@ -81,6 +81,14 @@ def test_a_broken_policy_file_stops_every_command_naming_the_line(settings: Sett
     assert "line 2: deny[0].reason" in done.stderr
 
 
+def test_a_named_policy_file_that_is_missing_stops_every_command(settings: Settings, tmp_path: Path) -> None:
+    missing = tmp_path / "polcies.yaml"  # a typo must not run Pilot without its policy
+    done = runner.invoke(cli, ["workflows"], env={"VMWARE_PILOT_POLICIES": str(missing)})
+    assert done.exit_code == 2
+    assert f"VMWARE_PILOT_POLICIES names {missing}, which is no file" in done.stderr
+    assert "hint:" in done.stderr
+
+
 def test_explain_says_which_rules_apply_and_why(settings: Settings) -> None:
     settings.resolved_policies_path.write_text(EXAMPLE.read_text(), encoding="utf-8")
     app = build_app(settings)

@@ -73,9 +73,17 @@ def load_settings(dispatch: bool = False, *, server: bool = False, policy: bool 
     except (ValidationError, ValueError) as exc:  # pydantic-settings raises ValueError on bad JSON
         raise StartupRefused(f"invalid settings: {settings_problem(exc)}", hint=SETTINGS_HINT) from None
     if policy and not settings.database_url:  # the database's policy is checked when the app is built
-        from vmware_pilot.policy.source import PolicySource
+        path = settings.resolved_policies_path
+        if settings.policies and not path.is_file():
+            raise StartupRefused(
+                f"VMWARE_PILOT_POLICIES names {path}, which is no file, so no policy could be enforced",
+                hint="name the policy file that exists (docs/policies.md), or unset VMWARE_PILOT_POLICIES "
+                "to use policies.yaml in the pilot home (none there means no policy).",
+            )
+        if path.is_file():  # no policies.yaml in the home is no policy: nothing to read or import
+            from vmware_pilot.policy.source import PolicySource
 
-        PolicySource(settings.resolved_policies_path).check_at_start()
+            PolicySource(path).check_at_start()
     return settings.model_copy(update={"dispatch": "stdio"}) if dispatch else settings
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Protocol
 
 from vmware_pilot.errors import StartupRefused
-from vmware_pilot.policy.load import policy_from_text, read_policy_file
 from vmware_pilot.policy.model import EMPTY, Policy, PolicyInvalid
 
 __all__ = ["PolicyRows", "PolicySource", "startup_refusal"]
@@ -71,10 +70,16 @@ class PolicySource:
         """(stamp, policy) as stored now; PolicyInvalid when it cannot be used."""
         if self.rows is None:
             stamp = self._file_stamp()
+            if stamp == "absent":  # no file, no policy: no YAML parser loaded for it
+                return stamp, EMPTY
+            from vmware_pilot.policy.load import read_policy_file
+
             return stamp, read_policy_file(self.path)
         row = self.rows.policy_row()
         if row is None:
             return None, EMPTY
+        from vmware_pilot.policy.load import policy_from_text
+
         return row[1], policy_from_text(row[0])
 
     def check(self) -> Policy:
@@ -114,6 +119,8 @@ class PolicySource:
         """Store ``text`` as the database's policy (checked first: PolicyInvalid, nothing stored)."""
         if self.rows is None:
             raise ValueError("the policy is a file here; edit it")
+        from vmware_pilot.policy.load import policy_from_text
+
         policy = policy_from_text(text)
         self.rows.put_policy(text, policy.digest, by)
         return policy

@@ -27,8 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from vmware_pilot.safety.redaction import redact_text
 from vmware_pilot.twin.binaries import TwinError, find_binary
 
@@ -137,6 +135,8 @@ def account_for(
         raise TwinError(
             f"'{target[:64]}' is not a target name", hint="Name a target of ~/.vmware-monitor/config.yaml."
         )
+    import yaml  # only a capture reads it: the server's start-up and calls never load a YAML parser
+
     config = home / ".vmware-monitor" / "config.yaml"
     try:
         data = yaml.safe_load(config.read_text()) or {}
