@@ -44,9 +44,12 @@ __all__ = [
     "CatalogTool",
     "ConfirmDraftResult",
     "CreateResult",
+    "Decision",
+    "DecisionChange",
     "DesignResult",
     "DraftResult",
     "DraftStep",
+    "Eligibility",
     "Finding",
     "FromTemplateResult",
     "GateApproval",
@@ -361,11 +364,65 @@ class Prediction(Result):
     rehearsal: Rehearsal | None = None
 
 
+class DecisionChange(Result):
+    """One change approving is predicted to make: step ``step`` (``tool``) moves ``object``'s
+    ``field`` from ``before`` to ``after`` (None: not known)."""
+
+    step: int
+    tool: str = ""
+    object: str
+    field: str
+    before: Any = None
+    after: Any = None
+
+
+class Decision(Result):
+    """The decision summary of a waiting gate (``engine.decision``): what a person needs to decide,
+    built once and shown first on every approval surface. ``requested_via`` is the agent (MCP
+    client) that created the workflow when it is not the creator itself; ``seconds_left`` and
+    ``expired`` are read on the database's clock at ``at`` (None: the gate never expires)."""
+
+    workflow_id: str
+    gate: int
+    message: str = ""
+    verdict: Literal["succeeds", "fails", "unknown"]
+    verdict_summary: str = ""
+    failing_step: int | None = None
+    changes: list[DecisionChange] = Field(default_factory=list)
+    objects: list[str] = Field(default_factory=list)
+    requested_by: str = ""
+    requested_via: str = ""
+    why: str = ""
+    ticket: str = ""
+    approvals_required: int = 1
+    approved_by: list[str] = Field(default_factory=list)
+    approvals_missing: int = 0
+    expires_at: str = ""
+    seconds_left: float | None = None
+    expired: bool = False
+    plan_changed: bool = False
+    at: str = ""
+
+
+class Eligibility(Result):
+    """What one caller may do now at a workflow's waiting gate (``engine.decision.eligibility``).
+    ``approve_refused``/``reject_refused``: a code saying why not (empty: allowed), ``approve_why``/
+    ``reject_why`` the sentence to show in place of the control."""
+
+    may_approve: bool
+    may_reject: bool
+    approve_refused: str = ""
+    approve_why: str = ""
+    reject_refused: str = ""
+    reject_why: str = ""
+
+
 class StatusView(WorkflowRecord):
     """``get_workflow_status``: the record, with ``gates`` and ``in_flight`` when they say something,
-    and ``prediction`` while a gate waits."""
+    and ``prediction`` and ``decision`` while a gate waits."""
 
     prediction: Prediction | None = None
+    decision: Decision | None = None
 
 
 # --- blast radius (docs/contract.md#rollback-and-cancel) ----------------------------------------

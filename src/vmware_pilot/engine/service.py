@@ -21,6 +21,7 @@ from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
 from vmware_pilot.engine import conflicts, guard, policy
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.decision import decision_of, eligibility
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.approval import QuorumReached, precheck
 from vmware_pilot.engine.execution.runlease import RunLease, holding_run
@@ -36,7 +37,9 @@ from vmware_pilot.errors import (
     StateRefused,
 )
 from vmware_pilot.ownership import RUN_OWNER_KEY, owner_label
+from vmware_pilot.results import Decision, Eligibility
 from vmware_pilot.safety import gating
+from vmware_pilot.safety.duties import Role
 from vmware_pilot.safety.review import PLAN_KINDS, blocking_findings, review
 from vmware_pilot.store.protocol import Store
 from vmware_pilot.templates.registry import TemplateRegistry
@@ -469,7 +472,29 @@ class PilotService:
             dispatching = self.runner.dispatcher is not None
             prediction = gate_records.prediction_of(wf, gate.index, self.catalog, dispatching)
             out["prediction"] = prediction.model_dump(mode="json")
+            summary = decision_of(wf, self.catalog, self.store.now(), dispatching)
+            if summary is not None:
+                out["decision"] = summary.payload()
         return out
+
+    def decision(self, workflow_id: str) -> Decision | None:
+        """The decision summary of the gate the workflow waits at (None: it waits at none)."""
+        wf = self.core.load(workflow_id)
+        return decision_of(wf, self.catalog, self.store.now(), self.runner.dispatcher is not None)
+
+    def eligibility(
+        self, actor: Actor, workflow_id: str, role: Role | None = None, channel: ApprovalChannel = "console"
+    ) -> Eligibility:
+        """What ``actor`` (with ``role``; None: no roles at this door) may do now at the workflow's
+        waiting gate through ``channel``, and if not, why (``engine.decision.eligibility``)."""
+        wf = self.core.load(workflow_id)
+        door = (
+            f"This Pilot takes approvals only from a person at the operator CLI (approvals policy "
+            f"'human'); run `vmware-pilot approve {wf.id}` there."
+            if channel in ("mcp", "elicit") and self.core.approvals == "human"
+            else ""
+        )
+        return eligibility(wf, actor, self.store.now(), role, door)
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
         """Templates and one page of active workflows, newest first: ``limit`` of them (default

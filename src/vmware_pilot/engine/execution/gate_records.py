@@ -48,6 +48,7 @@ __all__ = [
     "record_approval",
     "released_steps",
     "steps_to_run",
+    "required_approvals",
     "stored_prediction",
     "void_approvals",
 ]
@@ -169,7 +170,8 @@ def approver_names(record: dict[str, Any] | None) -> list[str]:
     return [str(a.get("approver", "")) for a in approvals if isinstance(a, dict)]
 
 
-def _required(wf: Workflow, gate: Step, record: dict[str, Any] | None) -> int:
+def required_approvals(gate: Step, record: dict[str, Any] | None) -> int:
+    """How many distinct approvers gate ``gate`` needs (its record's count, else its options)."""
     if record is not None and isinstance(record.get("approvals_required"), int):
         return max(1, int(record["approvals_required"]))
     return gate_options(gate.params).approvals_required
@@ -213,13 +215,13 @@ def admit(
     if identity_key(approver) in {identity_key(n) for n in names}:
         raise AlreadyApproved(
             f"Refusing to approve {where}: {approver} already approved this gate; it needs "
-            f"{_required(wf, gate, record)} distinct approvers",
+            f"{required_approvals(gate, record)} distinct approvers",
             hint="Another person has to approve it.",
             workflow_id=wf.id,
             state=wf.state.value,
             approvals=names,
         )
-    return current, len(names), _required(wf, gate, record)
+    return current, len(names), required_approvals(gate, record)
 
 
 def record_approval(
@@ -288,7 +290,7 @@ def prediction_of(wf: Workflow, gate_index: int, catalog: Catalog, dispatching: 
 def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
     record = gate_record(wf, gate.index)
     names = approver_names(record)
-    required = _required(wf, gate, record)
+    required = required_approvals(gate, record)
     message = str(gate.params.get("message", ""))
     held = record.get(HOLD_KEY) if record else None
     if isinstance(held, dict) and gate.status is StepStatus.PENDING:

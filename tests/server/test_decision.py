@@ -1,0 +1,106 @@
+"""The decision summary (``decision`` in get_workflow_status while a gate waits) and eligibility,
+through a real MCP client session: who asked and why, the verdict and what approving changes,
+the approvals still needed and who gave them, the expiry and the time left."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.server.conftest import Client
+from tests.server.test_approval_policy import OFF, gate, session
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.safety.duties import READER, Role
+
+ALICE = Actor("alice", kind="token")
+BOB = Actor("bob", kind="token")
+FOUR_EYES = Role("operator", "others")
+WHY = "Patch window CHG0012345: power web-01 off for the firmware update"
+
+
+async def at_gate(client: Client, *steps: dict[str, Any], description: str = "test workflow") -> str:
+    created = await client.ok("create_workflow", name="decide", description=description, steps=list(steps))
+    out = await client.ok("run_workflow", workflow_id=created["workflow_id"])
+    assert out["outcome"] == "awaiting_approval"
+    return str(created["workflow_id"])
+
+
+async def test_a_waiting_gate_carries_its_decision_summary(pilot_app: PilotApp) -> None:
+    async with session(pilot_app, actor=ALICE) as alice:
+        wf = await at_gate(alice, gate(approvals_required=2, expires_in_minutes=60), OFF, description=WHY)
+        first = (await alice.status(wf))["decision"]
+    async with session(pilot_app, actor=BOB) as bob:
+        await bob.ok("approve", workflow_id=wf)
+        second = (await bob.status(wf))["decision"]
+    assert first["workflow_id"] == wf and first["gate"] == 0
+    assert first["requested_by"] == "token:alice" and first["requested_via"] == ""
+    assert first["why"] == WHY and first["ticket"] == "CHG0012345"
+    assert first["message"] == "Power off web-01 for maintenance?"
+    assert first["verdict"] in ("succeeds", "fails", "unknown") and first["verdict_summary"]
+    assert first["approvals_required"] == 2 and first["approved_by"] == [] and first["approvals_missing"] == 2
+    assert first["expires_at"] and first["expired"] is False and not first["plan_changed"]
+    assert 0 < first["seconds_left"] <= 3600
+    assert second["approved_by"] == ["token:bob"] and second["approvals_missing"] == 1
+    assert second["seconds_left"] <= first["seconds_left"]
+
+
+async def test_the_decision_lists_the_predicted_changes(pilot_app: PilotApp) -> None:
+    async with session(pilot_app) as client:
+        wf = await at_gate(client, gate(), OFF)
+        status = await client.status(wf)
+    decision, prediction = status["decision"], status["prediction"]
+    expected = [
+        {"step": s["step"], "tool": s["tool"], **c} for s in prediction["steps"] for c in s["changes"]
+    ]
+    assert decision["changes"] == expected
+    assert decision["objects"][: len({c["object"] for c in expected})] == list(
+        dict.fromkeys(c["object"] for c in expected)
+    )
+    assert "web-01" in decision["objects"]
+    assert decision["verdict"] == prediction["verdict"]
+    assert decision["seconds_left"] is None and decision["expires_at"] == ""
+
+
+async def test_no_decision_once_the_gate_is_passed(pilot_app: PilotApp) -> None:
+    async with session(pilot_app) as client:
+        wf = await at_gate(client, gate(), OFF)
+        await client.ok("approve", workflow_id=wf, approver="carol")
+        status = await client.status(wf)
+    assert "decision" not in status
+    assert pilot_app.service.decision(wf) is None
+
+
+def _why(app: PilotApp, actor: Actor, wf: str, role: Role | None = None) -> tuple[bool, str]:
+    seen = app.service.eligibility(actor, wf, role)
+    return seen.may_approve, seen.approve_refused
+
+
+async def test_eligibility_says_who_may_approve_and_why_not(pilot_app: PilotApp) -> None:
+    async with session(pilot_app, actor=ALICE) as alice:
+        wf = await at_gate(alice, gate(approvals_required=2), OFF)
+    assert _why(pilot_app, ALICE, wf, FOUR_EYES) == (False, "creator_four_eyes")
+    assert _why(pilot_app, BOB, wf, READER) == (False, "role_cannot_approve")
+    assert _why(pilot_app, BOB, wf, FOUR_EYES) == (True, "")
+    async with session(pilot_app, actor=BOB) as bob:
+        await bob.ok("approve", workflow_id=wf)
+    assert _why(pilot_app, BOB, wf, FOUR_EYES) == (False, "already_approved")
+    seen = pilot_app.service.eligibility(BOB, wf, FOUR_EYES)
+    assert "someone else" in seen.approve_why and seen.may_reject
+    assert not pilot_app.service.eligibility(BOB, wf, READER).may_reject
+
+
+async def test_eligibility_of_an_expired_or_changed_gate(pilot_app: PilotApp) -> None:
+    async with session(pilot_app) as client:
+        expiring = await at_gate(client, gate(expires_in_minutes=0.001), OFF)
+        changed = await at_gate(client, gate(), OFF)
+        await asyncio.sleep(0.1)
+        expired = (await client.status(expiring))["decision"]
+    stored = pilot_app.store.load(changed)
+    stored.steps[1].rollback_tool = ""
+    pilot_app.store.save(stored)
+    assert expired["expired"] is True and expired["seconds_left"] == 0
+    assert _why(pilot_app, BOB, expiring) == (False, "gate_expired")
+    assert pilot_app.service.eligibility(BOB, expiring).may_reject
+    assert _why(pilot_app, BOB, changed) == (False, "plan_changed")
+    assert pilot_app.service.decision(changed).plan_changed  # type: ignore[union-attr]
