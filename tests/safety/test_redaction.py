@@ -9,6 +9,7 @@ from vmware_pilot.safety.redaction import (
     is_secret_ref,
     key_tokens,
     redact,
+    redact_identity,
     redact_text,
 )
 
@@ -172,3 +173,26 @@ def test_redact_text_keeps_ordinary_text(text: str) -> None:
 )
 def test_a_masked_secret_shape_is_recognised_in_text(text: str, masked: bool) -> None:
     assert has_masked_shape(text) is masked
+
+
+def test_identities_are_names_not_secrets() -> None:
+    # A token caller's label under a key naming callers stays as written; elsewhere `token:x` is
+    # still a secret shape, and a secret shape under an identity key is still masked.
+    value = {
+        "approved_by": "token:alice, token:bob",
+        "created_by": "token:alice",
+        "authors": ["token:carol", "dave"],
+        "actor": "Alice Example (oidc:a1)",
+        "approver": "password=hunter2",
+        "rejected_by": "token:ghp_abc:rest",
+        "detail": "token:alice",
+        "params": {"password": "hunter2", "note": "Bearer abcdefgh12345"},
+    }
+    assert redact(value) == {
+        **value,
+        "approver": f"password={MASK}",
+        "rejected_by": f"token:{MASK}",
+        "detail": f"token:{MASK}",
+        "params": {"password": MASK, "note": f"Bearer {MASK}"},
+    }
+    assert redact_identity("token:alice sent Bearer abcdefghijkl") == f"token:alice sent Bearer {MASK}"

@@ -104,3 +104,23 @@ async def test_eligibility_of_an_expired_or_changed_gate(pilot_app: PilotApp) ->
     assert pilot_app.service.eligibility(BOB, expiring).may_reject
     assert _why(pilot_app, BOB, changed) == (False, "plan_changed")
     assert pilot_app.service.decision(changed).plan_changed  # type: ignore[union-attr]
+
+
+async def test_a_tokens_name_is_shown_everywhere_and_a_real_secret_stays_masked(pilot_app: PilotApp) -> None:
+    async with session(pilot_app, actor=ALICE) as alice:
+        wf = await at_gate(alice, gate(), OFF, description="Reboot; login with password=hunter2-note")
+    async with session(pilot_app, actor=BOB) as bob:
+        approved = await bob.ok("approve", workflow_id=wf)
+        after_approve = await bob.status(wf)
+        rolled = await bob.call("rollback", workflow_id=wf, confirm=True)
+        after_rollback = await bob.status(wf)
+    assert approved["approved_by"] == "token:bob"
+    for status in (after_approve, rolled.payload, after_rollback):
+        assert status["created_by"] == "token:alice" and status["approved_by"] == "token:bob"
+        assert status["steps"][0]["result"] == {"approved_by": "token:bob"}
+        assert status["params"]["description"] == "Reboot; login with password=***"
+        assert "hunter2" not in str(status) and "token:***" not in str(status)
+    actors = {e["actor"] for e in after_rollback["audit_log"]}
+    assert {"token:alice", "token:bob"} <= actors
+    (line,) = [e["detail"] for e in after_rollback["audit_log"] if e["action"] == "approved"]
+    assert "token:bob" in line

@@ -4,6 +4,10 @@ A key is secret when one of its lower-case tokens (camelCase and non-alphanumeri
 adjacent tokens also tried joined, so ``api_key`` reads as ``apikey``) names a secret, unless its
 last token says the value only describes the secret (``password_count``, ``token_ttl``,
 ``auth_mode``). A secret reference such as ``{"$env": "VC_PASSWORD"}`` holds no secret and is kept.
+
+Identities are names, not secrets: under a key that names a caller (``created_by``, ``approved_by``,
+``actor``, …) a token caller's label ``token:<name>`` is kept as written (it would otherwise read
+as a ``token: value`` pair); the rest of such a value is scrubbed like any text.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 __all__ = [
+    "IDENTITY_KEYS",
     "MASK",
     "SECRET_REF_KEYS",
     "has_masked_shape",
@@ -22,6 +27,7 @@ __all__ = [
     "is_secret_ref",
     "key_tokens",
     "redact",
+    "redact_identity",
     "redact_text",
 ]
 
@@ -134,6 +140,44 @@ def is_secret_ref(value: object) -> bool:
     return key in SECRET_REF_KEYS and isinstance(name, str)
 
 
+# Keys whose values name callers (a label, or several joined by ", "), never hold secrets.
+IDENTITY_KEYS = frozenset(
+    {
+        "created_by",
+        "approved_by",
+        "rejected_by",
+        "cancelled_by",
+        "requested_by",
+        "requested_via",
+        "approver",
+        "actor",
+        "authors",
+        "run_by",
+    }
+)
+# A static token caller's label: ``token:`` and a token name (transports/tokens.py's names).
+_TOKEN_LABEL = re.compile(r"(?<![\w:.\-])token:[A-Za-z0-9][A-Za-z0-9._\-]{0,63}+(?![\w.\-:=@/])")
+
+
+def redact_identity(text: str) -> str:
+    """``text`` naming callers: every ``token:<name>`` label kept, everything else scrubbed."""
+    parts: list[str] = []
+    pos = 0
+    for found in _TOKEN_LABEL.finditer(text):
+        parts += (redact_text(text[pos : found.start()]), found[0])
+        pos = found.end()
+    parts.append(redact_text(text[pos:]))
+    return "".join(parts)
+
+
+def _identity(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_identity(value)
+    if isinstance(value, list | tuple):
+        return [redact_identity(v) if isinstance(v, str) else redact(v) for v in value]
+    return redact(value)
+
+
 def _mask(value: Any) -> Any:
     # Nothing to hide in an empty value, a flag or a reference; masking them would only lose data.
     if value is None or value == "" or isinstance(value, bool) or is_secret_ref(value):
@@ -150,7 +194,11 @@ def redact(value: Any, *, scrub_text: bool = True) -> Any:
     """
     if isinstance(value, Mapping):
         return {
-            k: _mask(v) if is_secret_key(str(k)) else redact(v, scrub_text=scrub_text)
+            k: _mask(v)
+            if is_secret_key(str(k))
+            else _identity(v)
+            if scrub_text and k in IDENTITY_KEYS
+            else redact(v, scrub_text=scrub_text)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
