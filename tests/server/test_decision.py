@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.types import Implementation
+
 from tests.server.conftest import Client
 from tests.server.test_approval_policy import OFF, gate, session
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import READER, Role
+from vmware_pilot.server import create_server
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
@@ -34,7 +38,7 @@ async def test_a_waiting_gate_carries_its_decision_summary(pilot_app: PilotApp) 
         await bob.ok("approve", workflow_id=wf)
         second = (await bob.status(wf))["decision"]
     assert first["workflow_id"] == wf and first["gate"] == 0
-    assert first["requested_by"] == "token:alice" and first["requested_via"] == ""
+    assert first["requested_by"] == "token:alice" and first["requested_via"] == "mcp"  # the SDK's default
     assert first["why"] == WHY and first["ticket"] == "CHG0012345"
     assert first["message"] == "Power off web-01 for maintenance?"
     assert first["verdict"] in ("succeeds", "fails", "unknown") and first["verdict_summary"]
@@ -43,6 +47,20 @@ async def test_a_waiting_gate_carries_its_decision_summary(pilot_app: PilotApp) 
     assert 0 < first["seconds_left"] <= 3600
     assert second["approved_by"] == ["token:bob"] and second["approvals_missing"] == 1
     assert second["seconds_left"] <= first["seconds_left"]
+
+
+async def test_the_decision_names_the_agent_a_person_asked_through(pilot_app: PilotApp) -> None:
+    agent = Implementation(name="Claude\nCode  ", version="1.0")
+    server = create_server(pilot_app, actor=Actor("alice"))
+    async with create_connected_server_and_client_session(server, client_info=agent) as s:
+        client = Client(s)
+        wf = await at_gate(client, gate(), OFF)
+        decision = (await client.status(wf))["decision"]
+        drafted = await client.ok("design_workflow", goal="restart web-01")
+        templated = await client.incident()
+    assert decision["requested_by"] == "alice" and decision["requested_via"] == "Claude Code"
+    for other in (drafted["workflow_id"], templated):
+        assert pilot_app.store.load(other).extra["requested_via"] == "Claude Code"
 
 
 async def test_the_decision_lists_the_predicted_changes(pilot_app: PilotApp) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["Actor", "ActorKind", "identity_key"]
@@ -34,6 +34,8 @@ class Actor:
     ``os``: the account running Pilot (stdio, CLI). ``token``: a static bearer token, ``name`` is
     its name and ``role`` its role. ``oidc``: an OAuth access token, ``name`` is its subject,
     ``display`` the person's name from the token and ``groups`` the values of its roles claim.
+    ``via``: the agent (MCP client) the call came through, as it named itself; said next to who
+    asked, never part of who it is (not compared).
     """
 
     name: str
@@ -41,6 +43,7 @@ class Actor:
     role: str = "admin"
     display: str = ""
     groups: tuple[str, ...] = ()
+    via: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:

@@ -11,6 +11,7 @@ from vmware_pilot.domain.enums import Event, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine.core import ServiceCore, step_summary
+from vmware_pilot.engine.decision import asked_through
 from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
@@ -63,6 +64,7 @@ class Authoring:
         wf = Workflow.new(
             name, W.PENDING, built, {"description": description, "custom": True}, created_by=actor.label
         )
+        asked_through(wf, actor)
         gating.enforce(
             wf, self.core.catalog, verb="save", retry="call create_workflow again with the corrected steps"
         )
@@ -88,6 +90,7 @@ class Authoring:
             params={"goal": goal, "constraints": constraints, "custom": True},
             created_by=actor.label,
         )
+        asked_through(wf, actor)
         wf.log("draft_created", f"Goal: {goal}", actor.label)
         self.core.runner.create(wf)
         return {
@@ -229,6 +232,7 @@ class Authoring:
     ) -> dict[str, Any]:
         wf = self.core.templates.create(workflow_type, params, actor.label)
         self.core.refuse_denied(wf.steps, "template")
+        asked_through(wf, actor)
         wf.log("workflow_created", f"From template {workflow_type} with {len(wf.steps)} steps", actor.label)
         self.core.runner.create(wf)
         return {

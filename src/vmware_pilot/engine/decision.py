@@ -34,6 +34,7 @@ from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
     "REQUESTED_VIA_KEY",
+    "asked_through",
     "decision_lines",
     "decision_of",
     "eligibility",
@@ -47,6 +48,12 @@ REQUESTED_VIA_KEY: Final = "requested_via"
 _TICKET_KEYS: Final = ("ticket", "ticket_id", "change_ticket", "change_id", "change_request")
 _TICKET: Final = re.compile(r"\b(?:(?:CHG|INC|RITM|REQ|CR|PRB|TASK)\d{3,}|[A-Z][A-Z0-9]{1,9}-\d{1,7})\b")
 _TEXT_MAX: Final = 500
+
+
+def asked_through(wf: Workflow, actor: Actor) -> None:
+    """Record on a new workflow the agent its creator asked through (``Actor.via``), if known."""
+    if actor.via:
+        wf.extra[REQUESTED_VIA_KEY] = actor.via
 
 
 def _text(value: object) -> str:

@@ -18,12 +18,14 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.tools import Tool
 from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase
 from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import request_ctx
 from mcp.shared.message import SessionMessage
 from mcp.types import ServerCapabilities
 from pydantic import ConfigDict
 
 __all__ = [
     "add_tools",
+    "client_name",
     "close_arguments",
     "declare_subscriptions",
     "find_tool",
@@ -35,6 +37,16 @@ __all__ = [
 ]
 
 RunFn = Callable[..., Awaitable[Any]]
+
+
+def client_name() -> str:
+    """The name the client of the request being handled gave at ``initialize`` (clientInfo), or
+    "" outside a request."""
+    try:
+        params = request_ctx.get().session.client_params
+    except LookupError:
+        return ""
+    return params.clientInfo.name if params is not None else ""
 
 
 def lowlevel(server: FastMCP[Any]) -> Server[Any, Any]:

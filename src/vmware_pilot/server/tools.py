@@ -14,6 +14,7 @@ frames it, and turns the ``PilotError`` it raises into the refusal result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -336,6 +337,21 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
     return tool
 
 
+# The longest client name kept with a caller (``Actor.via``): it is the client's own word.
+_CLIENT_NAME_MAX: Final = 64
+
+
+def _through_client(actor: Callable[[], Actor]) -> Callable[[], Actor]:
+    """``actor`` with ``via`` set to the name the request's MCP client gave (one line, bounded)."""
+
+    def caller() -> Actor:
+        who = actor()
+        via = " ".join(sdk.client_name().split())[:_CLIENT_NAME_MAX]
+        return dataclasses.replace(who, via=via) if via else who
+
+    return caller
+
+
 def build_tools(
     service: Callable[[], PilotService], actor: Callable[[], Actor], watch: float = 1.0
 ) -> list[Tool]:
@@ -347,6 +363,7 @@ def build_tools(
     and ``actor()`` returns the caller of the request. Each function is named after its tool.
     """
     functions: dict[str, Callable[..., Any]] = {}
+    actor = _through_client(actor)
 
     def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
         functions[fn.__name__] = fn
