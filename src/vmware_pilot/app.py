@@ -283,6 +283,7 @@ def build_app(
         lease_seconds=settings.lease_seconds,
         checks=[drift_check] if settings.drift_check == "writes" else [],
         policy=policies.current,
+        gate_expiry_minutes=settings.gate_expiry_minutes,
     )
     if settings.twin != "off":
         runner.twin = Rehearser(

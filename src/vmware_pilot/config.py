@@ -177,6 +177,18 @@ class Settings(BaseSettings):
         description="Who may approve through the MCP approve tool: 'agent' (the approver it names), "
         "'elicit' (the person, through an MCP form), 'human' (nobody: only `vmware-pilot approve`).",
     )
+    gate_expiry_minutes: float = Field(
+        default=1440.0,
+        ge=0,
+        le=60 * 24 * 366,
+        description="Minutes a gate releasing a destructive step waits for approval before it expires "
+        "(a plan's own expires_in_minutes applies when shorter); 0: no default expiry.",
+    )
+    notify_format: Literal["json", "slack", "teams"] = Field(
+        default="json",
+        description="Body of each notification: 'json' (Pilot's event), 'slack' (Block Kit for a Slack "
+        "incoming webhook) or 'teams' (an Adaptive Card for a Teams incoming webhook).",
+    )
     notify_url: str = Field(
         default="",
         description="http(s) URL that receives a signed JSON POST on awaiting_approval, completed, failed, "

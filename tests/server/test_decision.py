@@ -10,9 +10,10 @@ from typing import Any
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import Implementation
 
-from tests.server.conftest import Client
+from tests.server.conftest import READ_STEP, Client
 from tests.server.test_approval_policy import OFF, gate, session
-from vmware_pilot.app import PilotApp
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import READER, Role
 from vmware_pilot.server import create_server
@@ -77,7 +78,7 @@ async def test_the_decision_lists_the_predicted_changes(pilot_app: PilotApp) -> 
     )
     assert "web-01" in decision["objects"]
     assert decision["verdict"] == prediction["verdict"]
-    assert decision["seconds_left"] is None and decision["expires_at"] == ""
+    assert decision["expires_at"] and not decision["expired"]
 
 
 async def test_no_decision_once_the_gate_is_passed(pilot_app: PilotApp) -> None:
@@ -142,3 +143,35 @@ async def test_a_tokens_name_is_shown_everywhere_and_a_real_secret_stays_masked(
     assert {"token:alice", "token:bob"} <= actors
     (line,) = [e["detail"] for e in after_rollback["audit_log"] if e["action"] == "approved"]
     assert "token:bob" in line
+
+
+DAY = 1440 * 60
+
+
+async def test_a_gate_releasing_a_destructive_step_expires_after_the_default(pilot_app: PilotApp) -> None:
+    async with session(pilot_app) as client:
+        default = await at_gate(client, gate(), OFF)
+        shorter = await at_gate(client, gate(expires_in_minutes=60), OFF)
+        longer = await at_gate(client, gate(expires_in_minutes=3000), OFF)
+        reads = await at_gate(client, gate(), READ_STEP)
+        read_own = await at_gate(client, gate(expires_in_minutes=3000), READ_STEP)
+        left = {
+            wf: (await client.status(wf))["decision"]["seconds_left"] for wf in (default, shorter, longer)
+        }
+        no_expiry = (await client.status(reads))["decision"]
+        own = (await client.status(read_own))["decision"]
+    assert DAY - 60 < left[default] <= DAY and DAY - 60 < left[longer] <= DAY
+    assert 3500 < left[shorter] <= 3600
+    assert no_expiry["seconds_left"] is None and no_expiry["expires_at"] == ""
+    assert 3000 * 60 - 60 < own["seconds_left"] <= 3000 * 60
+
+
+async def test_no_default_expiry_when_the_setting_is_zero(settings: Settings) -> None:
+    app = build_app(Settings(home=settings.home, gate_expiry_minutes=0))
+    try:
+        async with session(app) as client:
+            wf = await at_gate(client, gate(), OFF)
+            decision = (await client.status(wf))["decision"]
+    finally:
+        app.close()
+    assert decision["seconds_left"] is None and decision["expires_at"] == ""

@@ -335,12 +335,18 @@ def record_handback(w: Workflow, indices: Sequence[int], actor: Actor, now: date
 
 
 def reach_gate(
-    w: Workflow, index: int, actor: str, now: datetime, policy: Mapping[str, Any] | None = None
+    w: Workflow,
+    index: int,
+    actor: str,
+    now: datetime,
+    policy: Mapping[str, Any] | None = None,
+    default_expiry: float | None = None,
 ) -> None:
     """A ``StopAtGate``: ``running`` → ``awaiting_approval``, with a fresh gate record (``policy``:
-    the policy rule the gate follows, ``engine.guard.GateRule.record``)."""
+    the policy rule the gate follows, ``engine.guard.GateRule.record``; ``default_expiry``: the
+    most minutes the gate waits, ``gate_records.default_expiry``)."""
     fire(w, Event.REACH_GATE)
-    record = gate_records.reach(w, index, now, policy)
+    record = gate_records.reach(w, index, now, policy, default_expiry)
     rule = f"; policy rule '{policy['rule']}'" if policy else ""
     w.log(
         "awaiting_approval", f"Step {index}: require_approval (plan {record['digest']}{rule})", actor, at=now

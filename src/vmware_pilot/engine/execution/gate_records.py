@@ -26,6 +26,7 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.gateview import build_view, empty_view
 from vmware_pilot.errors import AlreadyApproved, StateRefused
 from vmware_pilot.results import Prediction
+from vmware_pilot.safety.classify import Tier, classify_step
 from vmware_pilot.safety.predict import predict
 from vmware_pilot.safety.redaction import redact
 
@@ -36,6 +37,7 @@ __all__ = [
     "INSPECTIONS_KEY",
     "admit",
     "approver_names",
+    "default_expiry",
     "gate_record",
     "gate_view",
     "gates_status",
@@ -116,15 +118,23 @@ def gate_record(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
 
 
 def reach(
-    wf: Workflow, gate_index: int, now: datetime, policy: Mapping[str, Any] | None = None
+    wf: Workflow,
+    gate_index: int,
+    now: datetime,
+    policy: Mapping[str, Any] | None = None,
+    default_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
     hold that opened the gate again, and the earlier records, are kept). ``policy``: the policy
     rule the gate follows (``engine.guard.GateRule.record``): its quorum and validity can only
-    tighten the gate's own options, and it is kept in the record."""
+    tighten the gate's own options, and it is kept in the record. ``default_minutes``: the expiry
+    this gate gets at most (``VMWARE_PILOT_GATE_EXPIRY_MINUTES`` for a gate releasing destructive
+    steps, see ``default_expiry``); the plan's own ``expires_in_minutes`` applies when shorter."""
     previous = gate_record(wf, gate_index) or {}
     options = gate_options(wf.steps[gate_index].params)
     minutes = options.expires_in_minutes
+    if default_minutes is not None:
+        minutes = default_minutes if minutes is None else min(minutes, default_minutes)
     required = options.approvals_required
     if policy is not None:
         limit = policy.get("max_validity_minutes")
@@ -149,6 +159,16 @@ def reach(
     records[str(gate_index)] = record
     wf.extra[GATES_KEY] = records
     return record
+
+
+def default_expiry(wf: Workflow, gate_index: int, catalog: Catalog, minutes: float) -> float | None:
+    """The expiry a gate gets when its plan sets none (or a longer one): ``minutes`` when it releases
+    a destructive step, None (only the plan's own) for a gate releasing writes or reads, and for
+    ``minutes`` 0 (no default)."""
+    if minutes <= 0:
+        return None
+    released = released_steps(wf, gate_index)
+    return minutes if any(classify_step(s, catalog)[0] is Tier.DESTRUCTIVE for s in released) else None
 
 
 def waited_seconds(wf: Workflow, gate_index: int, now: datetime) -> float | None:

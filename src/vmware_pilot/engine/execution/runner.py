@@ -170,6 +170,7 @@ class Runner:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         checks: Sequence[PreWriteCheck] = (),
         policy: Callable[[], Policy] = lambda: EMPTY,
+        gate_expiry_minutes: float = 0.0,
     ) -> None:
         self.store = store
         # Asked in order right before each write step is sent (engine/execution/holds.py).
@@ -177,6 +178,8 @@ class Runner:
         # The policy in force (policy/source.py), asked at each gate and approval.
         self.policy = policy
         self.lease_seconds = lease_seconds
+        # VMWARE_PILOT_GATE_EXPIRY_MINUTES: the longest a gate releasing destructive steps waits.
+        self.gate_expiry_minutes = gate_expiry_minutes
         self.events = events
         self._catalog = catalog
         self.dispatcher = dispatcher
@@ -485,9 +488,14 @@ class Runner:
                 # Read the targets first, so the gate (and its notification) shows their state.
                 wf = await self.inspect(wf, actor)
                 rule = guard.gate_rule(self.policy(), wf, action.index, self.catalog)
+                default = gate_records.default_expiry(
+                    wf, action.index, self.catalog, self.gate_expiry_minutes
+                )
                 wf, _ = await self.save(
                     wf,
-                    functools.partial(self._reach_gate, index=action.index, actor=actor.label, rule=rule),
+                    functools.partial(
+                        self._reach_gate, index=action.index, actor=actor.label, rule=rule, default=default
+                    ),
                 )
                 await report(progress, done, total, f"step {action.index}: waiting for approval")
                 return self.result(wf, actor, Outcome.AWAITING_APPROVAL)
@@ -835,8 +843,11 @@ class Runner:
         except DatabaseUnavailable as exc:  # the approval is recorded: something changed
             raise stopped_by_outage(wf.id, exc) from exc
 
-    def _reach_gate(self, w: Workflow, *, index: int, actor: str, rule: guard.GateRule | None) -> None:
-        conductor.reach_gate(w, index, actor, self.store.now(), rule.record() if rule is not None else None)
+    def _reach_gate(
+        self, w: Workflow, *, index: int, actor: str, rule: guard.GateRule | None, default: float | None
+    ) -> None:
+        record = rule.record() if rule is not None else None
+        conductor.reach_gate(w, index, actor, self.store.now(), record, default)
 
     def policy_demand(
         self, wf: Workflow, gate: Step, actor: Actor, who: str, now: datetime, policy: Policy, required: int
