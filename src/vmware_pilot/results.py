@@ -202,6 +202,9 @@ class GateApproval(Result):
     # The digest of the policy in force when the approval was judged (docs/policies.md).
     policy_digest: str = ""
 
+    # The approver's comment (``approve``'s ``comment``), when they gave one.
+    comment: str = ""
+
 
 class GatePolicy(Result):
     """The policy rule a gate follows (docs/policies.md): the strictest approval rule matching a
@@ -654,11 +657,14 @@ class TemplateInfo(Result):
 
 
 class ActiveWorkflow(Result):
+    """One listed workflow; ``expired`` (only when true): it waits at a gate that expired."""
+
     id: str
     type: str
     state: str
     created_at: str
     updated_at: str
+    expired: bool = False
 
 
 class ListResult(Result):

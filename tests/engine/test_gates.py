@@ -66,7 +66,9 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
     assert record["digest"] == gate_records.plan_digest(wf, 0)
     assert record["digest"].startswith("sha256:") and len(record["digest"]) == 7 + 64
     assert record["approvals_required"] == 1 and record["approvals"] == []
-    assert record["expires_at"] == "" and record["expired"] is False
+    # A gate releasing a destructive step expires after VMWARE_PILOT_GATE_EXPIRY_MINUTES (a day).
+    expiry = from_iso(record["expires_at"]) - from_iso(record["reached_at"])  # type: ignore[operator]
+    assert expiry == timedelta(minutes=1440) and record["expired"] is False
     assert any(a == "awaiting_approval" and record["digest"] in d for a, d in audit(app, wid))
 
 

@@ -175,3 +175,33 @@ async def test_no_default_expiry_when_the_setting_is_zero(settings: Settings) ->
     finally:
         app.close()
     assert decision["seconds_left"] is None and decision["expires_at"] == ""
+
+
+async def test_an_expired_gate_is_listed_as_expired_and_its_expiry_recorded_once(pilot_app: PilotApp) -> None:
+    async with session(pilot_app) as client:
+        expiring = await at_gate(client, gate(expires_in_minutes=0.001), OFF)
+        live = await at_gate(client, gate(), OFF)
+        await asyncio.sleep(0.1)
+        listed = (await client.ok("list_workflows"))["active_workflows"]
+        refused = await client.refused("approve", workflow_id=expiring, approver="carol")
+        status = await client.status(expiring)
+        again = (await client.ok("list_workflows"))["active_workflows"]
+    flags = {row["id"]: row.get("expired") for row in listed}
+    assert flags == {expiring: True, live: None}
+    assert [row.get("expired") for row in again if row["id"] == expiring] == [True]
+    assert refused["refused"] == "gate_expired"
+    expired = [e for e in status["audit_log"] if e["action"] == "gate_expired"]
+    assert len(expired) == 1 and expired[0]["actor"] == "vmware-pilot"
+    assert "step 0 expired" in expired[0]["detail"]
+
+
+async def test_an_approval_comment_is_recorded_and_audited(pilot_app: PilotApp) -> None:
+    async with session(pilot_app, actor=BOB) as bob:
+        wf = await at_gate(bob, gate(approvals_required=2), OFF)
+        await bob.ok("approve", workflow_id=wf, comment="Checked with the app team; window agreed")
+        status = await bob.status(wf)
+    (approval,) = status["gates"][0]["approvals"]
+    assert approval["approver"] == "token:bob"
+    assert approval["comment"] == "Checked with the app team; window agreed"
+    (line,) = [e["detail"] for e in status["audit_log"] if e["action"] == "approval_recorded"]
+    assert "comment: Checked with the app team; window agreed" in line

@@ -49,6 +49,7 @@ EXPECTED: list[tuple[str, list[tuple[str, Any, Any]]]] = [
             ("acknowledge_not_executed", BOOL, False),
             ("gate_step", (INT, NULL), None),  # optional, after 2.4.0's three: old calls still fit
             ("acknowledge_predicted_failure", STR, ""),
+            ("comment", STR, ""),  # optional, added after 2.4.0
         ],
     ),
     (

@@ -142,7 +142,7 @@ def workflows(
     def fetch(app: PilotApp) -> WorkflowPage:
         # One row more than the page tells whether another page follows, without counting the table.
         rows = app.store.list_all(limit + 1, offset, state or None)
-        page = rows[:limit]
+        page = app.service.flag_expired(rows[:limit])
         more = len(rows) > limit
         return WorkflowPage.model_validate(
             {"workflows": page, "count": len(page), "next_offset": offset + limit if more else None}

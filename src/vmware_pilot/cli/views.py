@@ -86,7 +86,8 @@ def workflows_table(rows: Sequence[ActiveWorkflow], next_offset: int | None = No
         return Text("No workflows.", style="dim")
     table = _table("id", "type", "state", "updated", keep=("id", "state", "updated"))
     for row in rows:
-        table.add_row(_t(row.id), _t(row.type), _state(row.state), _t(row.updated_at[:16].replace("T", " ")))
+        state = _t(f"{row.state} (gate expired)", "red") if row.expired else _state(row.state)
+        table.add_row(_t(row.id), _t(row.type), state, _t(row.updated_at[:16].replace("T", " ")))
     if next_offset is None:
         return table
     return Group(table, Text(f"More: vmware-pilot workflows --offset {next_offset}", style="dim"))

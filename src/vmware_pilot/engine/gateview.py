@@ -25,6 +25,7 @@ from vmware_pilot.safety.predict import NOT_REACHED
 from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = [
+    "Alert",
     "Evidence",
     "GateView",
     "Preview",
@@ -115,6 +116,21 @@ class RanStep(StepRef):
     status: str
 
 
+Severity = Literal["danger", "warning", "info"]
+
+
+class Alert(BaseModel):
+    """One thing the gate page flags: how serious (``danger``: the run is predicted to fail or be
+    refused; ``warning``: something to check; ``info``), what kind (``predicted_failure``,
+    ``unclassified``, ``read_failed``, ``target_changed``, ``step_<outcome>``, ``preview_<status>``),
+    the object it is about (a step or a target) and the sentence."""
+
+    severity: Severity
+    kind: str
+    object: str = ""
+    text: str
+
+
 class GateView(BaseModel):
     workflow_id: str
     workflow_type: str
@@ -181,53 +197,89 @@ class GateView(BaseModel):
             return ""
         return redact_text(f"predicted {step.outcome.replace('_', ' ')}: {step.reason}")
 
-    def alerts(self) -> list[str]:
-        """The sentences the gate page flags, in page order: a failing prediction first, then per
+    def alert_items(self) -> list[Alert]:
+        """What the gate page flags, in page order, as objects: a failing prediction first, then per
         released step: that Pilot cannot classify it (and how to fix that), what changed about its
         targets (engine.drift: gone, renamed, changed since first shown), a failed read, the step's
         prediction when it is not a plain success (nothing to do, refused, fails, unknown: judged
         against the state the plan leaves at that point), and a preview the skill could not give
         (secrets masked). A skill's refusal or failed preview is said through the prediction, which
         knows whether earlier steps change what the preview saw."""
-        found: list[str] = []
+        found: list[Alert] = []
+
+        def add(severity: Severity, kind: str, obj: str, text: str) -> None:
+            if text:
+                found.append(Alert(severity=severity, kind=kind, object=obj, text=redact_text(text)))
+
         if self.prediction is not None and self.prediction.verdict == "fails":
-            found.append(self.prediction.summary)
+            failing = self.prediction.failing_step
+            add(
+                "danger",
+                "predicted_failure",
+                f"step {failing}" if failing is not None else "",
+                self.prediction.summary,
+            )
         rehearsal = self.prediction.rehearsal if self.prediction is not None else None
         if rehearsal is not None:
-            found += [
-                f"The rehearsal on a twin disagrees with the model: {d}" for d in rehearsal.disagreements
-            ]
+            for d in rehearsal.disagreements:
+                add(
+                    "warning",
+                    "rehearsal_disagrees",
+                    "",
+                    f"The rehearsal on a twin disagrees with the model: {d}",
+                )
             if rehearsal.capture.get("stale"):
-                found.append(f"The twin's capture is {rehearsal.capture.get('age_hours')} h old (stale).")
+                add(
+                    "warning",
+                    "rehearsal_stale",
+                    "",
+                    f"The twin's capture is {rehearsal.capture.get('age_hours')} h old (stale).",
+                )
             if rehearsal.status != "rehearsed":
-                found.append(f"Not rehearsed on a twin: {rehearsal.reason}")
+                add("info", "not_rehearsed", "", f"Not rehearsed on a twin: {rehearsal.reason}")
         by_name = {t.name: t for t in self.targets}
         seen: set[str] = set()
         for r in self.releases:
-            found.append(r.unclassified())
+            where = f"step {r.index} ({r.skill}.{r.tool})"
+            add("warning", "unclassified", where, r.unclassified())
             for name in r.targets:
                 t = by_name.get(name)
                 if t is None or name in seen:
                     continue
                 seen.add(name)
                 if t.read == "failed":
-                    found.append(t.line)
-                found.extend(t.changes)
+                    add("warning", "read_failed", t.name, t.line)
+                for change in t.changes:
+                    add("warning", "target_changed", t.name, change)
             step = self.predicted(r.index)
             if step is not None and step.reason.startswith(NOT_REACHED):
                 continue  # the run stops before it: nothing about it is an alert
             if step is not None and step.outcome != "succeeds":
-                found.append(f"Step {r.index} ({r.skill}.{r.tool}) {step.outcome.upper()}: {step.reason}")
+                severity: Severity = "danger" if step.outcome in ("fails", "refused") else "warning"
+                severity = "info" if step.outcome == "no_change" else severity
+                add(
+                    severity,
+                    f"step_{step.outcome}",
+                    where,
+                    f"Step {r.index} ({r.skill}.{r.tool}) {step.outcome.upper()}: {step.reason}",
+                )
             # A step the prediction settles needs no word about its preview; a step it cannot
             # predict keeps the note that the skill could not be asked.
             shown: tuple[str, ...] = ("no_preview",) if step is not None and step.outcome == "unknown" else ()
             shown = ("refused", "failed", "no_preview") if step is None else shown
             if r.preview is not None and r.preview.status in shown:
                 status = r.preview.status.replace("_", " ")
-                found.append(
-                    f"Step {r.index} ({r.skill}.{r.tool}): skill's preview ({status}): {r.preview.summary}"
+                add(
+                    "info" if r.preview.status == "no_preview" else "warning",
+                    f"preview_{r.preview.status}",
+                    where,
+                    f"Step {r.index} ({r.skill}.{r.tool}): skill's preview ({status}): {r.preview.summary}",
                 )
-        return [redact_text(line) for line in found if line]
+        return found
+
+    def alerts(self) -> list[str]:
+        """The alerts' sentences (``alert_items``), in page order."""
+        return [a.text for a in self.alert_items()]
 
     def payload(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json"), "alerts": self.alerts()}

@@ -45,6 +45,8 @@ class HumanAnswer:
     reason: str = ""
     # Why the person approves although the prediction says the run fails.
     despite: str = ""
+    # The person's comment on their approval (recorded and audited).
+    comment: str = ""
 
 
 # Shows the gate view (``PilotService.show_gate``) to a person and returns their answer. The second

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vmware_pilot.catalog.registry import Catalog
@@ -269,13 +270,50 @@ class PilotService:
         expected_digest: str = "",
         gate_step: int | None = None,
         acknowledge_failure: str = "",
+        comment: str = "",
     ) -> dict[str, Any]:
         """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
         ``acknowledge_failure``: the approver's reason for approving although the gate's
         prediction says the run fails (required then, recorded with it).
         ``expected_digest``: the plan digest the person was shown; refused if the plan differs.
-        ``gate_step``: the gate the approver means; refused unless it is the one waiting."""
+        ``gate_step``: the gate the approver means; refused unless it is the one waiting.
+        ``comment``: the approver's words, recorded with the approval and audited. A refusal
+        because the gate expired also records (once) that it expired."""
+        try:
+            return await self._approve_at_door(
+                actor,
+                workflow_id,
+                approver,
+                acknowledge_not_executed,
+                progress,
+                channel=channel,
+                ask=ask,
+                expected_digest=expected_digest,
+                gate_step=gate_step,
+                acknowledge_failure=acknowledge_failure,
+                comment=comment,
+            )
+        except StateRefused as exc:
+            if exc.fields.get("refused") == "gate_expired":
+                await asyncio.to_thread(self.notice_expiry, workflow_id)
+            raise
+
+    async def _approve_at_door(
+        self,
+        actor: Actor,
+        workflow_id: str,
+        approver: str,
+        acknowledge_not_executed: bool,
+        progress: ProgressFn | None,
+        *,
+        channel: ApprovalChannel,
+        ask: AskHuman | None,
+        expected_digest: str,
+        gate_step: int | None,
+        acknowledge_failure: str,
+        comment: str,
+    ) -> dict[str, Any]:
         wf = self.core.load(workflow_id)
         if actor.authenticated:
             _same_caller(actor, approver)
@@ -311,6 +349,7 @@ class PilotService:
             gate_step = shown.index if shown else gate_step
             # The person's acknowledgment of a predicted failure, never the agent's argument.
             acknowledge_failure = answer.despite
+            comment = answer.comment
         work = self._approve(
             actor,
             wf,
@@ -321,6 +360,7 @@ class PilotService:
             channel,
             gate_step,
             acknowledge_failure,
+            comment,
         )
         return await self.core.detached(work)
 
@@ -340,21 +380,58 @@ class PilotService:
         without ``acknowledge_failure``; with ``actor``, what the policy refuses: a denied step, an
         approver the gate's rule does not accept, a gate past its rule's validity), so a door can
         refuse before asking a person."""
-        wf = self.core.load(workflow_id)
+        try:
+            wf = self.core.load(workflow_id)
+            now = self.store.now()
+            gate, _, _, required = precheck(
+                wf,
+                approver,
+                acknowledge_not_executed,
+                expected_digest,
+                now=now,
+                gate_step=gate_step,
+                acknowledge_failure=acknowledge_failure,
+            )
+            if actor is not None:
+                policy = self.runner.policy()
+                guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
+                self.runner.policy_demand(wf, gate, actor, approver, now, policy, required)
+        except StateRefused as exc:
+            if exc.fields.get("refused") == "gate_expired":
+                self.notice_expiry(workflow_id)
+            raise
+
+    def notice_expiry(self, workflow_id: str | Workflow) -> Workflow | None:
+        """Record, once across every Pilot on the database, that the workflow's waiting gate expired
+        (audit and webhook ``gate_expired``); the workflow as it stands after. Never raises: a read
+        that notices an expiry must still answer (None when the record could not be written)."""
+        try:
+            wf = self.core.load(workflow_id) if isinstance(workflow_id, str) else workflow_id
+            return self.runner.notice_expiry(wf)
+        except PilotError as exc:
+            _log.warning("could not record the expiry of %s's gate: %s", workflow_id, exc.message)
+            return None
+
+    def flag_expired(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """List rows (``Store.list_*``) with ``expired: true`` added to each workflow whose waiting
+        gate expired (recording the expiry once, as ``notice_expiry``)."""
         now = self.store.now()
-        gate, _, _, required = precheck(
-            wf,
-            approver,
-            acknowledge_not_executed,
-            expected_digest,
-            now=now,
-            gate_step=gate_step,
-            acknowledge_failure=acknowledge_failure,
-        )
-        if actor is not None:
-            policy = self.runner.policy()
-            guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
-            self.runner.policy_demand(wf, gate, actor, approver, now, policy, required)
+        out: list[dict[str, Any]] = []
+        for listed in rows:
+            row = dict(listed)
+            if row.get("state") == W.AWAITING_APPROVAL.value:
+                try:
+                    wf = self.core.load(str(row["id"]))
+                except PilotError:
+                    out.append(row)
+                    continue
+                gate = gate_records.pending_gate(wf)
+                record = gate_records.gate_record(wf, gate.index) if gate is not None else None
+                if gate_records.is_expired(record, now):
+                    self.notice_expiry(wf)
+                    row = {**row, "expired": True}
+            out.append(row)
+        return out
 
     async def _approve(
         self,
@@ -367,6 +444,7 @@ class PilotService:
         channel: ApprovalChannel = "mcp",
         gate_step: int | None = None,
         acknowledge_failure: str = "",
+        comment: str = "",
     ) -> dict[str, Any]:
         """Approve under this Pilot's lock of the workflow and its run lease, taken before the
         approval is saved so that the run it releases is never without its lease. While another
@@ -387,6 +465,7 @@ class PilotService:
             channel=channel,
             gate_step=gate_step,
             acknowledge_failure=acknowledge_failure,
+            comment=comment,
         )
         while True:
             if not self.core.busy(wf.id):
@@ -458,6 +537,8 @@ class PilotService:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which
         Pilot process runs them)."""
         wf = self.core.load(workflow_id)
+        if gate_records.expiry_unnoticed(wf, self.store.now()):
+            wf = self.notice_expiry(wf) or wf
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
@@ -510,7 +591,7 @@ class PilotService:
         if offset < 0:
             raise InvalidInput("offset must not be negative", field="offset", hint="Start at offset 0.")
         size = DEFAULT_PAGE if limit is None else limit
-        page = self.store.list_active(size, offset)
+        page = self.flag_expired(self.store.list_active(size, offset))
         total = self.store.count_active()
         return {
             "templates": self.templates.listing(),

@@ -148,6 +148,14 @@ GateStep = Annotated[
         "null (default): the gate waiting now.",
     ),
 ]
+ApproveComment = Annotated[
+    str,
+    Field(
+        description="The approver's comment, in their words (optional): recorded with the approval "
+        "and in the audit trail.",
+        max_length=500,
+    ),
+]
 AcknowledgePredictedFailure = Annotated[
     str,
     Field(
@@ -426,6 +434,7 @@ def build_tools(
         acknowledge_not_executed: AcknowledgeNotExecuted = False,
         gate_step: GateStep = None,
         acknowledge_predicted_failure: AcknowledgePredictedFailure = "",
+        comment: ApproveComment = "",
     ) -> ApproveResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
@@ -440,6 +449,7 @@ def build_tools(
                 ask=ask,
                 gate_step=gate_step,
                 acknowledge_failure=acknowledge_predicted_failure,
+                comment=comment,
             )
             return result_of(ApproveResult, answer)
         finally:

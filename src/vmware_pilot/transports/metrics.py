@@ -49,7 +49,7 @@ METRICS_ROLES = frozenset({"admin", "metrics"})
 
 _HELP = {
     "gate_wait_seconds": "Seconds a gate waited for its decision (approved or rejected), from the run reaching it.",
-    "gate_decisions": "Gate decisions: approved, rejected, expired (an approval refused because the gate expired).",
+    "gate_decisions": "Gate decisions: approved, rejected, expired (a gate that expired undecided, counted once when noticed).",
     "step_duration_seconds": "Seconds a dispatched step took, by skill, tool and outcome.",
     "dispatch_errors": "Dispatched steps that failed or whose effect is unknown, by skill and kind.",
     "refusals": "Tool calls refused, by kind (the refusal's `refused` field, else its error class).",

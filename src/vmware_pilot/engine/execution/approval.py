@@ -25,6 +25,7 @@ from vmware_pilot.errors import StateRefused, StepsNotExecuted
 from vmware_pilot.safety.predict import verdict_key
 
 __all__ = [
+    "COMMENT_MAX",
     "PERSON_DOORS",
     "QuorumReached",
     "approvals_missing",
@@ -39,6 +40,8 @@ S = StepStatus
 
 # The doors a person approves through, outside the agent's MCP session.
 PERSON_DOORS: Final = frozenset({"cli", "console"})
+# The longest approval comment kept (characters, on one line).
+COMMENT_MAX: Final = 500
 
 
 class QuorumReached(StateRefused):
@@ -187,10 +190,13 @@ def record(
     release: bool = True,
     acknowledge_failure: str = "",
     policy_digest: str = "",
+    comment: str = "",
 ) -> bool:
     """Record ``who``'s approval of gate ``gate_index`` in ``w`` at ``now`` (a change for the
     runner's save); True when it is the last approval the gate requires and the gate is released
     (``approve``). ``release`` False: refuse (``QuorumReached``, nothing recorded) to be the last.
+    ``comment``: the approver's words (one line, at most ``COMMENT_MAX`` characters), recorded
+    with the approval and in its audit event.
 
     Re-checked on the stored record: a concurrent approval may have landed since the load. The
     steps the gate releases go to ``to`` without dispatch (refused here when they cannot)."""
@@ -210,6 +216,7 @@ def record(
     prediction = gate_records.stored_prediction(w, gate_index)
     failing = prediction is not None and prediction.verdict == "fails"
     reason = acknowledge_failure.strip()[:2000] if failing else ""
+    said = " ".join(comment.split())[:COMMENT_MAX]
     names = gate_records.record_approval(
         w,
         gate_index,
@@ -220,9 +227,11 @@ def record(
         verdict=verdict_key(prediction),
         acknowledged=reason,
         policy_digest=policy_digest,
+        comment=said,
     )
     told = f"; prediction shown: {prediction.summary}" if prediction is not None else ""
     told = told if len(told) <= 600 else told[:599] + "…"
+    told += f"; comment: {said}" if said else ""
     if reason:
         w.log(
             "approved_despite_predicted_failure",

@@ -20,7 +20,7 @@ from typing import Any, Final
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import identity_key
 from vmware_pilot.domain.clock import from_iso, iso
-from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.gateview import build_view, empty_view
@@ -32,25 +32,28 @@ from vmware_pilot.safety.redaction import redact
 
 __all__ = [
     "EARLIER_KEY",
+    "EXPIRY_NOTICED_KEY",
     "GATES_KEY",
     "HOLD_KEY",
     "INSPECTIONS_KEY",
     "admit",
     "approver_names",
     "default_expiry",
+    "expiry_unnoticed",
     "gate_record",
     "gate_view",
     "gates_status",
     "inspection_of",
     "is_expired",
+    "mark_expired",
     "pending_gate",
     "plan_digest",
     "prediction_of",
     "reach",
     "record_approval",
     "released_steps",
-    "steps_to_run",
     "required_approvals",
+    "steps_to_run",
     "stored_prediction",
     "void_approvals",
 ]
@@ -183,6 +186,41 @@ def is_expired(record: dict[str, Any] | None, now: datetime) -> bool:
     return expires is not None and now >= expires
 
 
+# The key of a gate record saying when its expiry was noticed (and announced): once per gate.
+EXPIRY_NOTICED_KEY: Final = "expiry_noticed_at"
+
+
+def expiry_unnoticed(wf: Workflow, now: datetime) -> bool:
+    """True when the gate ``wf`` waits at has expired at ``now`` and nobody recorded that yet."""
+    gate = pending_gate(wf)
+    if wf.state is not WorkflowState.AWAITING_APPROVAL or gate is None:
+        return False
+    record = gate_record(wf, gate.index)
+    return is_expired(record, now) and record is not None and not record.get(EXPIRY_NOTICED_KEY)
+
+
+def mark_expired(w: Workflow, actor: str, now: datetime) -> bool:
+    """Record (a change for the runner's save) that the waiting gate expired: once per gate, with
+    the audit event ``gate_expired`` (which the webhook announces). False: nothing to record."""
+    if not expiry_unnoticed(w, now):
+        return False
+    gate = pending_gate(w)
+    assert gate is not None  # expiry_unnoticed checked it
+    record = gate_record(w, gate.index)
+    assert record is not None
+    record[EXPIRY_NOTICED_KEY] = iso(now)
+    names = approver_names(record)
+    given = f"; {len(names)} of {required_approvals(gate, record)} approvals given" if names else ""
+    w.log(
+        "gate_expired",
+        f"The gate at step {gate.index} expired at {record.get('expires_at', '')} without a decision"
+        f"{given}; it can no longer be approved (reject or cancel it)",
+        actor,
+        at=now,
+    )
+    return True
+
+
 def approver_names(record: dict[str, Any] | None) -> list[str]:
     approvals = record.get("approvals") if record else None
     if not isinstance(approvals, list):
@@ -255,6 +293,7 @@ def record_approval(
     verdict: str = "",
     acknowledged: str = "",
     policy_digest: str = "",
+    comment: str = "",
 ) -> list[str]:
     """Append one approval to the gate's record (created if missing); the approvers so far.
     ``verdict`` is the prediction it was given for (``safety.predict.verdict_key``);
@@ -268,6 +307,8 @@ def record_approval(
         entry["acknowledged_failure"] = acknowledged
     if policy_digest:
         entry["policy_digest"] = policy_digest
+    if comment:
+        entry["comment"] = comment
     approvals.append(entry)
     return approver_names(record)
 

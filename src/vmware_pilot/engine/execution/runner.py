@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from vmware_pilot import telemetry
 from vmware_pilot.catalog.registry import Catalog
@@ -213,10 +213,9 @@ class Runner:
         before = wf.state
         result = change(wf)
         wf.diff_report = build_diff_report(wf, self.catalog)
-        # Written in the save's transaction: a crash after the commit loses no notification.
-        notices = (
-            self.events.notices(before, wf) if self.events is not None and wf.state is not before else []
-        )
+        # Written in the save's transaction: a crash after the commit loses no notification. Asked
+        # of every change: a state change, and events such as a partial approval or an expired gate.
+        notices = self.events.notices(before, wf) if self.events is not None else []
         events = [(e.ts, e.action, e.actor) for e in wf.new_events]
         return _Applied(before, result, wf.version, events, notices)
 
@@ -225,7 +224,7 @@ class Runner:
         self.store.save(wf, [*fences, *(run.fences() if run is not None else ())], applied.notices)
 
     def _announce(self, wf: Workflow, applied: _Applied[T]) -> tuple[Workflow, T]:
-        if self.events is not None and wf.state is not applied.before:
+        if self.events is not None and (wf.state is not applied.before or applied.notices):
             self.events.workflow_changed(applied.before, wf)
         return wf, applied.result
 
@@ -763,6 +762,7 @@ class Runner:
         gate_step: int | None = None,
         holds_run: bool = True,
         acknowledge_failure: str = "",
+        comment: str = "",
     ) -> dict[str, Any]:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
         approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
@@ -819,6 +819,7 @@ class Runner:
                     release=last,
                     acknowledge_failure=acknowledge_failure,
                     policy_digest=policy.digest if judged else "",
+                    comment=comment,
                 )
                 try:
                     wf, released = await self.save(wf, change)
@@ -912,6 +913,24 @@ class Runner:
             out["error"] = undo.rollback_error(bad)
         return out
 
+    def notice_expiry(self, wf: Workflow) -> Workflow:
+        """Record, once, that the gate ``wf`` waits at expired (``gate_records.mark_expired``: the
+        audit event ``gate_expired`` and its webhook), on the database's clock. Whichever Pilot
+        notices first records it; the others find it recorded (the save is version-checked)."""
+        if not gate_records.expiry_unnoticed(wf, self.store.now()):
+            return wf
+
+        def change(w: Workflow) -> None:
+            if not gate_records.mark_expired(w, EXPIRY_ACTOR, self.store.now()):
+                raise _NothingToRecord
+
+        try:
+            wf, _ = self.commit(wf, change)
+        except _NothingToRecord:  # another Pilot recorded it first
+            return self.store.load(wf.id)
+        telemetry.count("gate_decisions", decision="expired")
+        return wf
+
     def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
         """Move to the terminal 'cancelled' state (``engine.execution.undo.cancel``); pending steps become
         skipped and the literal secrets held for the workflow are forgotten."""
@@ -922,11 +941,16 @@ class Runner:
         return self.result(wf, actor, Outcome.CANCELLED)
 
 
+class _NothingToRecord(Exception):
+    """A change found nothing left to record (another process recorded it): nothing is saved."""
+
+
+# Who the audit trail names for what Pilot records on its own (a gate's expiry).
+EXPIRY_ACTOR: Final = "vmware-pilot"
+
+
 def _count_gate_refusal(exc: PilotError) -> None:
-    """An approval refused because its gate expired (a decision: ``expired``) or its plan changed
-    since the gate was shown (a drift stop)."""
-    refused = exc.fields.get("refused")
-    if refused == "gate_expired":
-        telemetry.count("gate_decisions", decision="expired")
-    elif refused == "plan_changed":
+    """An approval refused because its plan changed since the gate was shown (a drift stop). An
+    expired gate counts once, as a decision, when its expiry is recorded (``notice_expiry``)."""
+    if exc.fields.get("refused") == "plan_changed":
         telemetry.count("drift_stops")

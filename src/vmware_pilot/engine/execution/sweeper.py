@@ -17,6 +17,10 @@ clock), it takes the run lease, releases the gate the hold opened again (``relea
 audited, the approvals given before the hold named) and walks on as an approval would.
 
 Without a dispatcher (hand-back mode) there is nothing Pilot could continue: no sweep.
+
+Every ``EXPIRY_EVERY`` seconds (or each sweep, if less often) a sweep also records the expiry of
+waiting gates that expired without anyone noticing (``Runner.notice_expiry``), so the webhook
+``gate_expired`` goes out even when nobody looks at the workflow.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
@@ -43,7 +48,16 @@ from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence
 from vmware_pilot.store.protocol import Store
 
-__all__ = ["RESUMABLE", "RESUMER", "SWEEPER", "EntryPoints", "Sweeper", "release_held", "sweeping"]
+__all__ = [
+    "EXPIRY_EVERY",
+    "RESUMABLE",
+    "RESUMER",
+    "SWEEPER",
+    "EntryPoints",
+    "Sweeper",
+    "release_held",
+    "sweeping",
+]
 
 _log = logging.getLogger(__name__)
 S = StepStatus
@@ -53,6 +67,8 @@ RESUMER = Actor("vmware-pilot (resuming a held run: its hold lifted)")
 # The kinds of hold that lift by themselves (engine/windows.py, engine/conflicts.py).
 RESUMABLE = frozenset({"window", "conflict"})
 _PAGE = 100
+# Seconds between two looks for gates that expired unnoticed (or the sweep's interval, if longer).
+EXPIRY_EVERY = 60.0
 
 
 class EntryPoints(Protocol):
@@ -88,6 +104,8 @@ class EntryPoints(Protocol):
 
     async def run_until_checkpoint(self, wf: Workflow, actor: Actor) -> dict[str, Any]: ...
 
+    def notice_expiry(self, wf: Workflow) -> Workflow: ...
+
 
 class Sweeper:
     """Finds ``running`` workflows whose Pilot is gone and continues them (see the module doc).
@@ -101,6 +119,7 @@ class Sweeper:
         self.interval = interval
         self.actor = actor
         self._told: set[str] = set()  # workflows whose refusal was logged once already
+        self._expiry_due = 0.0  # when (monotonic) the next look for expired gates is due
 
     async def run(self) -> None:
         """Sweep every ``interval`` seconds until cancelled; a failing sweep is logged, not fatal."""
@@ -121,7 +140,12 @@ class Sweeper:
         """One pass over every ``running`` workflow (page by page); the ids of the workflows
         this process continued."""
         runner = await asyncio.to_thread(self._runner)
-        if runner is None or runner.dispatcher is None:
+        if runner is None:
+            return []
+        if time.monotonic() >= self._expiry_due:
+            self._expiry_due = time.monotonic() + max(self.interval, EXPIRY_EVERY)
+            await self.notice_expired_gates(runner)
+        if runner.dispatcher is None:
             return []
         running: list[str] = []
         while True:
@@ -196,6 +220,34 @@ class Sweeper:
             out = await runner.run_until_checkpoint(wf, RESUMER)
             _log.warning("workflow %s resumed (its %s hold lifted): %s", wf.id, lifted[1], out.get("outcome"))
             return True
+
+    async def notice_expired_gates(self, runner: EntryPoints) -> list[str]:
+        """Record the expiry of every waiting gate that expired unnoticed (``Runner.notice_expiry``:
+        once per gate across every Pilot, announced by the webhook ``gate_expired``); their ids."""
+        waiting: list[str] = []
+        while True:
+            page = await asyncio.to_thread(
+                runner.store.list_all,
+                limit=_PAGE,
+                offset=len(waiting),
+                states=[WorkflowState.AWAITING_APPROVAL],
+            )
+            waiting.extend(summary["id"] for summary in page)
+            if len(page) < _PAGE:
+                break
+        noticed = []
+        for workflow_id in dict.fromkeys(waiting):
+            try:
+                wf = await asyncio.to_thread(runner.store.load, workflow_id)
+                after = await asyncio.to_thread(runner.notice_expiry, wf)
+            except DatabaseUnavailable:
+                raise
+            except PilotError as exc:
+                _log.warning("could not record the expiry of %s's gate: %s", workflow_id, exc.message)
+                continue
+            if after.version != wf.version:
+                noticed.append(workflow_id)
+        return noticed
 
     async def continue_run(self, runner: EntryPoints, workflow_id: str) -> bool:
         """Continue ``workflow_id`` if it is ``running`` under an expired run lease; True when this
