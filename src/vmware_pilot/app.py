@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vmware_pilot.adapters.webhook import Notifier
+from vmware_pilot.adapters.webhook import EventSources, Notifier
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import (
@@ -26,6 +26,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.engine import conflicts, windows
 from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.decision import decision_of
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.drift_check import drift_check
 from vmware_pilot.engine.execution.runner import Runner
@@ -306,15 +307,14 @@ def build_app(
     runner.checks[:0] = [windows.window_check(in_force), conflicts.conflict_check(in_force)]
     service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
-        notifier.describe = lambda wf: GateView.model_validate(
-            gate_records.gate_view(wf, runner.catalog, store.now(), dispatcher is not None)
+        dispatching = dispatcher is not None
+        notifier.sources = EventSources(
+            describe=lambda wf: GateView.model_validate(
+                gate_records.gate_view(wf, runner.catalog, store.now(), dispatching)
+            ),
+            decide=lambda wf: decision_of(wf, runner.catalog, store.now(), dispatching),
+            is_read=runner.is_read,
+            console_url=settings.public_url,
         )
-        notifier.console_url = settings.public_url
-    return PilotApp(
-        settings=settings,
-        store=store,
-        service=service,
-        dispatcher=dispatcher,
-        notifier=notifier,
-        policies=policies,
-    )
+        notifier.format = settings.notify_format
+    return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)

@@ -191,7 +191,7 @@ async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
     assert gate["targets"][0].startswith("web-01: poweredOn") and gate["digest"].startswith("sha256:")
 
 
-async def test_the_webhook_body_carries_the_gate_pages_alert_sentences(
+async def test_the_webhook_body_carries_the_gate_pages_alerts_as_objects(
     settings: Settings, actor: Actor
 ) -> None:
     dispatcher = ScriptedDispatcher(answers={"get_vm_info": vm_info("poweredOff")})
@@ -204,11 +204,14 @@ async def test_the_webhook_body_carries_the_gate_pages_alert_sentences(
             page = app.service.pending_gate(wid)
         finally:
             app.close()
-    alerts = got.event["gate"]["alerts"]
-    assert any(
-        a.startswith("Step 1 (aiops.power_off_vm) NO_CHANGE: Nothing to do: VM web-01 is poweredOff already")
-        for a in alerts
-    ), alerts
+    items = got.event["gate"]["alerts"]
+    assert all(set(a) == {"severity", "kind", "object", "text"} for a in items), items
+    no_change = [a for a in items if a["kind"] == "step_no_change"]
+    assert [(a["severity"], a["object"]) for a in no_change] == [("info", "step 1 (aiops.power_off_vm)")]
+    assert no_change[0]["text"].startswith(
+        "Step 1 (aiops.power_off_vm) NO_CHANGE: Nothing to do: VM web-01 is poweredOff already"
+    )
+    alerts = [a["text"] for a in items]
     assert alerts == page["alerts"], "the same sentences as the gate page"
     changes = page["targets"][0]["changes"]
     assert alerts[: len(changes)] == changes
@@ -229,7 +232,8 @@ async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Set
             (got,) = receiver.wait_for(1)
         finally:
             app.close()
-    alerts = got.event["gate"]["alerts"]
-    assert any(a.startswith("web-01: read FAILED (vCenter unreachable") for a in alerts), alerts
-    assert any("skill's preview (no preview)" in a for a in alerts), alerts
+    alerts = {a["kind"]: a for a in got.event["gate"]["alerts"]}
+    assert alerts["read_failed"]["object"] == "web-01", alerts
+    assert alerts["read_failed"]["text"].startswith("web-01: read FAILED (vCenter unreachable"), alerts
+    assert "skill's preview (no preview)" in alerts["preview_no_preview"]["text"], alerts
     assert b"hunter2" not in got.body

@@ -1,15 +1,25 @@
-"""Webhook notifications: a signed JSON POST when a workflow needs a person or reaches an end.
+"""Webhook notifications: a signed POST when a workflow needs a person, changes at a gate or ends.
 
 Events: ``awaiting_approval`` (step = the gate), ``drift_detected`` (or another hold's event:
 a check right before a write opened its gate again, engine/execution/holds.py; step = the gate,
-``hold`` says why; otherwise as ``awaiting_approval``), ``completed``, ``failed`` (step = the first step
-that failed or whose effect is unknown), ``rolled_back`` / ``rollback_incomplete`` and
-``cancelled``. The body is ``{event, workflow_id, workflow_type, state, step?, ts, event_id}``;
-a run waiting at a gate adds ``gate``: what the gate releases (the gate view's released steps with
-params masked, risk tier and undo, the targets' state, the plan digest) and, with a public URL
-configured, ``gate_url``, the gate's page in the web console.
-with a secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body.
-Every attempt carries ``Idempotency-Key: <event_id>`` (stable per event, across retries and
+``hold`` says why; otherwise as ``awaiting_approval``), ``approval_partial`` (an approval recorded, more
+needed), ``gate_expired`` (the gate expired undecided; once, by whichever Pilot notices),
+``plan_changed`` (the gate's prediction changed and earlier approvals no longer count),
+``completed``, ``failed`` (step = the first step that failed or whose effect is unknown),
+``rolled_back`` / ``rollback_incomplete`` and ``cancelled``. Every body is ``{event, workflow_id,
+workflow_type, state, step?, link?, requested_by, requested_via?, description, actor, …, ts,
+event_id}``: ``link`` (with a public URL configured) is the workflow's page in the web console
+(its gate page for gate events; sign-in required, never an approval by itself), ``requested_by``
+the creator, ``requested_via`` the agent it asked through, ``actor`` who caused the event. Gate
+events add the approvals given and missing; ``awaiting_approval`` adds ``decision`` (the
+decision summary, engine.decision), ``gate`` (what the gate releases: the gate view's released
+steps with params masked, risk tier and undo, the targets' state, the plan digest, the alerts as
+``{severity, kind, object, text}``) and ``gate_url``; ``failed`` adds ``error`` (in full, bounded,
+secrets masked), ``failed_step``, ``changed`` (steps that succeeded and are not reads) and
+``effect_unknown``; ``cancelled`` adds ``reason`` and, after a rejection, ``rejected`` and
+``rejected_by``. With ``VMWARE_PILOT_NOTIFY_FORMAT`` ``slack`` or ``teams`` the body is that
+chat's message instead (adapters/chat.py), for an incoming-webhook URL with no relay. With a
+secret, header ``X-Pilot-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body. Every attempt carries ``Idempotency-Key: <event_id>`` (stable per event, across retries and
 processes). A redirect is never followed: a 3xx answer is a failed attempt.
 
 Delivery goes through a transactional outbox (store/outbox.py): the event row is written in the
@@ -33,26 +43,32 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
+from vmware_pilot.adapters.chat import render
 from vmware_pilot.domain.clock import iso, utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
-from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.engine.execution import gate_records, holds
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable
+from vmware_pilot.results import Decision
 from vmware_pilot.safety.redaction import redact, redact_text
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
     "SIGNATURE_HEADER",
+    "EventSources",
     "Notifier",
     "Outbox",
-    "event_for",
+    "encode",
+    "events_for",
     "gate_link",
     "gate_summary",
     "sign",
+    "workflow_link",
 ]
 
 _log = logging.getLogger(__name__)
@@ -82,6 +98,19 @@ def sign(secret: str, body: bytes) -> str:
 
 # The gate view (engine.execution.gate_records.gate_view) of a workflow waiting at a gate.
 DescribeGate = Callable[[Workflow], GateView]
+# The decision summary (engine.decision.decision_of) of the gate a workflow waits at, or None.
+DecideGate = Callable[[Workflow], Decision | None]
+# Whether a step only reads (safety.classify), for what a failed run already changed.
+IsRead = Callable[[Step], bool]
+
+# Bounds of the texts an event carries (a chat message has its own, smaller ones: adapters/chat.py).
+_ERROR_MAX: Final = 4000
+_TEXT_MAX: Final = 1000
+
+
+def _bounded(text: object, limit: int = _TEXT_MAX) -> str:
+    line = redact_text(str(text or ""))
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def gate_summary(view: GateView) -> dict[str, Any]:
@@ -111,60 +140,196 @@ def gate_summary(view: GateView) -> dict[str, Any]:
         ],
         "targets": [redact_text(t.line) for t in view.targets],
         "state_note": view.state_note,
-        # The gate page's alert sentences (engine.gateview.GateView.alerts).
-        "alerts": view.alerts(),
+        # What the gate page flags, as objects (engine.gateview.GateView.alert_items).
+        "alerts": [a.model_dump(mode="json") for a in view.alert_items()],
     }
 
 
-def event_for(
-    before: WorkflowState, wf: Workflow, describe: DescribeGate | None = None, console_url: str = ""
-) -> dict[str, Any] | None:
-    """The event a state change from ``before`` to ``wf.state`` announces, or None."""
-    step: int | None = None
+# Audit actions that announce an event of their own while the state stays (the gate still waits).
+_AUDITED: Final = {
+    "approval_recorded": "approval_partial",
+    "gate_expired": "gate_expired",
+    "approvals_voided": "plan_changed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EventSources:
+    """What an event is built from besides the workflow: the gate view and decision summary (for
+    gate events), whether a step only reads (for what a failed run changed), the console's URL."""
+
+    describe: DescribeGate | None = None
+    decide: DecideGate | None = None
+    is_read: IsRead | None = None
+    console_url: str = ""
+
+
+def _state_event(before: WorkflowState, wf: Workflow) -> tuple[str, int | None] | None:
     after = wf.state
-    held: dict[str, Any] | None = None
+    if after is before:
+        return None
     if after is W.AWAITING_APPROVAL:
-        name = "awaiting_approval"
         step = next((s.index for s in wf.steps if s.is_gate and s.status is StepStatus.PENDING), None)
         # A gate opened again by a check right before a write (engine/execution/holds.py) is
         # announced by the hold's own event (drift_detected, …); it waits for approval the same way.
         held = holds.hold_of(gate_records.gate_record(wf, step)) if step is not None else None
-        name = str(held.get("event") or name) if held else name
-    elif after is W.COMPLETED:
-        name = "completed"
-    elif after is W.FAILED and before is W.ROLLING_BACK:
-        name = "rollback_incomplete" if wf.blocked_reason == "rollback_failed" else "rolled_back"
-    elif after is W.FAILED:
-        name = "failed"
+        return (str(held.get("event") or "awaiting_approval") if held else "awaiting_approval"), step
+    if after is W.COMPLETED:
+        return "completed", None
+    if after is W.FAILED and before is W.ROLLING_BACK:
+        return ("rollback_incomplete" if wf.blocked_reason == "rollback_failed" else "rolled_back"), None
+    if after is W.FAILED:
         bad = (StepStatus.FAILED, StepStatus.INTERRUPTED)
-        step = next((s.index for s in wf.steps if s.status in bad), None)
-    elif after is W.CANCELLED:
-        name = "cancelled"
-    else:
-        return None
+        return "failed", next((s.index for s in wf.steps if s.status in bad), None)
+    if after is W.CANCELLED:
+        return "cancelled", None
+    return None
+
+
+def _envelope(wf: Workflow, name: str, step: int | None, actor: str, sources: EventSources) -> dict[str, Any]:
+    """What every event carries: which workflow, where it stands, its link in the console (with a
+    console URL: sign-in required, never an approval by itself), who asked for it and why, and
+    who caused this event."""
     event: dict[str, Any] = {
         "event": name,
         "workflow_id": wf.id,
         "workflow_type": wf.workflow_type,
-        "state": after.value,
+        "state": wf.state.value,
     }
     if step is not None:
         event["step"] = step
-    waits = after is W.AWAITING_APPROVAL
-    if held:
-        event["hold"] = redact(held)
-    if waits and describe is not None:
-        event["gate"] = gate_summary(describe(wf))
-    if waits and console_url:
-        event["gate_url"] = gate_link(console_url, wf.id)
-    event["ts"] = iso(utcnow())
-    event["event_id"] = uuid.uuid4().hex
+    if sources.console_url:
+        waits = name in _GATE_EVENTS or (wf.state is W.AWAITING_APPROVAL and name != "gate_expired")
+        event["link"] = (
+            gate_link(sources.console_url, wf.id) if waits else workflow_link(sources.console_url, wf.id)
+        )
+    description = wf.params.get("description") or wf.params.get("goal") or ""
+    event["requested_by"] = wf.created_by
+    via = wf.extra.get("requested_via")
+    if isinstance(via, str) and via and via != wf.created_by:
+        event["requested_via"] = via
+    event["description"] = _bounded(description)
+    event["actor"] = actor
     return event
+
+
+_GATE_EVENTS: Final = frozenset({"awaiting_approval", "approval_partial", "plan_changed"})
+
+
+def _approvals(wf: Workflow) -> dict[str, Any]:
+    gate = gate_records.pending_gate(wf)
+    record = gate_records.gate_record(wf, gate.index) if gate is not None else None
+    if gate is None or record is None:
+        return {}
+    names = gate_records.approver_names(record)
+    required = gate_records.required_approvals(gate, record)
+    return {
+        "approved_by": names,
+        "approvals_required": required,
+        "approvals_missing": max(0, required - len(names)),
+        "expires_at": str(record.get("expires_at") or ""),
+    }
+
+
+def _failure(wf: Workflow, step: int | None, is_read: IsRead | None) -> dict[str, Any]:
+    """A failed run: the error in full (bounded, secrets masked), what it already changed (steps
+    that succeeded and are not reads) and what may have changed (effect unknown)."""
+    bad = wf.steps[step] if step is not None else None
+    result = bad.result if bad is not None else None
+    error = result.get("error") or result.get("reason") if isinstance(result, Mapping) else result
+    out: dict[str, Any] = {"error": _bounded(error or "", _ERROR_MAX)}
+    if bad is not None:
+        out["failed_step"] = {
+            "index": bad.index,
+            "skill": bad.skill,
+            "tool": bad.tool,
+            "status": bad.status.value,
+        }
+
+    def ref(s: Step) -> dict[str, Any]:
+        return {"index": s.index, "skill": s.skill, "tool": s.tool, "params": redact(s.params)}
+
+    done = [s for s in wf.steps if s.status is StepStatus.SUCCESS and not s.is_gate]
+    out["changed"] = [ref(s) for s in done if is_read is None or not is_read(s)]
+    out["effect_unknown"] = [ref(s) for s in wf.steps if s.status is StepStatus.INTERRUPTED]
+    return out
+
+
+def events_for(
+    before: WorkflowState, wf: Workflow, sources: EventSources | None = None
+) -> list[dict[str, Any]]:
+    """The events one change of ``wf`` announces (its state moved from ``before``; ``wf.new_events``
+    are the audit events it adds), in order: events of a gate that still waits (a partial
+    approval, an expired gate, a changed plan), then the state change's."""
+    sources = sources or EventSources()
+    entries = {e.action: e for e in wf.new_events}
+    events: list[dict[str, Any]] = []
+    gate = gate_records.pending_gate(wf)
+    if wf.state is W.AWAITING_APPROVAL and wf.state is before:
+        for action, name in _AUDITED.items():
+            entry = entries.get(action)
+            if entry is None:
+                continue
+            event = _envelope(wf, name, gate.index if gate else None, entry.actor, sources)
+            event.update(_approvals(wf))
+            if name == "approval_partial" and entry.names:
+                event["approver"] = entry.names[0]
+                record = gate_records.gate_record(wf, gate.index) if gate else None
+                last = (record or {}).get("approvals") or [{}]
+                if isinstance(last[-1], dict) and last[-1].get("comment"):
+                    event["comment"] = str(last[-1]["comment"])
+            if name == "plan_changed":
+                event["detail"] = _bounded(entry.detail)
+                event["voided"] = list(entry.names)
+            events.append(event)
+    changed = _state_event(before, wf)
+    if changed is not None:
+        name, step = changed
+        # Who caused it: the last audit event naming someone (a failure's own save names nobody).
+        actor = next((e.actor for e in reversed(wf.audit_log) if e.actor), "")
+        event = _envelope(wf, name, step, actor, sources)
+        if wf.state is W.AWAITING_APPROVAL:
+            held = holds.hold_of(gate_records.gate_record(wf, step)) if step is not None else None
+            if held:
+                event["hold"] = redact(held)
+            event.update(_approvals(wf))
+            if sources.decide is not None:
+                decision = sources.decide(wf)
+                if decision is not None:
+                    event["decision"] = redact(decision.payload())
+            if sources.describe is not None:
+                event["gate"] = gate_summary(sources.describe(wf))
+            if sources.console_url:
+                event["gate_url"] = gate_link(sources.console_url, wf.id)
+        elif name == "failed":
+            event.update(_failure(wf, step, sources.is_read))
+        elif name == "cancelled":
+            event["reason"] = _bounded(wf.blocked_reason)
+            rejected = entries.get("rejected")
+            if rejected is not None:
+                event["rejected"] = True
+                event["rejected_by"] = rejected.names[0] if rejected.names else rejected.actor
+        elif name in ("rolled_back", "rollback_incomplete"):
+            event["undone"] = [
+                {"step": r.get("step"), "tool": r.get("tool"), "status": r.get("status")}
+                for r in wf.rollback_results
+                if isinstance(r, Mapping)
+            ]
+        events.append(event)
+    for event in events:
+        event["ts"] = iso(utcnow())
+        event["event_id"] = uuid.uuid4().hex
+    return events
 
 
 def gate_link(public_url: str, workflow_id: str) -> str:
     """The gate's page in the web console under the server's public URL."""
     return f"{public_url.rstrip('/')}/console/workflows/{workflow_id}/gate"
+
+
+def workflow_link(public_url: str, workflow_id: str) -> str:
+    """The workflow's page in the web console under the server's public URL."""
+    return f"{public_url.rstrip('/')}/console/workflows/{workflow_id}"
 
 
 def _where(url: str) -> str:
@@ -193,8 +358,14 @@ class Outbox(Protocol):
     def prune_notices(self, older_than: float) -> int: ...
 
 
-def _encode(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(dict(event), ensure_ascii=False, separators=(",", ":")).encode()
+NotifyFormat = Literal["json", "slack", "teams"]
+
+
+def encode(event: Mapping[str, Any], fmt: NotifyFormat = "json") -> bytes:
+    """The body POSTed for ``event``: the event itself (``json``), or a chat message built from it
+    (``slack``: Block Kit; ``teams``: an Adaptive Card; adapters/chat.py)."""
+    body = dict(event) if fmt == "json" else render(event, fmt)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Notifier:
@@ -232,11 +403,15 @@ class Notifier:
         # When the earliest retry this sender scheduled falls due (monotonic): it waits until
         # then rather than a whole poll, so the documented backoff holds.
         self._retry_at: float | None = None
-        # Set by the app once the engine exists: the gate view for awaiting_approval events.
-        self.describe: DescribeGate | None = None
-        self.console_url = ""
+        # Set by the app once the engine exists: the gate view, decision summary and risk tiers
+        # events are built with, and the console's URL their links lead to.
+        self.sources = EventSources()
+        self.format: NotifyFormat = "json"
         self._thread = threading.Thread(target=self._work, name="pilot-notify", daemon=True)
         self._thread.start()
+
+    def _encode(self, event: Mapping[str, Any]) -> bytes:
+        return encode(event, self.format)
 
     def __repr__(self) -> str:  # never shows the secret
         return f"Notifier({_where(self.url)!r}, signed={bool(self._secret)})"
@@ -246,13 +421,11 @@ class Notifier:
         """``WorkflowEvents`` hook: the outbox row this change announces, for the save's
         transaction. Never raises (a notification problem must never reach the workflow)."""
         try:
-            event = event_for(before, wf, self.describe, self.console_url)
+            events = events_for(before, wf, self.sources)
+            return [(str(e["event_id"]), wf.id, self._encode(e)) for e in events]
         except Exception:
             _log.exception("could not build a notification for %s", wf.id)
             return []
-        if event is None:
-            return []
-        return [(str(event["event_id"]), wf.id, _encode(event))]
 
     def workflow_changed(self, before: WorkflowState, wf: Workflow) -> None:
         """``WorkflowEvents`` hook after the commit: wake the sender. Never raises."""
@@ -261,7 +434,7 @@ class Notifier:
     def send(self, event: Mapping[str, Any]) -> None:
         """Write one event to the outbox on its own (outside a workflow change)."""
         event_id = str(event.get("event_id") or uuid.uuid4().hex)
-        body = _encode({**event, "event_id": event_id})
+        body = self._encode({**event, "event_id": event_id})
         self._outbox.enqueue_notices([(event_id, str(event.get("workflow_id", "")), body)])
         self._kick()
 

@@ -463,12 +463,12 @@ class Runner:
     async def _walk(self, wf: Workflow, actor: Actor, progress: ProgressFn | None) -> dict[str, Any]:
         dispatching = self.dispatcher is not None
         walk = conductor.Walk()
-        action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
+        action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self.is_read)
         if not isinstance(action, conductor.Fail):
             # Optional for dispatchers: one without it opens sessions when the calls come.
             prepare = getattr(self.dispatcher, "prepare", None)
             if prepare is not None:
-                await prepare(conductor.group_demand(wf, self._is_read))
+                await prepare(conductor.group_demand(wf, self.is_read))
         total = sum(1 for s in wf.steps if not s.is_gate)
         done = sum(1 for s in wf.steps if not s.is_gate and s.status not in (S.PENDING, S.NOT_EXECUTED))
         while True:
@@ -519,7 +519,7 @@ class Runner:
                 done += len(members)
                 await report(progress, done, total, self._describe(wf, members, finished=True))
             walk = conductor.after(walk, action, ok)
-            action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self._is_read)
+            action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self.is_read)
 
     async def _hold_write(
         self, wf: Workflow, action: conductor.RunStep | conductor.RunGroup, actor: Actor
@@ -544,7 +544,7 @@ class Runner:
         wf, _ = await self.save(wf, _timed(self.store, conductor.record_handback, indices, actor))
         return wf
 
-    def _is_read(self, step: Step) -> bool:
+    def is_read(self, step: Step) -> bool:
         return classify_step(step, self.catalog)[0] == "read"
 
     @staticmethod

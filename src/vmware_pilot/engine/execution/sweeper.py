@@ -239,13 +239,14 @@ class Sweeper:
         for workflow_id in dict.fromkeys(waiting):
             try:
                 wf = await asyncio.to_thread(runner.store.load, workflow_id)
+                version = wf.version
                 after = await asyncio.to_thread(runner.notice_expiry, wf)
             except DatabaseUnavailable:
                 raise
             except PilotError as exc:
                 _log.warning("could not record the expiry of %s's gate: %s", workflow_id, exc.message)
                 continue
-            if after.version != wf.version:
+            if after.version != version:
                 noticed.append(workflow_id)
         return noticed
 
