@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.cli import views
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.results import BlastRadius, result_of
+from vmware_pilot.safety.blast import rollback_blast_radius
 
 runner = CliRunner()
 CLI = Path(sys.executable).with_name("vmware-pilot")
@@ -179,9 +184,9 @@ def test_approve_records_the_os_user_bound_to_the_digest_shown(pilot: PilotApp) 
     assert "hunter2" not in result.stdout
 
 
-def test_approve_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> None:
+def test_approve_full_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> None:
     wid = at_gate(pilot, READ, GATE, OFF)
-    result = invoke("approve", wid)
+    result = invoke("approve", wid, "--full")
     for text in (
         "Power off web-01?",
         "aiops.power_off_vm",
@@ -193,10 +198,12 @@ def test_approve_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> 
     assert "write" in result.stdout or "destructive" in result.stdout
     flat = " ".join(result.stdout.split())
     assert '"vm_name": "web-01"' in flat and '"vc_password": "***"' in flat and "hunter2" not in flat
-    assert "A rollback would run aiops.power_on_vm" in flat
+    # The released step is the workflow's last: no rollback can ever run after it, and it says so.
+    assert "No rollback will undo this step: it is the workflow's last" in flat
+    assert "A rollback would run" not in flat
     assert "Current state not known" in flat, "hand-back mode says it did not read the targets"
     # The prediction comes first: without dispatch nothing was read, so it cannot say more.
-    flat = " ".join(invoke("approve", wid, COLUMNS="400").stdout.split())
+    flat = " ".join(invoke("approve", wid, "--full", COLUMNS="400").stdout.split())
     assert flat.index("Prediction: UNKNOWN: cannot predict step 2 (aiops.power_off_vm)") < flat.index(
         "Releases"
     )
@@ -363,3 +370,46 @@ def test_operator_commands_explain_bad_settings_and_an_unusable_home(
     unusable = CliRunner().invoke(cli, ["workflows"])
     assert unusable.exit_code == 2 and "hint:" in unusable.output
     assert unusable.exception is None or isinstance(unusable.exception, SystemExit)
+
+
+def test_approve_is_compact_and_ends_with_the_decision(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "approvals_required": 2}}, OFF)
+    shown = invoke("approve", wid, COLUMNS="200").stdout
+    assert "params:" not in shown and "plan digest" not in shown and f"approve {wid} --full" in shown
+    rows = [line.strip(" │╰╭─╮╯") for line in shown.splitlines() if line.strip(" │╰╭─╮╯")]
+    top = rows.index("Decision")  # the last panel: nothing but the summary follows it
+    said = rows[top + 1 :]
+    assert said[0] == f"Asked by {ME} — d" and said[1].startswith("Verdict: unknown"), said
+    assert "Approvals: 0 of 2; 2 more needed" in said and said[-1] == "You may approve or reject.", said
+    full = invoke("approve", wid, "--full", COLUMNS="200").stdout
+    assert "params:" in full and "plan digest" in full and full.rstrip().endswith("╯")
+    assert full.index("plan digest") < full.index(f"Asked by {ME}")
+
+
+def test_approve_records_a_comment_and_refuses_a_second_approval_by_the_same_person(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, {**GATE, "params": {"message": "Go?", "approvals_required": 2}}, OFF)
+    first = invoke("approve", wid, "--yes", "--comment", "Checked the LB pool")
+    assert first.exit_code == 0, first.output
+    (approval,) = status(pilot, wid)["gates"][0]["approvals"]
+    assert approval["comment"] == "Checked the LB pool"
+    again = invoke("approve", wid, "--yes")
+    assert again.exit_code == 1 and "You already approved this gate" in again.stderr
+    assert "You cannot approve: You already approved" in again.stdout  # said in place of the prompt
+
+
+def test_the_rollback_preview_speaks_plainly(pilot: PilotApp) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)
+    shown = invoke("rollback", wid, COLUMNS="200").stdout
+    assert "rollback preview: the workflow would end" in shown and "Nothing to roll back" in shown
+    wf = pilot.store.load(wid)  # as after a run that powered web-01 off and then failed
+    wf.steps[2].status = StepStatus.SUCCESS
+    radius = result_of(
+        BlastRadius, rollback_blast_radius(wf, pilot.service.catalog, acknowledge_unknown_effects=False)
+    )
+    console = Console(width=200, record=True)
+    console.print(views.blast_panel("rollback", radius))
+    text = console.export_text()
+    for raw in ("would_roll_back", "left_in_place", "performed_outside_pilot", "would_skip"):
+        assert raw not in text, text
+    assert "would be undone, newest first" in text
+    assert 'step 2 aiops.power_off_vm ← undone by aiops.power_on_vm {"vm_name": "web-01"}' in text

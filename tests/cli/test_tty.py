@@ -98,7 +98,7 @@ def state_of(settings: Settings, wid: str) -> tuple[str, str]:
 def test_approve_asks_at_the_terminal_and_yes_approves(settings: Settings, waiting: str) -> None:
     term = Terminal("approve", waiting, user="tess")
     shown = term.read_until("[y/N]")
-    assert "Power off web-01?" in shown and "aiops.power_off_vm" in shown and "sha256:" in shown
+    assert "Power off web-01?" in shown and "aiops.power_off_vm" in shown and "Asked by agent" in shown
     assert f"Approve this gate as {ME}?" in shown
     term.type("y")
     assert term.finish() == 0, term.seen
@@ -129,3 +129,58 @@ def test_run_stops_at_the_gate_and_asks_the_person(settings: Settings) -> None:
         assert app.service.get_workflow_status(row["id"])["approved_by"] == ME
     finally:
         app.close()
+
+
+def test_the_compact_panel_ends_with_the_decision_right_above_the_prompt(settings: Settings) -> None:
+    # A two-VM restart: the whole gate fits a 50-row terminal, its last lines the decision summary.
+    app = build_app(settings)
+    steps = [
+        {**GATE, "params": {"message": "Restart web-01 and web-02?", "approvals_required": 2}},
+        {
+            **OFF,
+            "params": {"vm_name": "web-01"},
+            "rollback_tool": "power_on_vm",
+            "rollback_params": {"vm_name": "web-01"},
+        },
+        {
+            **OFF,
+            "params": {"vm_name": "web-02"},
+            "rollback_tool": "power_on_vm",
+            "rollback_params": {"vm_name": "web-02"},
+        },
+        {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-01"}},
+        {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-02"}},
+    ]
+    try:
+        wid = str(
+            app.service.create_workflow(Actor("agent"), "restart-web", "Kernel patch INC4711", steps)[
+                "workflow_id"
+            ]
+        )
+        asyncio.run(app.service.run_workflow(Actor("agent"), wid))
+    finally:
+        app.close()
+    term = Terminal("approve", wid, "--comment", "checked the load balancer", user="tess")
+    shown = term.read_until("[y/N]")
+    term.type("y")
+    assert term.finish() == 0, term.seen
+    rows = [line for line in shown.splitlines() if line.strip()]
+    prompt = next(i for i, line in enumerate(rows) if "Approve this gate as" in line)
+    assert prompt < 50, shown  # the gate message has not scrolled off a 50-row terminal
+    top = next(i for i, line in enumerate(rows) if "Decision" in line and "╭" in line)
+    assert rows[prompt - 1].startswith("╰"), rows  # the decision panel ends right above the prompt
+    decision = " ".join(line.strip(" │") for line in rows[top + 1 : prompt - 1])
+    for said in (
+        "Asked by agent — Kernel patch INC4711",
+        "Verdict: unknown",
+        "Approvals: 0 of 2; 2 more needed",
+    ):
+        assert said in decision, decision
+    assert "left)" in decision and "You may approve or reject." in decision
+    assert "plan digest" not in shown and "params:" not in shown  # --full shows those
+    app = build_app(settings)
+    try:
+        approvals = app.service.get_workflow_status(wid)["gates"][0]["approvals"]
+    finally:
+        app.close()
+    assert [(a["approver"], a["comment"]) for a in approvals] == [(ME, "checked the load balancer")]

@@ -13,6 +13,8 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.model import Step
+from vmware_pilot.engine.gateview import skill_irreversible_steps, undo_note
 from vmware_pilot.errors import StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -66,7 +68,9 @@ async def test_each_released_step_shows_params_masked_risk_and_what_a_rollback_w
     assert first["params"] == {"vm_name": "web-01", "target": "lab", "confirm": True}
     assert first["tier"] in ("write", "destructive")
     assert first["rollback_params"] == {"vm_name": "web-01", "target": "lab"}
-    assert "would run aiops.power_on_vm" in first["undo"] and '"vm_name": "web-01"' in first["undo"]
+    # A later step follows and no later gate: the undo runs only if something fails before the end.
+    assert first["undo"].startswith("If a later step fails, a rollback undoes it with aiops.power_on_vm")
+    assert '"vm_name": "web-01"' in first["undo"] and "once the workflow completes" in first["undo"]
     assert second["params"]["password"] == "***" and "s3cr3t" not in str(view)
     assert "would NOT undo" in second["undo"]
 
@@ -237,3 +241,27 @@ async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Set
     assert alerts["read_failed"]["text"].startswith("web-01: read FAILED (vCenter unreachable"), alerts
     assert "skill's preview (no preview)" in alerts["preview_no_preview"]["text"], alerts
     assert b"hunter2" not in got.body
+
+
+def test_undo_sentences_tell_when_a_rollback_can_run_and_what_the_skill_cannot_undo() -> None:
+    step = Step(
+        index=1,
+        action="apply",
+        skill="aiops",
+        tool="apply_vm_plan",
+        params={"plan_id": "p1"},
+        rollback_tool="rollback_vm_plan",
+        rollback_params={"plan_id": "p1"},
+    )
+    later = undo_note(step, later_gate=3)
+    assert later.startswith(
+        "Until the workflow completes (after a failure, or while it waits at the gate at step 3)"
+    )
+    last = undo_note(step, last=True)
+    assert last.startswith("No rollback will undo this step") and "rollback_vm_plan" in last
+    plan = undo_note(step, skill_irreversible=skill_irreversible_steps({"irreversible_steps": [0, 2]}))
+    assert "reports plan step(s) 0, 2 as irreversible: its undo skips them" in plan
+    assert skill_irreversible_steps({"summary": {"irreversible_steps": [1]}}) == [1]
+    assert skill_irreversible_steps({"blast_radius": {"irreversible_steps": []}}) == []
+    step.rollback_tool = ""
+    assert "would NOT undo" in undo_note(step, later_gate=3)

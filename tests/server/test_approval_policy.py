@@ -118,7 +118,7 @@ async def test_a_gate_message_cannot_add_lines_to_the_form(elicit_app: PilotApp)
     assert "Gate message: Routine check. It releases: (no steps" in person.forms[0].message
     at = lines.index("  step 1: aiops.power_off_vm [destructive]")
     assert lines[at + 1].startswith("    params: {") and '"vm_name": "web-01"' in lines[at + 1]
-    assert lines[at + 2].startswith("    undo: A rollback would run aiops.power_on_vm")
+    assert lines[at + 2].startswith("    undo: No rollback will undo this step: it is the workflow's last")
 
 
 @pytest.mark.parametrize("typed", ["", "ann", "token:ann"])

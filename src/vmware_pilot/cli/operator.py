@@ -39,6 +39,7 @@ from vmware_pilot.results import (
     ActiveWorkflow,
     ApproveResult,
     CancelResult,
+    Eligibility,
     ListResult,
     Preview,
     Result,
@@ -185,9 +186,16 @@ def templates(json_output: JsonOption = False) -> None:
 
 
 def _pending_gate(
-    app: Any, workflow_id: str, out: Output, json_output: bool, person: Actor | None = None
+    app: Any,
+    workflow_id: str,
+    out: Output,
+    json_output: bool,
+    person: Actor | None = None,
+    *,
+    full: bool = False,
 ) -> GateView:
-    """The gate view; for ``person`` (who is about to decide) with the targets read again."""
+    """Show the gate view (compact, or ``full``); for ``person`` (who is about to decide) with the
+    targets read again."""
     try:
         if person is not None and app.dispatcher is not None:
             shown = run_async(app, app.service.show_gate(person, workflow_id))
@@ -196,8 +204,22 @@ def _pending_gate(
     except PilotError as exc:
         fail(exc, json_output)
     view = GateView.model_validate(shown)
-    out.show(views.gate_panel(view))
+    out.show(views.gate_panel(view, full=full))
     return view
+
+
+def _decision(app: Any, workflow_id: str, person: Actor, out: Output) -> Eligibility:
+    """Show the decision summary and what ``person`` may do, the last lines above the prompt."""
+    decision = app.service.decision(workflow_id)
+    allowed: Eligibility = app.service.eligibility(person, workflow_id, channel="cli")
+    if decision is not None:
+        out.show(views.decision_panel(decision, allowed))
+    return allowed
+
+
+FullOption = Annotated[
+    bool, typer.Option("--full", help="Show everything: params, state now, previews, evidence, digest.")
+]
 
 
 def approve(
@@ -217,6 +239,11 @@ def approve(
             help="Approve although Pilot predicts the run fails; your reason is recorded with the approval.",
         ),
     ] = "",
+    comment: Annotated[
+        str,
+        typer.Option("--comment", "-m", metavar="TEXT", help="Your comment: recorded with the approval."),
+    ] = "",
+    full: FullOption = False,
     dispatch: DispatchOption = False,
     yes: YesOption = False,
     json_output: JsonOption = False,
@@ -225,10 +252,30 @@ def approve(
     out = Output(json_output)
     person = operator()
     with open_app(dispatch) as app:
-        view = _pending_gate(app, workflow_id, out, json_output, person)
+        view = _pending_gate(app, workflow_id, out, json_output, person, full=full)
         pending = view.pending()
         # The approval names the gate and the plan the person was shown.
         digest, gate_step = (pending.digest, pending.index) if pending else ("", None)
+        ran_by_pilot = [s for s in view.already_ran if s.status in _RAN_BY_PILOT]
+        if view.releases and app.dispatcher is None and ran_by_pilot:
+            refuse(
+                "Pilot ran this workflow's earlier steps itself; approving here without dispatch would "
+                "hand the steps this gate releases to the agent instead of running them",
+                _DISPATCH_HINT,
+            )
+        if view.releases:
+            out.show(
+                "Once approved, Pilot runs the released steps here."
+                if app.dispatcher is not None
+                else release_notice(app.store.load(workflow_id), dispatching=False)
+            )
+        allowed = _decision(app, workflow_id, person, out)
+        if not allowed.may_approve:
+            refuse(
+                allowed.approve_why,
+                f"`vmware-pilot reject {workflow_id} --reason ...` rejects it; `vmware-pilot status "
+                f"{workflow_id}` shows where it stands.",
+            )
         try:  # the engine's own refusals, before the person is asked (nothing changes)
             app.service.check_approval(
                 workflow_id,
@@ -251,19 +298,6 @@ def approve(
                     f"approve anyway; otherwise `vmware-pilot reject {workflow_id} --reason ...`."
                 )
             fail(exc, json_output)
-        ran_by_pilot = [s for s in view.already_ran if s.status in _RAN_BY_PILOT]
-        if view.releases and app.dispatcher is None and ran_by_pilot:
-            refuse(
-                "Pilot ran this workflow's earlier steps itself; approving here without dispatch would "
-                "hand the steps this gate releases to the agent instead of running them",
-                _DISPATCH_HINT,
-            )
-        if view.releases:
-            out.show(
-                "Once approved, Pilot runs the released steps here."
-                if app.dispatcher is not None
-                else release_notice(app.store.load(workflow_id), dispatching=False)
-            )
         confirm(
             f"Approve this gate as {person.label}?",
             yes,
@@ -284,6 +318,7 @@ def approve(
                     expected_digest=digest,
                     gate_step=gate_step,
                     acknowledge_failure=acknowledge_failure,
+                    comment=comment,
                 ),
             )
         except PilotError as exc:
@@ -299,6 +334,7 @@ def approve(
 def reject(
     workflow_id: WorkflowArg,
     reason: Annotated[str, typer.Option("--reason", "-r", help="Why: written to the audit trail.")],
+    full: FullOption = False,
     yes: YesOption = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -308,7 +344,10 @@ def reject(
     if not reason.strip():
         refuse("a rejection needs a reason", "Pass --reason 'what is wrong'.", code=2)
     with open_app() as app:
-        _pending_gate(app, workflow_id, out, json_output)
+        _pending_gate(app, workflow_id, out, json_output, full=full)
+        allowed = _decision(app, workflow_id, person, out)
+        if not allowed.may_reject:
+            refuse(allowed.reject_why, f"`vmware-pilot status {workflow_id}` shows where it stands.")
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
         try:
             result = result_of(

@@ -104,6 +104,10 @@ async def _drive(
         out.show(views.outcome_panel(result))
         view = GateView.model_validate(app.service.pending_gate(workflow_id))
         out.show(views.gate_panel(view))
+        decision = app.service.decision(workflow_id)
+        if decision is not None:
+            allowed = app.service.eligibility(person, workflow_id, channel="cli")
+            out.show(views.decision_panel(decision, allowed))
         gate = view.pending()
         assert gate is not None  # pending_gate refuses a workflow at no gate
         unrun = view.not_executed_before_gate

@@ -21,11 +21,14 @@ from rich.table import Table
 from rich.text import Text
 
 from vmware_pilot.cli.terminal import json_text, visible
+from vmware_pilot.engine.decision import decision_lines
 from vmware_pilot.engine.gateview import GateView, ReleasedStep, TargetState
 from vmware_pilot.results import (
     ActiveWorkflow,
     AuditLine,
     BlastRadius,
+    Decision,
+    Eligibility,
     GateStatus,
     Handout,
     RecordStep,
@@ -34,12 +37,14 @@ from vmware_pilot.results import (
     StatusView,
     StepRef,
     TemplateInfo,
+    UndoEntry,
 )
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
     "audit_table",
     "blast_panel",
+    "decision_panel",
     "gate_panel",
     "gates_table",
     "handout_table",
@@ -226,9 +231,13 @@ def _release_lines(
     return lines
 
 
-def gate_panel(view: GateView) -> RenderableType:
-    """The pending gate: its message, each released step (params, risk, undo, state now, the
-    skill's preview), what the steps before it found, the approvals and the digest."""
+def gate_panel(view: GateView, full: bool = False) -> RenderableType:
+    """The pending gate: its message and what it releases. Compact by default (per released step
+    one line and its undo, then the alerts); ``full``: each released step's params, risk, undo,
+    state now and the skill's preview, what the steps before it found, the approvals and the
+    digest. The decision summary (``decision_panel``) is shown after it, right above the prompt."""
+    if not full:
+        return _compact_gate(view)
     gate = view.pending() or GateStatus(index=-1, status="")
     targets = {t.name: t for t in view.targets}
     lines: list[RenderableType] = [
@@ -278,6 +287,67 @@ def gate_panel(view: GateView) -> RenderableType:
     return Panel(Group(*lines), title=title, title_align="left", border_style="yellow")
 
 
+def _compact_gate(view: GateView) -> RenderableType:
+    gate = view.pending() or GateStatus(index=-1, status="")
+    lines: list[RenderableType] = [_t(" ".join((gate.message or "(no message)").split()), "bold")]
+    lines.append(Text("Releases (runs once approved):", style="bold"))
+    for r in view.releases:
+        predicted = view.predicted(r.index)
+        said = f"  → predicted {predicted.outcome.replace('_', ' ')}" if predicted is not None else ""
+        named = f"  on {', '.join(r.targets)}" if r.targets else ""
+        lines.append(
+            Text.assemble(
+                (f" step {r.index} ", "bold"),
+                _t(f"{r.skill}.{r.tool} "),
+                (f"[{r.tier}]", _TIER_STYLE.get(r.tier, "")),
+                _t(named),
+                _t(said, _OUTCOME_STYLE.get(predicted.outcome, "") if predicted is not None else ""),
+            )
+        )
+        lines.append(_t(f"   {r.undo}", "dim" if r.rollback_tool else "yellow"))
+    if not view.releases:
+        lines.append(Text(" nothing: approving ends this part", style="dim"))
+    # The decision's verdict says what cannot be predicted: here only what needs a look.
+    alerts = [a for a in view.alert_items() if a.severity != "info" and a.kind != "step_unknown"]
+    for alert in alerts[:_COMPACT_ALERTS]:
+        lines.append(_t(f"! {alert.text}", _ALERT_STYLE.get(alert.severity, "")))
+    if len(alerts) > _COMPACT_ALERTS:
+        lines.append(_t(f"… and {len(alerts) - _COMPACT_ALERTS} more alert(s)", "yellow"))
+    lines.append(
+        _t(
+            f"Everything (params, state now, previews, evidence): vmware-pilot approve {view.workflow_id} --full",
+            "dim",
+        )
+    )
+    index = gate.index if view.pending() else None
+    title = _t(f"{view.workflow_id} ({view.workflow_type}): approval gate at step {index}")
+    return Panel(Group(*lines), title=title, title_align="left", border_style="yellow")
+
+
+_COMPACT_ALERTS = 3
+_ALERT_STYLE = {"danger": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def decision_panel(decision: Decision, allowed: Eligibility | None = None) -> RenderableType:
+    """The decision summary (engine.decision) and what the person may do: the last lines above
+    the prompt."""
+    styles = {"Verdict": _VERDICT_STYLE.get(decision.verdict, "bold")}
+    lines: list[RenderableType] = []
+    for line in decision_lines(decision, short=True):
+        head = line.split(":", 1)[0]
+        style = styles.get(head, "")
+        if line.startswith(("Expired", "The plan changed")):
+            style = "bold red"
+        lines.append(_t(line, style))
+    if allowed is not None:
+        lines.append(
+            _t("You may approve or reject.", "green")
+            if allowed.may_approve
+            else _t(f"You cannot approve: {allowed.approve_why}", "bold red")
+        )
+    return Panel(Group(*lines), title=_t("Decision"), title_align="left", border_style="cyan")
+
+
 def handout_table(pending: Sequence[StepRef]) -> Table:
     """Steps handed to the person to perform themselves, in order (secrets masked)."""
     table = _table("#", "skill.tool", "params", "undo")
@@ -305,25 +375,53 @@ _BLAST_LISTS = (
     "handed_out_to_caller",
     "unknown_effects",
 )
+_BLAST_LABELS = {
+    "would_roll_back": "would be undone, newest first",
+    "left_in_place": "stays applied (no undo tool)",
+    "not_reversed_by_pilot": "not reversed by Pilot",
+    "not_reversible_outside_pilot": "done outside Pilot, cannot be undone",
+    "left_behind_by_earlier_rollback": "left behind by an earlier rollback",
+    "performed_outside_pilot": "performed outside Pilot",
+    "would_skip": "would not run (skipped)",
+    "handed_out_to_caller": "handed to the agent (may already be done)",
+    "unknown_effects": "effect unknown",
+}
 _BLAST_NOTES = ("left_in_place_note", "not_reversible_outside_pilot_note", "handed_out_to_caller_note")
 
 
+def _undo_call(entry: StepRef) -> str:
+    """A step in a blast-radius list, in words: the step, and for an undo the call that undoes it."""
+    text = f"step {entry.index} {entry.skill}.{entry.tool}"
+    if isinstance(entry, UndoEntry) and entry.rollback_tool:
+        text += f" ← undone by {entry.skill}.{entry.rollback_tool} {_json(entry.rollback_params)}"
+        if entry.leaves_behind:
+            text += f" ({entry.leaves_behind})"
+    return text
+
+
 def blast_panel(verb: str, radius: BlastRadius) -> RenderableType:
-    """What a rollback or cancel would do and leave (the blast radius)."""
-    table = _table("list", "count", "steps")
+    """What a rollback or cancel would do and leave (the blast radius), in words: what would be
+    undone and with which call, what stays applied, what cannot be undone."""
+    table = _table("what", "count", "steps", keep=())
     for key in _BLAST_LISTS:
         if not radius.has(key) and not radius.has(f"{key}_count"):
             continue  # a list the other verb's preview has
         entries: list[StepRef] = getattr(radius, key)
-        names = ", ".join(f"{e.index}:{e.skill}.{e.tool}" for e in entries) or "-"
         count = getattr(radius, f"{key}_count") if radius.has(f"{key}_count") else len(entries)
-        table.add_row(_t(key), _t(count), _t(names))
+        if not count:
+            continue  # nothing to say
+        names = "\n".join(_undo_call(e) for e in entries)
+        if count > len(entries):
+            names += f"\n… and {count - len(entries)} more"
+        table.add_row(_t(_BLAST_LABELS[key]), _t(count), _t(names))
     notes = [str(getattr(radius, k)) for k in radius.payload() if k in _BLAST_NOTES and getattr(radius, k)]
     problems = [*radius.blockers, *radius.unmeasured]
-    body: list[RenderableType] = [table, *(_t(n, "dim") for n in notes)]
+    doing = "roll back" if verb == "rollback" else verb
+    nothing = Text(f"Nothing to {doing}: no step changed anything Pilot knows of.", style="dim")
+    body: list[RenderableType] = [table if table.row_count else nothing, *(_t(n, "dim") for n in notes)]
     body += [_t(f"blocked: {p}", "bold red") for p in problems]
     state_after = radius.state_after
-    title = _t(f"{verb} preview: workflow ends '{state_after}'" if state_after else f"{verb} preview")
+    title = _t(f"{verb} preview: the workflow would end {state_after}" if state_after else f"{verb} preview")
     return Panel(Group(*body), title=title, title_align="left", border_style="magenta")
 
 

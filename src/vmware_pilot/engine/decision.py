@@ -225,18 +225,28 @@ def _value(value: object) -> str:
     return "?" if value is None else _text(value)[:80]
 
 
-def decision_lines(decision: Decision) -> list[str]:
-    """The decision summary as a few plain lines (the CLI's panel, the form, a chat message)."""
+def _when(stamp: str) -> str:
+    """An ISO time as a person reads it: ``2026-12-03 13:56 UTC``."""
+    at = from_iso(stamp)
+    return at.strftime("%Y-%m-%d %H:%M UTC") if at is not None else stamp
+
+
+_SHORT_VERDICT: Final = 160
+
+
+def decision_lines(decision: Decision, *, short: bool = False) -> list[str]:
+    """The decision summary as a few plain lines (the CLI's panel, the form, a chat message);
+    ``short``: the verdict's summary cut to a line or two (a terminal's panel)."""
     asked = decision.requested_by or "unknown"
     if decision.requested_via:
         asked += f" via {decision.requested_via}"
     lines = [f"Asked by {asked}" + (f" — {decision.why}" if decision.why else "")]
     if decision.ticket and decision.ticket not in decision.why:
         lines.append(f"Ticket: {decision.ticket}")
-    lines.append(
-        f"Verdict: {decision.verdict}"
-        + (f" — {decision.verdict_summary}" if decision.verdict_summary else "")
-    )
+    summary = decision.verdict_summary
+    if short and len(summary) > _SHORT_VERDICT:
+        summary = summary[: _SHORT_VERDICT - 1] + "…"
+    lines.append(f"Verdict: {decision.verdict}" + (f" — {summary}" if summary else ""))
     shown = decision.changes[:8]
     for change in shown:
         lines.append(
@@ -253,9 +263,9 @@ def decision_lines(decision: Decision) -> list[str]:
         approvals += f"; {decision.approvals_missing} more needed"
     lines.append(approvals)
     if decision.expired:
-        lines.append(f"Expired at {decision.expires_at}: it can no longer be approved.")
+        lines.append(f"Expired at {_when(decision.expires_at)}: it can no longer be approved.")
     elif decision.expires_at:
-        lines.append(f"Expires {decision.expires_at} ({time_left(decision.seconds_left)})")
+        lines.append(f"Expires {_when(decision.expires_at)} ({time_left(decision.seconds_left)})")
     else:
         lines.append("No expiry: the gate waits until someone decides.")
     if decision.plan_changed:

@@ -11,7 +11,7 @@ inspection, ``engine.inspection``), plus a one-line summary of what each earlier
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -34,6 +34,7 @@ __all__ = [
     "TargetState",
     "build_view",
     "empty_view",
+    "skill_irreversible_steps",
     "summarize_result",
     "undo_note",
 ]
@@ -285,15 +286,52 @@ class GateView(BaseModel):
         return {**self.model_dump(mode="json"), "alerts": self.alerts()}
 
 
-def undo_note(step: Step) -> str:
-    """What a later rollback would do about ``step``, in one sentence."""
-    if step.rollback_tool:
-        params = json.dumps(redact(step.rollback_params), ensure_ascii=False, sort_keys=True)
+def skill_irreversible_steps(payload: Any) -> list[int]:
+    """The steps a skill's own preview says cannot be undone (aiops' ``irreversible_steps``, at the
+    top of its answer, in its ``summary`` or its ``blast_radius``)."""
+    if not isinstance(payload, Mapping):
+        return []
+    for where in (payload, payload.get("summary"), payload.get("blast_radius")):
+        found = where.get("irreversible_steps") if isinstance(where, Mapping) else None
+        if isinstance(found, list) and found:
+            return [int(i) for i in found if isinstance(i, int) and not isinstance(i, bool)]
+    return []
+
+
+def undo_note(
+    step: Step, later_gate: int | None = None, skill_irreversible: Sequence[int] = (), *, last: bool = False
+) -> str:
+    """What a later rollback would do about ``step``, in one true sentence.
+
+    A rollback can only run while the workflow has not completed (a completed workflow is final:
+    ``safety.blast.ROLLBACK_BLOCKED_STATES``): after a step fails, or while it waits at
+    ``later_gate``, a later gate (None: these are its last steps). ``skill_irreversible``: the
+    steps the skill's own preview says its undo cannot reverse (aiops' ``irreversible_steps``).
+    ``last``: no step follows it, so no rollback can ever run after it."""
+    if not step.rollback_tool:
+        return "A rollback would NOT undo this step: the plan names no undo tool for it."
+    params = json.dumps(redact(step.rollback_params), ensure_ascii=False, sort_keys=True)
+    if last:
         return (
-            f"A rollback would run {step.skill}.{step.rollback_tool} {params}; it restores only what "
-            "that tool restores."
+            "No rollback will undo this step: it is the workflow's last, and a completed workflow "
+            f"cannot be rolled back. To reverse it later, run {step.skill}.{step.rollback_tool} "
+            f"{params} yourself, or plan a new workflow."
         )
-    return "A rollback would NOT undo this step: the plan names no undo tool for it."
+    call = f"{step.skill}.{step.rollback_tool} {params} (it restores only what that tool restores)"
+    note = (
+        f"Until the workflow completes (after a failure, or while it waits at the gate at step "
+        f"{later_gate}), a rollback undoes it with {call}."
+        if later_gate is not None
+        else f"If a later step fails, a rollback undoes it with {call}; once the workflow completes "
+        "it cannot be rolled back."
+    )
+    if skill_irreversible:
+        listed = ", ".join(str(i) for i in skill_irreversible)
+        note += (
+            f" The skill itself reports plan step(s) {listed} as irreversible: its undo skips them, "
+            "so they stay as they are."
+        )
+    return note
 
 
 def _short(text: str) -> str:
@@ -331,11 +369,19 @@ def summarize_result(result: Any) -> str:
     return _short(str(result))
 
 
-def _released(step: Step, catalog: Catalog, inspection: Mapping[str, Any], dispatching: bool) -> ReleasedStep:
+def _released(
+    step: Step,
+    catalog: Catalog,
+    inspection: Mapping[str, Any],
+    dispatching: bool,
+    later_gate: int | None,
+    last: bool,
+) -> ReleasedStep:
     tier, why = classify_step(step, catalog)
     previews = inspection.get("previews") or {}
     raw = previews.get(str(step.index))
     preview = Preview.model_validate(raw) if isinstance(raw, Mapping) else None
+    irreversible = skill_irreversible_steps(preview.payload) if preview is not None else []
     if preview is None and not dispatching:
         preview = Preview(status="not_run", summary="Pilot runs without dispatch: the skill was not asked.")
     named = (inspection.get("named") or {}).get(str(step.index)) or []
@@ -350,7 +396,7 @@ def _released(step: Step, catalog: Catalog, inspection: Mapping[str, Any], dispa
         why=why,
         rollback_tool=step.rollback_tool,
         rollback_params=redact(step.rollback_params),
-        undo=undo_note(step),
+        undo=undo_note(step, later_gate, irreversible, last=last),
         targets=[str(n) for n in named],
         preview=preview,
     )
@@ -370,6 +416,8 @@ def build_view(
     the stored result of the last inspection (None: never inspected)."""
     found = inspection or {}
     before = wf.steps[: gate.index]
+    after = releases[-1].index + 1 if releases else gate.index + 1
+    later_gate = next((s.index for s in wf.steps[after:] if s.is_gate), None)
     if not dispatching:
         note = (
             "Current state not known: Pilot runs without dispatch (hand-back mode), so it did not "
@@ -384,7 +432,10 @@ def build_view(
         workflow_type=wf.workflow_type,
         state=wf.state.value,
         gate=gate_info,
-        releases=[_released(s, catalog, found, dispatching) for s in releases],
+        releases=[
+            _released(s, catalog, found, dispatching, later_gate, last=s.index == len(wf.steps) - 1)
+            for s in releases
+        ],
         already_ran=[
             RanStep.model_validate({**s.ref(), "status": s.status.value}) for s in before if not s.is_gate
         ],
