@@ -133,7 +133,7 @@ async def test_elicit_for_a_signed_in_caller_asks_no_name_and_records_the_identi
         out = await client.ok("approve", workflow_id=wf)
         status = await client.status(wf)
     (form,) = person.forms
-    assert set(form.requestedSchema["properties"]) == {"decision", "reason", "despite"}
+    assert set(form.requestedSchema["properties"]) == {"decision", "reason", "comment", "despite"}
     assert "You decide as token:ann" in form.message and "Leave your name empty" not in form.message
     assert out["approved_by"] == "token:ann"
     assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [

@@ -205,3 +205,27 @@ async def test_an_approval_comment_is_recorded_and_audited(pilot_app: PilotApp) 
     assert approval["comment"] == "Checked with the app team; window agreed"
     (line,) = [e["detail"] for e in status["audit_log"] if e["action"] == "approval_recorded"]
     assert "comment: Checked with the app team; window agreed" in line
+
+
+async def test_the_approval_form_shows_the_decision_summary_first(settings: Settings) -> None:
+    from tests.server.test_approval_policy import Person
+
+    app = build_app(Settings(home=settings.home, approvals="elicit"))
+    person = Person({"decision": "approve", "comment": "LB drained first"})
+    try:
+        async with session(app, person, actor=BOB) as bob:
+            wf = await at_gate(bob, gate(approvals_required=2), OFF, description=WHY)
+            await bob.ok("approve", workflow_id=wf, comment="the agent's words")
+            status = await bob.status(wf)
+    finally:
+        app.close()
+    lines = person.forms[0].message.splitlines()
+    assert lines[0].startswith(f"Approve the gate at step 0 of workflow {wf}")
+    assert lines[1] == f"Asked by token:bob via mcp — {WHY}"
+    assert lines[2].startswith("Verdict: ") and any(
+        line.startswith("Approvals: 0 of 2") for line in lines[:8]
+    )
+    assert lines.index("Details:") < lines.index("Gate message: Power off web-01 for maintenance?")
+    (approval,) = status["gates"][0]["approvals"]
+    assert approval["comment"] == "LB drained first"  # the person's words, never the agent's
+    assert person.forms[0].requestedSchema["properties"]["comment"]["type"] == "string"

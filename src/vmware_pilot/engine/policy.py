@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.decision import decision_lines
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import StateRefused
-from vmware_pilot.results import GateStatus
+from vmware_pilot.results import Decision, GateStatus
 
 __all__ = [
     "ApprovalChannel",
@@ -49,11 +50,12 @@ class HumanAnswer:
     comment: str = ""
 
 
-# Shows the gate view (``PilotService.show_gate``) to a person and returns their answer. The second
-# argument is the name recorded when the person leaves theirs empty; the third is true when that name
-# is the caller's authenticated identity (a token or OAuth caller), which the form does not ask for,
-# as a name typed there could not be recorded instead of it.
-AskHuman = Callable[[GateView, str, bool], Awaitable[HumanAnswer]]
+# Shows the gate view (``PilotService.show_gate``) and its decision summary (``engine.decision``; None:
+# none) to a person and returns their answer. The third argument is the name recorded when the person
+# leaves theirs empty; the fourth is true when that name is the caller's authenticated identity (a
+# token or OAuth caller), which the form does not ask for, as a name typed there could not be
+# recorded instead of it.
+AskHuman = Callable[[GateView, Decision | None, str, bool], Awaitable[HumanAnswer]]
 
 
 def _cli(wf: Workflow) -> str:
@@ -113,12 +115,18 @@ def _line(value: object) -> str:
     return " ".join(str(value).split())
 
 
-def describe_gate(view: GateView) -> str:
-    """The gate view as plain text: what a person reads before deciding."""
+def describe_gate(view: GateView, decision: Decision | None = None) -> str:
+    """The gate view as plain text: what a person reads before deciding, the decision summary
+    (``engine.decision``) first."""
     gate = view.pending() or GateStatus(index=-1, status="")
     lines = [
         f"Approve the gate at step {gate.index if view.pending() else None} of workflow {view.workflow_id} "
         f"({_line(view.workflow_type)})?",
+    ]
+    if decision is not None:
+        lines += [_line(line) for line in decision_lines(decision, short=True)]
+        lines.append("Details:")
+    lines += [
         f"Gate message: {_line(gate.message or '(none)')}",
         *([_line(view.verdict_line())] if view.prediction is not None else []),
         "It releases:",

@@ -334,7 +334,8 @@ class PilotService:
                 guard.refuse_denied(in_force, wf.steps, self.catalog, "approve", wf.id)
                 self.runner.policy_demand(wf, gate, actor, approver, now, in_force, required)
             view = GateView.model_validate(await self.show_gate(actor, wf.id))
-            answer = await form(view, actor.label, actor.authenticated)
+            summary = await asyncio.to_thread(self.decision, wf.id)
+            answer = await form(view, summary, actor.label, actor.authenticated)
             if actor.authenticated:
                 _same_caller(actor, answer.approver)  # a name the form did not ask for
             named = approver if actor.authenticated else answer.approver.strip() or actor.label

@@ -1,9 +1,11 @@
 """The approval form: asks the person at the MCP client through elicitation (approvals = elicit).
 
-The form shows the gate message, the prediction of what approving does, the steps the gate
-releases with their risk tier, what ran before it and the plan digest, and asks for a decision
-(approve or reject), the person's name, to reject a reason and, to approve despite a predicted
-failure, the reason for that. What comes back is the person's answer, never the agent's arguments.
+The form shows the decision summary first (who asked and why, the verdict and what approving
+changes, the approvals still needed, the time left: ``engine.decision``), then the gate message,
+the prediction, the steps the gate releases with their risk tier, what ran before it and the plan
+digest, and asks for a decision (approve or reject), the person's name, to reject a reason, an
+optional comment on an approval and, to approve despite a predicted failure, the reason for that.
+What comes back is the person's answer, never the agent's arguments.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from vmware_pilot.errors import PilotError
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.gateview import GateView
     from vmware_pilot.engine.policy import AskHuman, HumanAnswer
+    from vmware_pilot.results import Decision
 
 __all__ = ["ApprovalForm", "SignedInApprovalForm", "human_asker"]
 
@@ -39,6 +42,12 @@ def _decision() -> Any:
 
 def _reason() -> Any:
     return Field(default="", title="Reason", description="Why you reject (required to reject).")
+
+
+def _comment() -> Any:
+    return Field(
+        default="", title="Comment", description="Optional: a comment on your approval, recorded with it."
+    )
 
 
 def _despite() -> Any:
@@ -60,6 +69,7 @@ class ApprovalForm(BaseModel):
         description="Recorded in the audit trail as the approver.",
     )
     reason: str = _reason()
+    comment: str = _comment()
     despite: str = _despite()
 
 
@@ -71,6 +81,7 @@ class SignedInApprovalForm(BaseModel):
 
     decision: str = _decision()
     reason: str = _reason()
+    comment: str = _comment()
     despite: str = _despite()
 
 
@@ -87,10 +98,12 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
     if not _can_elicit(ctx):
         return None
 
-    async def ask(view: GateView, default_approver: str, signed_in: bool) -> HumanAnswer:
+    async def ask(
+        view: GateView, decision: Decision | None, default_approver: str, signed_in: bool
+    ) -> HumanAnswer:
         from vmware_pilot.engine.policy import HumanAnswer, describe_gate
 
-        message = describe_gate(view)
+        message = describe_gate(view, decision)
         form: type[ApprovalForm | SignedInApprovalForm] = ApprovalForm
         if signed_in:
             message += f"\n(You decide as {default_approver}, the identity you connected with.)"
@@ -123,6 +136,7 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
             approver=str(named).strip() if named is not None else "",
             reason=data.reason.strip(),
             despite=data.despite.strip(),
+            comment=data.comment.strip(),
         )
 
     return ask
