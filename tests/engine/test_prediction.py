@@ -100,7 +100,8 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
     assert "rehearsal" not in prediction
     typed = result_of(StatusView, status)
     assert list(undeclared_keys(typed)) == [] and typed.prediction is not None
-    assert list(status)[-1] == "prediction", "added after the record's own keys, which are unchanged"
+    assert list(status)[-2:] == ["prediction", "decision"], "added after the record's own keys"
+    assert status["decision"]["verdict"] == "fails" and status["decision"]["failing_step"] == 1
     # The audit trail says what the approver was shown.
     (inspected,) = [e for e in status["audit_log"] if e["action"] == "gate_inspected"]
     assert inspected["detail"].startswith(

@@ -101,6 +101,16 @@ class Client:
     async def status(self, workflow_id: str) -> dict[str, Any]:
         return await self.ok("get_workflow_status", workflow_id=workflow_id)
 
+    async def stored(self, workflow_id: str) -> dict[str, Any]:
+        """The status without what moves with the clock alone (the decision summary's time left and
+        the time it was computed at): to tell that nothing about the workflow changed."""
+        status = await self.status(workflow_id)
+        if isinstance(status.get("decision"), dict):
+            status["decision"] = {
+                k: v for k, v in status["decision"].items() if k not in ("seconds_left", "at")
+            }
+        return status
+
     async def incident(self) -> str:
         """An incident_response workflow (2 reads, a gate, 1 remediation); returns its id."""
         created = await self.ok(

@@ -23,7 +23,7 @@ async def test_run_refuses_a_custom_plan_without_its_gate_even_when_forced(
     wf = pilot_app.store.load(wid)
     wf.steps = steps_from_dicts([READ_STEP, DELETE_STEP])  # a record from before the gate rule
     pilot_app.store.save(wf)
-    before = await client.status(wid)
+    before = await client.stored(wid)
     out = await client.refused("run_workflow", workflow_id=wid, force=True)
     assert out["error"].startswith("Refusing to run custom workflow 'custom-test'")
     assert "force=True does not override this" in out["error"]
@@ -31,7 +31,7 @@ async def test_run_refuses_a_custom_plan_without_its_gate_even_when_forced(
     assert out["fix"]["insert_before_step"] == 1
     assert [(f["kind"], f["step_index"]) for f in out["blocking_findings"]] == [("ungated_destructive", 1)]
     assert "require_approval" in out["hint"]
-    assert await client.status(wid) == before, "nothing changed or logged"
+    assert await client.stored(wid) == before, "nothing changed or logged"
 
 
 async def test_run_refuses_a_builtin_with_blocking_findings_unless_forced(
@@ -44,13 +44,13 @@ async def test_run_refuses_a_builtin_with_blocking_findings_unless_forced(
     wf = pilot_app.store.load(wid)
     wf.steps = steps_from_dicts([READ_STEP, DELETE_STEP, GATE])  # e.g. a record edited by hand
     pilot_app.store.save(wf)
-    before = await client.status(wid)
+    before = await client.stored(wid)
     out = await client.refused("run_workflow", workflow_id=wid)
     assert set(out) == {"error", "blocking_findings", "hint"}
     assert out["error"].startswith(f"Refusing to run workflow '{wid}': review found 1 blocking")
     assert [(f["kind"], f["step_index"]) for f in out["blocking_findings"]] == [("ungated_destructive", 1)]
     assert "force=True" in out["hint"]
-    assert await client.status(wid) == before
+    assert await client.stored(wid) == before
 
     forced = await client.ok("run_workflow", workflow_id=wid, force=True)
     assert forced["outcome"] == "awaiting_approval"

@@ -77,7 +77,7 @@ async def _crashed_step(client: Client, app: PilotApp) -> str:
 # --- rollback --------------------------------------------------------------------------------------
 async def test_rollback_preview_changes_nothing(client: Client) -> None:
     wf = await _at_gate_acknowledged(client)
-    before = await client.status(wf)
+    before = await client.stored(wf)
     out = await client.ok("rollback", workflow_id=wf)
     assert out["action"] == "preview" and out["workflow_id"] == wf and out["hint"]
     radius = out["blast_radius"]
@@ -87,7 +87,7 @@ async def test_rollback_preview_changes_nothing(client: Client) -> None:
     assert [e["index"] for e in radius["not_reversible_outside_pilot"]] == [3]
     assert radius["not_reversible_outside_pilot_note"]
     assert radius["blockers"] == [] and radius["unmeasured"] == []
-    assert await client.status(wf) == before
+    assert await client.stored(wf) == before
 
 
 async def test_rollback_preview_lists_caller_undo_with_secrets_redacted(client: Client) -> None:
@@ -153,7 +153,7 @@ async def test_rollback_needs_acknowledgement_of_unknown_effects(client: Client,
 async def test_cancel_preview_changes_nothing(client: Client) -> None:
     wf = await client.incident()
     await client.ok("run_workflow", workflow_id=wf)
-    before = await client.status(wf)
+    before = await client.stored(wf)
     out = await client.ok("cancel_workflow", workflow_id=wf, reason="not today")
     assert out["action"] == "preview" and out["hint"]
     radius = out["blast_radius"]
@@ -162,7 +162,7 @@ async def test_cancel_preview_changes_nothing(client: Client) -> None:
     assert [e["index"] for e in radius["handed_out_to_caller"]] == [0, 1]
     assert radius["handed_out_to_caller_note"]
     assert [e["index"] for e in radius["would_skip"]] == [2, 3]
-    assert await client.status(wf) == before
+    assert await client.stored(wf) == before
 
 
 async def test_cancel_confirm_makes_it_terminal(client: Client) -> None:

@@ -290,6 +290,10 @@ def gate_panel(view: GateView, full: bool = False) -> RenderableType:
 def _compact_gate(view: GateView) -> RenderableType:
     gate = view.pending() or GateStatus(index=-1, status="")
     lines: list[RenderableType] = [_t(" ".join((gate.message or "(no message)").split()), "bold")]
+    if view.prediction is not None and view.prediction.rehearsal is not None:
+        rehearsed = view.prediction.rehearsal
+        stale = bool(rehearsed.capture.get("stale")) or rehearsed.status != "rehearsed"
+        lines.append(_t(view.rehearsal_line(), "yellow" if stale else "dim"))
     lines.append(Text("Releases (runs once approved):", style="bold"))
     for r in view.releases:
         predicted = view.predicted(r.index)
@@ -313,6 +317,8 @@ def _compact_gate(view: GateView) -> RenderableType:
         lines.append(_t(f"! {alert.text}", _ALERT_STYLE.get(alert.severity, "")))
     if len(alerts) > _COMPACT_ALERTS:
         lines.append(_t(f"… and {len(alerts) - _COMPACT_ALERTS} more alert(s)", "yellow"))
+    if gate.policy is not None:
+        lines.append(_t(gate.policy.summary(), "dim"))
     lines.append(
         _t(
             f"Everything (params, state now, previews, evidence): vmware-pilot approve {view.workflow_id} --full",

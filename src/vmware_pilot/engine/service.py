@@ -537,9 +537,7 @@ class PilotService:
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which
         Pilot process runs them)."""
-        wf = self.core.load(workflow_id)
-        if gate_records.expiry_unnoticed(wf, self.store.now()):
-            wf = self.notice_expiry(wf) or wf
+        wf = self._load_noticed(workflow_id)
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
@@ -559,9 +557,16 @@ class PilotService:
                 out["decision"] = summary.payload()
         return out
 
+    def _load_noticed(self, workflow_id: str) -> Workflow:
+        """The workflow, after recording (once) that its waiting gate expired, if it did."""
+        wf = self.core.load(workflow_id)
+        if gate_records.expiry_unnoticed(wf, self.store.now()):
+            wf = self.notice_expiry(wf) or wf
+        return wf
+
     def decision(self, workflow_id: str) -> Decision | None:
         """The decision summary of the gate the workflow waits at (None: it waits at none)."""
-        wf = self.core.load(workflow_id)
+        wf = self._load_noticed(workflow_id)
         return decision_of(wf, self.catalog, self.store.now(), self.runner.dispatcher is not None)
 
     def eligibility(
@@ -569,7 +574,7 @@ class PilotService:
     ) -> Eligibility:
         """What ``actor`` (with ``role``; None: no roles at this door) may do now at the workflow's
         waiting gate through ``channel``, and if not, why (``engine.decision.eligibility``)."""
-        wf = self.core.load(workflow_id)
+        wf = self._load_noticed(workflow_id)
         door = (
             f"This Pilot takes approvals only from a person at the operator CLI (approvals policy "
             f"'human'); run `vmware-pilot approve {wf.id}` there."

@@ -530,7 +530,7 @@ class Runner:
         if (
             not self.checks
             or not isinstance(action, conductor.RunStep)
-            or self._is_read(wf.steps[action.index])
+            or self.is_read(wf.steps[action.index])
         ):
             return wf, None
         hold = await holds.first_hold(self.checks, holds.WriteContext(self, wf, action.index, actor))
