@@ -317,4 +317,11 @@ def build_app(
             console_url=settings.public_url,
         )
         notifier.format = settings.notify_format
-    return PilotApp(settings=settings, store=store, service=service, dispatcher=dispatcher, notifier=notifier)
+    return PilotApp(
+        settings=settings,
+        store=store,
+        service=service,
+        dispatcher=dispatcher,
+        notifier=notifier,
+        policies=policies,
+    )
