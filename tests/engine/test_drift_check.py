@@ -16,7 +16,7 @@ from tests.engine.receiver import Receiver, serve
 from tests.engine.test_prediction import Estate, at_gate, gate, restart
 from tests.server.conftest import connect
 from vmware_pilot import telemetry
-from vmware_pilot.adapters.webhook import event_for
+from vmware_pilot.adapters.webhook import events_for
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -95,8 +95,8 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     ]
     # Announced with its own event, with the gate as for any approval request.
     wf = dapp.store.load(wid)
-    announced = event_for(WorkflowState.RUNNING, wf)
-    assert announced is not None and announced["event"] == "drift_detected" and announced["step"] == 0
+    (announced,) = events_for(WorkflowState.RUNNING, wf)
+    assert announced["event"] == "drift_detected" and announced["step"] == 0
     assert announced["hold"]["details"]["changes"][0]["now"] == "poweredOff"
 
     done = await dapp.service.approve(actor, wid, approver="alice")
