@@ -229,3 +229,18 @@ async def test_the_approval_form_shows_the_decision_summary_first(settings: Sett
     (approval,) = status["gates"][0]["approvals"]
     assert approval["comment"] == "LB drained first"  # the person's words, never the agent's
     assert person.forms[0].requestedSchema["properties"]["comment"]["type"] == "string"
+
+
+async def test_eligibility_says_when_the_policy_does_not_accept_the_approver(
+    settings: Settings, pilot_app: PilotApp
+) -> None:
+    from tests.server.test_policy_doors import OPERATORS, write_policy
+
+    write_policy(settings, OPERATORS)
+    async with session(pilot_app) as client:
+        wf = await at_gate(client, gate(), OFF)
+    refused = pilot_app.service.eligibility(ALICE, wf)
+    assert (refused.may_approve, refused.approve_refused) == (False, "policy")
+    assert "operator" in refused.approve_why and refused.may_reject
+    olga = Actor("olga", kind="oidc", role="reader-plus", groups=("operator",))
+    assert pilot_app.service.eligibility(olga, wf).may_approve

@@ -34,6 +34,7 @@ from vmware_pilot.errors import (
     ApprovalGateRefused,
     InvalidInput,
     PilotError,
+    PolicyRefused,
     ReviewBlocked,
     StateRefused,
 )
@@ -575,13 +576,31 @@ class PilotService:
         """What ``actor`` (with ``role``; None: no roles at this door) may do now at the workflow's
         waiting gate through ``channel``, and if not, why (``engine.decision.eligibility``)."""
         wf = self._load_noticed(workflow_id)
-        door = (
+        allowed = eligibility(wf, actor, self.store.now(), role, self._door_refusal(wf, channel))
+        gate = gate_records.pending_gate(wf)
+        if not allowed.may_approve or gate is None:
+            return allowed
+        # The policy in force may refuse this approver (the gate's rule) or a step it denies.
+        try:
+            in_force = self.runner.policy()
+            guard.refuse_denied(in_force, wf.steps, self.catalog, "approve", wf.id)
+            record = gate_records.gate_record(wf, gate.index)
+            required = gate_records.required_approvals(gate, record)
+            self.runner.policy_demand(wf, gate, actor, actor.label, self.store.now(), in_force, required)
+        except PolicyRefused as exc:
+            return allowed.model_copy(
+                update={"may_approve": False, "approve_refused": "policy", "approve_why": exc.message}
+            )
+        return allowed
+
+    def _door_refusal(self, wf: Workflow, channel: ApprovalChannel) -> str:
+        """Why ``channel`` takes no approvals of ``wf`` at all (the approvals policy), or ""."""
+        return (
             f"This Pilot takes approvals only from a person at the operator CLI (approvals policy "
             f"'human'); run `vmware-pilot approve {wf.id}` there."
             if channel in ("mcp", "elicit") and self.core.approvals == "human"
             else ""
         )
-        return eligibility(wf, actor, self.store.now(), role, door)
 
     def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
         """Templates and one page of active workflows, newest first: ``limit`` of them (default
