@@ -24,6 +24,11 @@ FOUR_EYES = Role("operator", "others")
 WHY = "Patch window CHG0012345: power web-01 off for the firmware update"
 
 
+def off(vm: str) -> dict[str, Any]:
+    """OFF for another VM: workflows writing one object wait for each other (conflict locks)."""
+    return {**OFF, "params": {"vm_name": vm}, "rollback_params": {"vm_name": vm}}
+
+
 async def at_gate(client: Client, *steps: dict[str, Any], description: str = "test workflow") -> str:
     created = await client.ok("create_workflow", name="decide", description=description, steps=list(steps))
     out = await client.ok("run_workflow", workflow_id=created["workflow_id"])
@@ -111,8 +116,8 @@ async def test_eligibility_says_who_may_approve_and_why_not(pilot_app: PilotApp)
 
 async def test_eligibility_of_an_expired_or_changed_gate(pilot_app: PilotApp) -> None:
     async with session(pilot_app) as client:
-        expiring = await at_gate(client, gate(expires_in_minutes=0.001), OFF)
-        changed = await at_gate(client, gate(), OFF)
+        expiring = await at_gate(client, gate(expires_in_minutes=0.001), off("web-01"))
+        changed = await at_gate(client, gate(), off("web-02"))
         await asyncio.sleep(0.1)
         expired = (await client.status(expiring))["decision"]
     stored = pilot_app.store.load(changed)
@@ -150,9 +155,9 @@ DAY = 1440 * 60
 
 async def test_a_gate_releasing_a_destructive_step_expires_after_the_default(pilot_app: PilotApp) -> None:
     async with session(pilot_app) as client:
-        default = await at_gate(client, gate(), OFF)
-        shorter = await at_gate(client, gate(expires_in_minutes=60), OFF)
-        longer = await at_gate(client, gate(expires_in_minutes=3000), OFF)
+        default = await at_gate(client, gate(), off("web-01"))
+        shorter = await at_gate(client, gate(expires_in_minutes=60), off("web-02"))
+        longer = await at_gate(client, gate(expires_in_minutes=3000), off("web-03"))
         reads = await at_gate(client, gate(), READ_STEP)
         read_own = await at_gate(client, gate(expires_in_minutes=3000), READ_STEP)
         left = {
@@ -179,8 +184,8 @@ async def test_no_default_expiry_when_the_setting_is_zero(settings: Settings) ->
 
 async def test_an_expired_gate_is_listed_as_expired_and_its_expiry_recorded_once(pilot_app: PilotApp) -> None:
     async with session(pilot_app) as client:
-        expiring = await at_gate(client, gate(expires_in_minutes=0.001), OFF)
-        live = await at_gate(client, gate(), OFF)
+        expiring = await at_gate(client, gate(expires_in_minutes=0.001), off("web-01"))
+        live = await at_gate(client, gate(), off("web-02"))
         await asyncio.sleep(0.1)
         listed = (await client.ok("list_workflows"))["active_workflows"]
         refused = await client.refused("approve", workflow_id=expiring, approver="carol")
