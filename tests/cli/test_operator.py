@@ -254,6 +254,10 @@ def test_approve_refuses_an_expired_gate_and_reject_still_works(pilot: PilotApp)
     expired = invoke("approve", wid, "--yes")
     assert expired.exit_code == 1 and "expired" in expired.stderr and "reject" in expired.stderr
     assert "EXPIRED" in invoke("status", wid).stdout
+    assert "awaiting_approval (gate expired)" in invoke("workflows", COLUMNS="200").stdout
+    listed = json.loads(invoke("workflows", "--json").stdout)["workflows"]
+    assert [w.get("expired") for w in listed if w["id"] == wid] == [True]
+    assert actions(pilot, wid).count("gate_expired") == 1  # recorded once, however often it is seen
     rejected = invoke("reject", wid, "--reason", "too late", "--yes")
     assert rejected.exit_code == 0, rejected.output
     assert status(pilot, wid)["state"] == "cancelled" and "rejected" in actions(pilot, wid)
