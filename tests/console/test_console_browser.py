@@ -84,7 +84,8 @@ def test_sign_in_see_the_gate_with_live_state_and_preview_then_approve_and_watch
             f"Now: {vm}: poweredOn, 1 vCPU, 32 MB, host DC0_H0, snapshot lab-base → power_off_vm"
         )
         expect(release.locator(".preview")).to_contain_text("hard_power_off")
-        expect(release.locator(".undo")).to_contain_text("would run aiops.power_on_vm")
+        # The power-off is the workflow's last step: no rollback can run after it (engine.gateview).
+        expect(release.locator(".undo")).to_contain_text("No rollback will undo this step")
         expect(page.locator(".evidence")).to_contain_text(f"name={vm}")
         shoot(page, "gate")
         assert axe_violations(page) == []
