@@ -126,6 +126,27 @@ async def test_the_targets_state_is_read_before_the_gate_and_audited(
     )
 
 
+async def test_the_same_reading_shown_again_adds_no_audit_event_and_a_new_one_does(
+    dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
+) -> None:
+    dispatcher.answers["get_vm_info"] = vm_info("poweredOn")
+    wid, _ = await at_gate(dapp, actor, [GATE, off()])
+
+    def inspected() -> list[str]:
+        audit = dapp.service.get_workflow_status(wid)["audit_log"]
+        return [e["detail"] for e in audit if e["action"] == "gate_inspected"]
+
+    assert len(inspected()) == 1
+    for _ in range(3):  # three page views of the same state: no new rows
+        await dapp.service.show_gate(actor, wid)
+    assert len(inspected()) == 1
+    dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
+    await dapp.service.show_gate(actor, wid)
+    await dapp.service.show_gate(actor, wid)
+    details = inspected()
+    assert len(details) == 2 and "web-01: poweredOff" in details[1]
+
+
 async def test_a_failed_read_is_shown_as_failed_and_a_gone_vm_plainly(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:

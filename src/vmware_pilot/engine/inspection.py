@@ -9,12 +9,14 @@ other tool would act, so it is not called and the view says there is no preview.
 fails is recorded as failed. Each object's state when the gate was first shown for the current
 plan digest is kept as its reference, and ``engine.drift`` says plainly what differs from it.
 The result is stored in ``wf.extra["gate_inspections"]`` (outside the plan digest) and an audit
-event ``gate_inspected`` records what was read, as evidence of what the approver saw.
+event ``gate_inspected`` records what was read, as evidence of what the approver saw: once per
+distinct reading (the SHA-256 of what it says, kept as the record's ``reading``), not per look.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -385,15 +387,21 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
     detail = f"Gate at step {gate.index}: " + (" | ".join(lines) or "no targets named, nothing to preview")
     detail = detail if len(detail) <= _AUDIT_MAX else detail[: _AUDIT_MAX - 1] + "…"
     index = gate.index
+    # One audit event (and one rehearsal event) per distinct reading: a page shown again with the
+    # same state, previews, prediction and rehearsal adds none (the record's time still moves on).
+    rehearsed = _rehearsal_detail(gate.index, prediction) if prediction.rehearsal is not None else ""
+    record["reading"] = hashlib.sha256(f"{detail}\n{rehearsed}".encode()).hexdigest()
 
     def store(w: Workflow) -> None:
         records = w.extra.get(gate_records.INSPECTIONS_KEY)
         records = records if isinstance(records, dict) else {}
+        before = records.get(str(index))
         records[str(index)] = record
         w.extra[gate_records.INSPECTIONS_KEY] = records
-        w.log("gate_inspected", detail, actor.label)
-        if prediction.rehearsal is not None:
-            w.log("gate_rehearsed", _rehearsal_detail(index, prediction), actor.label)
+        if not isinstance(before, dict) or before.get("reading") != record["reading"]:
+            w.log("gate_inspected", detail, actor.label)
+            if rehearsed:
+                w.log("gate_rehearsed", rehearsed, actor.label)
         voided = gate_records.void_approvals(w, index, verdict_key(record["prediction"]))
         if voided:
             w.log(
