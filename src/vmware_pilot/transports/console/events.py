@@ -1,8 +1,8 @@
 """Live updates for console pages: server-sent events when a workflow (or the list) changes.
 
 The stream polls the store (every Pilot process on the same store changes it, so there is no
-in-process signal to wait for) and sends ``event: changed`` with the workflow's version, state
-and the digest of its pending gate whenever one of them differs from the last one sent. A
+in-process signal to wait for) and sends ``event: changed`` with the workflow's version, state,
+the digest of its pending gate and the number of its approvals whenever one of them differs from the last one sent. A
 comment line every few polls keeps proxies from closing an idle stream. Every few polls the
 stream also asks whether its session still holds, and ends once it does not (signed out on any
 replica, or expired), so a page left open stops following plan data.
@@ -66,7 +66,8 @@ def workflow_events(
         wf = app.store.load(workflow_id)
         gate = gate_records.pending_gate(wf)
         digest = gate_records.plan_digest(wf, gate.index) if gate is not None else ""
-        return {"version": wf.version, "state": wf.state.value, "digest": digest}
+        approvals = len(gate_records.approver_names(gate_records.gate_record(wf, gate.index))) if gate else 0
+        return {"version": wf.version, "state": wf.state.value, "digest": digest, "approvals": approvals}
 
     return _stream(request, snapshot, signed_in)
 

@@ -1,4 +1,5 @@
-"""The console's pages and forms: sign-in, workflows, one workflow, a gate, approve and reject.
+"""The console's pages and forms: sign-in, the inbox, one workflow, a gate, approve and reject,
+rollback and cancel (each previewed first).
 
 Every page but the sign-in form needs a session (``sessions``), checked again on every request:
 a session signed in with a static token ends once that token is revoked or replaced, and the
@@ -13,7 +14,13 @@ and reject run in a worker thread, approve through the engine's runner, which do
 a gate follows the same rules as the MCP ``approve`` tool, in the same code: the caller's role
 (``safety.duties.approve_refusal``), then the engine's checks (``engine.execution.approval.precheck``:
 expiry, the plan digest the page showed, which the form must carry, four eyes) and the engine's
-approve path, with the signed-in person as the approver. Pages render the engine's typed results and nothing else.
+approve path, with the signed-in person as the approver. The gate page starts with the decision
+summary and offers only what this person may do now, saying why not in place of a control
+(``decision``); a workflow that ended says how (``outcome``) and offers the next actions its state
+and the person's role allow. Rollback and cancel follow the CLI's rules: the service's preview
+(its blast radius) first, refused while it has blockers or unmeasured steps (or undo calls without
+dispatch), then the service's own path on a confirmed form. Pages render the engine's typed results
+in plain words (``words``) and nothing else.
 With an OIDC client configured (oidc.py), people may also sign in at the identity provider; that
 ends in the same session as a token sign-in.
 """
@@ -23,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -39,18 +46,32 @@ from starlette.templating import Jinja2Templates
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.domain.clock import iso
+from vmware_pilot.domain.enums import StepStatus, WorkflowState
+from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.approval import precheck, release_notice
-from vmware_pilot.engine.gateview import GateView, summarize_result
+from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable, PilotError, WorkflowNotFound
-from vmware_pilot.results import StatusView, result_of
+from vmware_pilot.results import BlastRadius, GateStatus, Preview, StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact
 from vmware_pilot.server.access import read_refusal
 from vmware_pilot.transports.callers import RETRY_AFTER_SECONDS, CallerVerifier, TokensUnreadable, actor_of
+from vmware_pilot.transports.console import inbox
+from vmware_pilot.transports.console.decision import COMMENTS, approve_options, eligibility, left_text, summary
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.headers import SecurityHeaders
 from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcBusy, OidcLogin, OidcRefused
+from vmware_pilot.transports.console.outcome import ending
+from vmware_pilot.transports.console.words import (
+    evidence_line,
+    for_people,
+    preview_line,
+    skill_irreversible,
+    state_look,
+    undo_line,
+)
 from vmware_pilot.transports.console.sessions import (
     COOKIE,
     LOGIN_COOKIE,
@@ -73,6 +94,19 @@ _TOKEN_MAX: Final = 8192
 _REASON_MAX: Final = 2000
 _EXPIRY_NOTICE_SECONDS: Final = 600
 _MAX_PAGE: Final = 1_000_000
+# The states in which a rollback or a cancel can be asked for (domain.transitions).
+_ROLLBACK_STATES: Final = frozenset(
+    {WorkflowState.PENDING, WorkflowState.RUNNING, WorkflowState.AWAITING_APPROVAL, WorkflowState.FAILED}
+)
+_CANCEL_STATES: Final = frozenset(
+    {
+        WorkflowState.DRAFT,
+        WorkflowState.PENDING,
+        WorkflowState.RUNNING,
+        WorkflowState.AWAITING_APPROVAL,
+        WorkflowState.ROLLING_BACK,
+    }
+)
 
 RoleOf = Callable[[Actor], Role]
 # What each page shows is what these tools show: the role needs one of them (read_refusal).
@@ -111,6 +145,15 @@ class Console:
         self.role_of = role_of
         self.sessions = SessionBook(app.store, app.settings.console_session_minutes)
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))
+        self.templates.env.globals.update(
+            evidence_line=evidence_line,
+            for_people=for_people,
+            left_text=left_text,
+            preview_line=preview_line,
+            skill_irreversible=skill_irreversible,
+            state_look=state_look,
+            undo_line=undo_line,
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -333,10 +376,13 @@ class Console:
         return RedirectResponse("/console/workflows", 303)
 
     async def workflows(self, request: Request) -> Response:
+        """The inbox: waiting gates first, each row with who asked, targets, risk, verdict, age and
+        time left; a search over id, requester, targets and text; a state filter."""
         session = self.caller(request, _LIST).session
         wanted = request.query_params.get("state", "")
         known = [s.value for s in WorkflowState]
         shown = request.query_params.get("page", "1")
+        query = request.query_params.get("q", "")[:200]
         problem = (
             f"state must be one of {', '.join(known)}, or empty for any (got {wanted[:40]!r})."
             if wanted and wanted not in known
@@ -350,49 +396,91 @@ class Console:
             )
         states = [WorkflowState(wanted)] if wanted else None
         page = int(shown)
-        rows = self.app.store.list_all(PAGE_SIZE + 1, (page - 1) * PAGE_SIZE, states)
+        rows = await asyncio.to_thread(self._inbox, states, query)
+        first = (page - 1) * PAGE_SIZE
         return self.page(
             request,
             "workflows.html",
             session=session,
-            rows=[dict(r) for r in rows[:PAGE_SIZE]],
-            more=len(rows) > PAGE_SIZE,
+            rows=rows[first : first + PAGE_SIZE],
+            more=len(rows) > first + PAGE_SIZE,
             page=page,
             state=wanted if states else "",
             states=known,
+            q=query,
+            waiting=sum(1 for r in rows if r.waiting),
+            scanned=inbox.SCANNED,
         )
+
+    def _inbox(self, states: list[WorkflowState] | None, query: str) -> list[inbox.Row]:
+        """The newest ``inbox.SCANNED`` workflows (in ``states``) as inbox rows, matching
+        ``query``, waiting gates first."""
+        store, catalog = self.app.store, self.app.service.catalog
+        now = store.now()
+        rows = []
+        for summary_row in store.list_all(inbox.SCANNED, 0, states):
+            try:
+                rows.append(inbox.row_of(store.load(str(summary_row["id"])), catalog, now))
+            except WorkflowNotFound:
+                continue  # deleted between the list and the load
+        return inbox.sort_waiting_first(inbox.search(rows, query) if query.strip() else rows)
 
     @staticmethod
     def _id(request: Request) -> str:
         return str(request.path_params["workflow_id"])
 
     async def workflow(self, request: Request) -> Response:
-        session = self.caller(request, _STATUS).session
+        caller = self.caller(request, _STATUS)
+        session = caller.session
         try:
-            # The version before the read: a change in between makes the page reload, never stick.
-            wf = self.app.store.load(self._id(request))
+            # The version before the read: a change in between makes the page update, never stick.
+            wf = await asyncio.to_thread(self.app.store.load, self._id(request))
             version = wf.version
             status = StatusView.model_validate(
-                redact(self.app.service.get_workflow_status(self._id(request)))
+                redact(await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request)))
             )
+            now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
             )
-        summaries = {
-            s.index: summarize_result(s.result) if s.result is not None else "" for s in status.steps
+        catalog = self.app.service.catalog
+        lines = {
+            s.index: evidence_line(redact(s.result), s.tool)
+            for s in wf.steps
+            if s.result is not None and not s.is_gate
         }
+        pending = gate_records.pending_gate(wf) if wf.state is WorkflowState.AWAITING_APPROVAL else None
+        waiting = next((g for g in status.gates if pending is not None and g.index == pending.index), None)
         return self.page(
             request,
             "workflow.html",
             session=session,
             wf=status,
-            summaries=summaries,
+            lines=lines,
             version=version,
             audit=status.audit_log[-_AUDIT_TAIL:],
             notice=request.query_params.get("notice", "")[:200],
             released=release_notice(wf, self.app.dispatcher is not None),
+            ending=ending(wf, catalog),
+            display=inbox.display_state(wf, now),
+            waiting=waiting,
+            why=str(wf.params.get("description", "") or ""),
+            actions=self._next_actions(caller, wf),
         )
+
+    def _next_actions(self, caller: Caller, wf: Workflow) -> dict[str, str]:
+        """What this person may do next about ``wf`` (rollback, cancel): each action's refusal in
+        words, "" when they may. Actions that do not apply to the state are left out."""
+        actions: dict[str, str] = {}
+        rolled_back = wf.state is WorkflowState.FAILED and bool(wf.rollback_results)
+        if wf.state in _ROLLBACK_STATES and not rolled_back:
+            why = tool_refusal(caller.role, "rollback")
+            actions["rollback"] = f"Your role cannot roll back: {why}." if why else ""
+        if wf.state in _CANCEL_STATES:
+            why = tool_refusal(caller.role, "cancel_workflow")
+            actions["cancel"] = f"Your role cannot cancel: {why}." if why else ""
+        return actions
 
     async def step_result(self, request: Request) -> Response:
         session = self.caller(request, _STATUS).session
@@ -411,15 +499,33 @@ class Console:
         workflow_id = self._id(request)
         try:
             view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
+            wf = await asyncio.to_thread(self.app.store.load, workflow_id)
+            now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
             )
         except PilotError:
             return RedirectResponse(f"/console/workflows/{quote(workflow_id)}", 303)
-        refusal = self._refusal(caller, workflow_id)
+        gate = view.pending() or GateStatus()
+        evidence = {
+            s.index: evidence_line(redact(s.result), s.tool)
+            for s in wf.steps[: max(0, gate.index)]
+            if not s.is_gate and s.status in (StepStatus.SUCCESS, StepStatus.FAILED)
+        }
         return self.page(
-            request, "gate.html", status, session=session, view=view, error=error, may_decide=refusal
+            request,
+            "gate.html",
+            status,
+            session=session,
+            view=view,
+            gate=gate,
+            error=error,
+            decision=summary(view, wf, now),
+            may=eligibility(wf, caller.actor, caller.role, now),
+            evidence=evidence,
+            now=iso(now),
+            comments=COMMENTS,
         )
 
     def _refusal(self, caller: Caller, workflow_id: str) -> str:
@@ -431,9 +537,8 @@ class Console:
 
     # --- decisions --------------------------------------------------------------------------
     async def _decision(self, request: Request, what: str) -> tuple[Caller, str, dict[str, str]]:
-        """A posted approve or reject form: the signed-in person, the workflow and the form's
-        fields; raises ``_Denied`` with the sign-in redirect, or the refusal of a form without a
-        valid CSRF token."""
+        """A posted form: the signed-in person, the workflow and the form's fields; raises
+        ``_Denied`` with the sign-in redirect, or the refusal of a form without a valid CSRF token."""
         caller = self.caller(request)
         fields = await self.posted(request, caller.session)
         if fields is None:
@@ -462,6 +567,7 @@ class Console:
         gate_step = int(step) if step.isascii() and step.isdigit() and len(step) <= 6 else None
         # Approving despite a failing prediction takes the box ticked and a reason.
         despite = fields.get("ack_failure_reason", "").strip() if fields.get("ack_failure") == "yes" else ""
+        comment = fields.get("comment", "").strip()[:_REASON_MAX]
         try:
             store = self.app.store
             wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
@@ -485,17 +591,22 @@ class Console:
             expected_digest=digest,
             gate_step=gate_step,
             acknowledge_failure=despite,
+            **approve_options(comment),  # type: ignore[arg-type]
         )
+        self._detach(work)
+        return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=approved", 303)
+
+    def _detach(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` (an approval or a rollback: it may dispatch for minutes) after the answer."""
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
-        return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=approved", 303)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
-            _log.warning("console approval ended with: %s", getattr(exc, "message", exc))
+            _log.warning("console decision ended with: %s", getattr(exc, "message", exc))
 
     async def reject(self, request: Request) -> Response:
         caller, workflow_id, fields = await self._decision(request, "Rejection")
@@ -503,11 +614,108 @@ class Console:
         if why_not:
             return await self.gate(request, f"Refused: {why_not}.", 403)
         reason = fields.get("reason", "")[:_REASON_MAX]
+        if not reason.strip():
+            return await self.gate(
+                request, "Refused: a rejection needs a reason; it is written to the audit trail.", 400
+            )
         try:
             await anyio.to_thread.run_sync(self.app.service.reject, caller.actor, workflow_id, reason)
         except PilotError as exc:
             return await self.gate(request, f"Refused: {exc.message}", 409)
         return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=rejected", 303)
+
+    # --- rollback and cancel: preview first, act on a confirmed form -------------------------
+    async def _radius(self, caller: Caller, workflow_id: str, verb: str, ack: bool) -> BlastRadius:
+        service = self.app.service
+        if verb == "rollback":
+            answer = await service.rollback(caller.actor, workflow_id, False, ack)
+        else:
+            answer = await service.cancel_workflow(caller.actor, workflow_id, "", False, ack)
+        return result_of(Preview, answer).blast_radius
+
+    def _problems(self, verb: str, radius: BlastRadius) -> list[str]:
+        """Why ``verb`` cannot go ahead as previewed (the CLI's rules): blockers, unmeasured
+        steps, and undo calls that cannot be made without dispatch."""
+        problems = [*radius.blockers, *radius.unmeasured]
+        if verb == "rollback" and radius.would_roll_back_count and self.app.dispatcher is None:
+            problems.append(
+                "Pilot undoes steps by calling their skills' undo tools, and this Pilot runs without "
+                "dispatch, so every undo would fail"
+            )
+        return problems
+
+    async def undo_preview(self, request: Request, verb: str, error: str = "", status: int = 200) -> Response:
+        caller = self.caller(request, _STATUS)
+        workflow_id = self._id(request)
+        ack = request.query_params.get("ack") == "1"
+        try:
+            radius = await self._radius(caller, workflow_id, verb, ack)
+        except WorkflowNotFound as exc:
+            return self.page(
+                request, "error.html", 404, title="Not found", message=exc.message, session=caller.session
+            )
+        except PilotError as exc:
+            return self.page(
+                request, "error.html", 409, title="Refused", message=exc.message, session=caller.session
+            )
+        tool = "rollback" if verb == "rollback" else "cancel_workflow"
+        role_says = tool_refusal(caller.role, tool)
+        return self.page(
+            request,
+            "undo.html",
+            status,
+            session=caller.session,
+            verb=verb,
+            workflow_id=workflow_id,
+            radius=radius,
+            problems=self._problems(verb, radius),
+            role_says=f"Your role cannot do this: {role_says}." if role_says else "",
+            ack=ack,
+            error=error,
+        )
+
+    async def rollback_preview(self, request: Request) -> Response:
+        return await self.undo_preview(request, "rollback")
+
+    async def cancel_preview(self, request: Request) -> Response:
+        return await self.undo_preview(request, "cancel")
+
+    async def _undo(self, request: Request, verb: str) -> Response:
+        what = "Rollback" if verb == "rollback" else "Cancel"
+        caller, workflow_id, fields = await self._decision(request, what)
+        tool = "rollback" if verb == "rollback" else "cancel_workflow"
+        why_not = tool_refusal(caller.role, tool)
+        if why_not:
+            return await self.undo_preview(request, verb, f"Refused: {why_not}.", 403)
+        if fields.get("confirm") != "yes":
+            return await self.undo_preview(
+                request, verb, "Refused: tick the box to confirm; nothing was changed.", 400
+            )
+        ack = fields.get("ack_unknown") == "yes"
+        try:
+            problems = self._problems(verb, await self._radius(caller, workflow_id, verb, ack))
+            if problems:
+                return await self.undo_preview(
+                    request, verb, f"Refused: {'; '.join(problems)}. Nothing was changed.", 409
+                )
+            if verb == "cancel":
+                reason = fields.get("reason", "").strip()[:_REASON_MAX]
+                if not reason:
+                    return await self.undo_preview(
+                        request, verb, "Refused: say why you cancel; it is written to the audit trail.", 400
+                    )
+                await self.app.service.cancel_workflow(caller.actor, workflow_id, reason, True, ack)
+                return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=cancelled", 303)
+        except PilotError as exc:
+            return await self.undo_preview(request, verb, f"Refused: {exc.message}", 409)
+        self._detach(self.app.service.rollback(caller.actor, workflow_id, True, ack))
+        return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=rollback", 303)
+
+    async def rollback(self, request: Request) -> Response:
+        return await self._undo(request, "rollback")
+
+    async def cancel(self, request: Request) -> Response:
+        return await self._undo(request, "cancel")
 
     # --- live updates -----------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
@@ -564,6 +772,10 @@ class Console:
             Route(wid + "/gate", self.gate),
             Route(wid + "/approve", self.approve, methods=["POST"]),
             Route(wid + "/reject", self.reject, methods=["POST"]),
+            Route(wid + "/rollback", self.rollback_preview, methods=["GET"]),
+            Route(wid + "/rollback", self.rollback, methods=["POST"]),
+            Route(wid + "/cancel", self.cancel_preview, methods=["GET"]),
+            Route(wid + "/cancel", self.cancel, methods=["POST"]),
             Route(wid + "/events", self.events),
             Route(wid + "/steps/{index:int}", self.step_result),
             Mount("/static", app=StaticFiles(directory=str(_HERE / "static")), name="static"),

@@ -1,0 +1,189 @@
+"""Plain words for people on console pages: what a step found, what a skill said it would do,
+what a rollback could undo, and how a workflow's state reads at a glance.
+
+The engine's records are written for clients and the audit trail; these sentences are for the
+person at the screen. Sentences a skill addresses to the agent driving it ("decide with the
+user") are left out, since the person reading is that user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from vmware_pilot.engine.gateview import Preview, ReleasedStep
+
+__all__ = [
+    "StateLook",
+    "evidence_line",
+    "for_people",
+    "preview_line",
+    "skill_irreversible",
+    "state_look",
+    "undo_line",
+]
+
+_MAX: Final = 240
+# Keys of a list envelope that count, page or advise rather than say what was found.
+_BOOKKEEPING: Final = frozenset(
+    {"returned", "limit", "offset", "total", "truncated", "hint", "mode", "next_offset", "count"}
+)
+_NAME_KEYS: Final = ("name", "vm", "vm_name", "alarm", "entity", "host", "datastore", "id")
+# A clause ("… — decide with the user") or a sentence a skill addresses to the agent that calls it.
+_CLAUSE_TO_AGENT: Final = re.compile(r"\s*[—–]\s*[^—–.]*\bwith the user\b[^.]*(?=\.|$)", re.IGNORECASE)
+_SENTENCE_TO_AGENT: Final = re.compile(
+    r"(?:^|(?<=[.!?]))\s*[^.!?]*\b(?:the user|call it again|confirm=True)\b[^.!?]*[.!?]?", re.IGNORECASE
+)
+
+
+def for_people(text: str) -> str:
+    """``text`` without what a skill addresses to its agent ("… — decide with the user")."""
+    cleaned = _SENTENCE_TO_AGENT.sub("", _CLAUSE_TO_AGENT.sub("", text))
+    return " ".join(cleaned.split())
+
+
+def _short(text: str, limit: int = _MAX) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _name(item: Any) -> str:
+    if isinstance(item, Mapping):
+        return next((str(item[k]) for k in _NAME_KEYS if item.get(k)), "")
+    return str(item) if isinstance(item, str | int | float) else ""
+
+
+def _noun(key: str, tool: str) -> str:
+    if key not in ("items", "results", "data"):
+        return key.replace("_", " ")
+    for prefix in ("list_", "get_", "find_", "search_"):
+        if tool.startswith(prefix):
+            return tool[len(prefix) :].replace("_", " ")
+    return "items"
+
+
+def _listing(key: str, items: list[Any], envelope: Mapping[str, Any], tool: str) -> str:
+    noun = _noun(key, tool)
+    if not items:
+        return f"Found no {noun}."
+    names = [n for n in (_name(i) for i in items[:3]) if n]
+    rest = len(items) - len(names)
+    shown = ", ".join(names) + (f" and {rest} more" if names and rest > 0 else "")
+    total = envelope.get("total")
+    of_total = (
+        f" (showing {len(items)} of {total})"
+        if isinstance(total, int) and total > len(items)
+        else " (more exist than were read)"
+        if envelope.get("truncated") is True
+        else ""
+    )
+    return f"Found {len(items)} {noun}{of_total}" + (f": {shown}." if names else ".")
+
+
+def evidence_line(result: Any, tool: str = "") -> str:
+    """What a step's ``result`` found, in one bounded sentence (never the envelope's counters)."""
+    if result is None:
+        return "Nothing recorded."
+    if isinstance(result, Mapping) and len(result) == 1:
+        (only,) = result.values()
+        if isinstance(only, Mapping):
+            result = only
+    if isinstance(result, Mapping):
+        if result.get("error"):
+            return _short(f"Failed: {result['error']}")
+        lists = [(k, v) for k, v in result.items() if isinstance(v, list)]
+        if len(lists) == 1:
+            return _short(_listing(lists[0][0], lists[0][1], result, tool))
+        facts = [
+            f"{k.replace('_', ' ')}: {v}"
+            for k, v in result.items()
+            if k not in _BOOKKEEPING and isinstance(v, str | int | float | bool) and v != ""
+        ]
+        if facts:
+            return _short("; ".join(facts[:5]) + ("; …" if len(facts) > 5 else "") + ".")
+        if lists:
+            return _short(" ".join(_listing(k, v, result, tool) for k, v in lists))
+        return "Answered with no details."
+    if isinstance(result, list):
+        return _short(_listing("items", result, {}, tool))
+    return _short(str(result))
+
+
+def _skill(name: str) -> str:
+    return name if name.startswith("vmware-") or name == "pilot" else f"vmware-{name}"
+
+
+def preview_line(step: ReleasedStep, preview: Preview) -> str:
+    """What the skill said approving this step would do, for a person (agent-speak left out)."""
+    said = for_people(preview.summary)
+    skill = _skill(step.skill)
+    if preview.status == "previewed":
+        return f"{skill} says it would: {said}"
+    if preview.status == "refused":
+        return f"{skill} would refuse it: {said}"
+    if preview.status == "failed":
+        return f"Asking {skill} what it would do failed: {said}"
+    if preview.status == "no_preview":
+        return f"{skill} cannot say in advance what it would do: {said}"
+    return said
+
+
+def skill_irreversible(preview: Preview | None) -> bool:
+    """Whether the skill's own preview says the step cannot be undone."""
+    payload = preview.payload if preview is not None else None
+    if not isinstance(payload, Mapping):
+        return False
+    return bool(
+        payload.get("reversible") is False
+        or payload.get("irreversible") is True
+        or payload.get("irreversible_steps")
+        or payload.get("rollback_available") is False
+    )
+
+
+def undo_line(step: ReleasedStep, rollback_possible: bool) -> str:
+    """What could undo ``step`` later, truthfully: nothing is promised where the workflow cannot be
+    rolled back once it completes, nor where the skill says the change cannot be undone."""
+    skill = _skill(step.skill)
+    if skill_irreversible(step.preview):
+        return f"Cannot be undone: {skill} says this change is irreversible."
+    if not step.rollback_tool:
+        return "No undo: the plan names no undo tool for this step, so a rollback would leave it as it is."
+    how = f"{step.skill}.{step.rollback_tool}"
+    if not rollback_possible:
+        return f"No rollback once the workflow completes; {how} can only be run as a new workflow."
+    return (
+        f"If the run fails or stops before it completes, a rollback would run {how} "
+        "(it restores only what that tool restores). A completed workflow cannot be rolled back."
+    )
+
+
+@dataclass(frozen=True)
+class StateLook:
+    """How a workflow's state reads at a glance: words, an icon and a colour class, never colour alone."""
+
+    text: str
+    icon: str
+    css: str
+
+
+_LOOKS: Final = {
+    "awaiting_approval": StateLook("Waiting for approval", "⏳", "waiting"),
+    "expired": StateLook("Expired", "⌛", "expired"),
+    "running": StateLook("Running", "▶", "running"),
+    "completed": StateLook("Completed", "✔", "completed"),
+    "failed": StateLook("Failed", "✖", "failed"),
+    "rolled_back": StateLook("Rolled back", "↩", "rolled-back"),
+    "rolling_back": StateLook("Rolling back", "↺", "running"),
+    "cancelled": StateLook("Cancelled", "⊘", "cancelled"),
+    "pending": StateLook("Not started", "○", "pending"),
+    "draft": StateLook("Draft", "✎", "pending"),
+}
+
+
+def state_look(state: str, expired: bool = False) -> StateLook:
+    if expired and state == "awaiting_approval":
+        return _LOOKS["expired"]
+    return _LOOKS.get(state, StateLook(state.replace("_", " ").capitalize(), "•", "pending"))
