@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,9 @@ def on(vm: str) -> dict[str, Any]:
     return {"action": f"on_{vm}", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": vm}}
 
 
-async def failed_run(app: PilotApp, dispatcher: ScriptedDispatcher, error: str, name: str = "off-then-on") -> str:
+async def failed_run(
+    app: PilotApp, dispatcher: ScriptedDispatcher, error: str, name: str = "off-then-on"
+) -> str:
     """A workflow by bob, approved by alice, whose power-on of web-02 fails with ``error`` after
     the power-off of web-01 ran."""
     dispatcher.answers["power_on_vm"] = StepOutcome(OutcomeKind.FAILED, {"error": error}, error)
@@ -70,17 +72,21 @@ def csrf_of(html: str) -> str:
 
 def text_of(html: str) -> str:
     """The page's visible words, tags dropped and spaces folded."""
-    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 @pytest.fixture
-async def console(settings: Settings, pilot_home: Path) -> AsyncIterator[tuple[PilotApp, Client, ScriptedDispatcher]]:
+async def console(
+    settings: Settings, pilot_home: Path
+) -> AsyncIterator[tuple[PilotApp, Client, ScriptedDispatcher]]:
     (pilot_home / "roles.yaml").write_text(ROLES)
     tokens = TokenStore(pilot_home / "tokens.json")
     secrets = {name: tokens.create(name, role) for name, role in PEOPLE.items()}
     dispatcher = ScriptedDispatcher()
     app = build_app(settings, dispatcher=dispatcher)
-    asgi = build_http_app(app, HttpOptions("http"), 8080, tokens, RoleBook(pilot_home / "roles.yaml", TOOL_NAMES))
+    asgi = build_http_app(
+        app, HttpOptions("http"), 8080, tokens, RoleBook(pilot_home / "roles.yaml", TOOL_NAMES)
+    )
     opened: list[httpx.AsyncClient] = []
 
     async def signed_in(who: str) -> httpx.AsyncClient:
@@ -124,9 +130,13 @@ async def at_gate(app: PilotApp, who: str, steps: list[dict[str, Any]], descript
     return wid
 
 
-async def test_the_gate_starts_with_the_decision_summary_and_the_creator_is_told_why_not(console: Any) -> None:
+async def test_the_gate_starts_with_the_decision_summary_and_the_creator_is_told_why_not(
+    console: Any,
+) -> None:
     app, signed_in, _ = console
-    wid = await at_gate(app, "olga", [gate(approvals_required=2, expires_in_minutes=90), off()], "Patch window, CHG-42")
+    wid = await at_gate(
+        app, "olga", [gate(approvals_required=2, expires_in_minutes=90), off()], "Patch window, CHG-42"
+    )
     olga = await signed_in("olga")
     page = await olga.get(f"/console/workflows/{wid}/gate")
     assert page.status_code == 200
@@ -139,7 +149,7 @@ async def test_the_gate_starts_with_the_decision_summary_and_the_creator_is_told
     assert 'data-expires="' in page.text
     # olga created it and her role approves only others' work: no Approve button, the reason instead.
     assert 'id="approve"' not in page.text
-    assert "You asked for this change, and your role (operator) approves only what someone else asked for" in words
+    assert "Role 'operator' approves only workflows someone else created; you created" in words
     # Rejecting stays open to her, with a reason required.
     assert 'id="reject"' in page.text and "Reason to reject (required" in words
 
@@ -158,7 +168,6 @@ async def test_after_one_of_two_approvals_the_page_says_how_many_more_and_who(co
     assert sent.status_code == 303
     await settled(app, wid, lambda s: bool(s["gates"][0]["approvals"]))
     after = text_of((await alice.get(f"/console/workflows/{wid}?notice=approved")).text)
-    print(after)
     assert "Approval recorded: 1 more needed before the run goes on (approved so far by token:alice)" in after
     assert "follows the run" not in after
     again = await alice.get(f"/console/workflows/{wid}/gate")
@@ -177,9 +186,11 @@ async def test_an_expired_gate_is_shown_and_listed_as_expired_with_no_decision_c
     page = await alice.get(f"/console/workflows/{wid}/gate")
     words = text_of(page.text)
     assert "Expired: this gate can no longer be approved." in words
-    assert 'id="approve"' not in page.text and "This gate expired" in words
+    assert 'id="approve"' not in page.text, words
+    assert "The gate expired at" in words and "it can only be rejected or cancelled" in words
     refused = await alice.post(
-        f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": "x", "gate_step": "0"}
+        f"/console/workflows/{wid}/approve",
+        data={"csrf": csrf_of(page.text), "digest": "x", "gate_step": "0"},
     )
     assert refused.status_code == 409 and "expired" in refused.text
     inbox = text_of((await alice.get("/console/workflows")).text)
@@ -188,7 +199,9 @@ async def test_an_expired_gate_is_shown_and_listed_as_expired_with_no_decision_c
     assert "Expired" in row and "Decide" not in row.split(wid)[1][:300]
 
 
-async def test_the_inbox_puts_waiting_gates_first_and_searches_by_target_requester_and_text(console: Any) -> None:
+async def test_the_inbox_puts_waiting_gates_first_and_searches_by_target_requester_and_text(
+    console: Any,
+) -> None:
     app, signed_in, dispatcher = console
     failed = {"workflow_id": await failed_run(app, dispatcher, "host is in maintenance", "restart-app")}
     waiting = await at_gate(app, "bob", [gate(expires_in_minutes=600), off("web-09")], "kernel patch CHG-77")
@@ -210,7 +223,9 @@ async def test_the_inbox_puts_waiting_gates_first_and_searches_by_target_request
         assert found in hits and str(not_found) not in hits, query
 
 
-async def test_a_failed_run_says_where_with_the_whole_error_and_offers_the_rollback_preview(console: Any) -> None:
+async def test_a_failed_run_says_where_with_the_whole_error_and_offers_the_rollback_preview(
+    console: Any,
+) -> None:
     app, signed_in, dispatcher = console
     long_error = "guest shutdown timed out after 300 s; unsaved guest data can be lost " + "x" * 400 + " END"
     wid = await failed_run(app, dispatcher, long_error)
@@ -238,9 +253,21 @@ async def test_a_failed_run_says_where_with_the_whole_error_and_offers_the_rollb
 
 
 def test_evidence_lines_say_what_was_found_not_the_envelope_counters() -> None:
-    envelope = {"items": [{"name": "web-01"}, {"name": "web-02"}, {"name": "db-01"}, {"name": "x"}], "returned": 4, "total": 9, "truncated": True, "limit": 4}
-    assert evidence_line(envelope, "list_vms") == "Found 4 vms (showing 4 of 9): web-01, web-02, db-01 and 1 more."
-    assert evidence_line({"items": [], "returned": 0, "total": 0, "truncated": False}, "list_alarms") == "Found no alarms."
+    envelope = {
+        "items": [{"name": "web-01"}, {"name": "web-02"}, {"name": "db-01"}, {"name": "x"}],
+        "returned": 4,
+        "total": 9,
+        "truncated": True,
+        "limit": 4,
+    }
+    assert (
+        evidence_line(envelope, "list_vms")
+        == "Found 4 vms (showing 4 of 9): web-01, web-02, db-01 and 1 more."
+    )
+    assert (
+        evidence_line({"items": [], "returned": 0, "total": 0, "truncated": False}, "list_alarms")
+        == "Found no alarms."
+    )
     assert "returned" not in evidence_line({"name": "web-01", "power_state": "poweredOn", "returned": 1})
 
 

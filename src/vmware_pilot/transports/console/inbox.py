@@ -17,10 +17,10 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.clock import from_iso
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.decision import time_left
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.safety.classify import classify_step
-from vmware_pilot.transports.console.decision import left_text
 from vmware_pilot.transports.console.words import StateLook, state_look
 
 __all__ = ["SCANNED", "Row", "age_text", "display_state", "row_of", "search", "sort_waiting_first"]
@@ -104,7 +104,7 @@ def row_of(wf: Workflow, catalog: Catalog, now: datetime) -> Row:
         verdict = prediction.verdict if prediction is not None else "not predicted"
         record = gate_records.gate_record(wf, gate.index)
         expires = from_iso(str(record.get("expires_at") or "")) if record else None
-        left = left_text(None if expires is None else int((expires - now).total_seconds()))
+        left = time_left(None if expires is None else (expires - now).total_seconds())
     messages = [str(s.params.get("message", "")) for s in wf.steps if s.is_gate]
     description = str(wf.params.get("description", "") or "")
     targets = _targets(wf)

@@ -86,9 +86,7 @@ def ending(wf: Workflow, catalog: Catalog) -> Ending | None:
         lines += [_undo_line(r) for r in bad]
         if kept:
             lines.append(
-                "Left as they are (no undo): "
-                + ", ".join(f"step {r.get('step')}" for r in kept)
-                + "."
+                "Left as they are (no undo): " + ", ".join(f"step {r.get('step')}" for r in kept) + "."
             )
         if bad:
             return Ending("rollback_incomplete", "Rollback incomplete", lines, changed=changed)

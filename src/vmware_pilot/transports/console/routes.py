@@ -46,9 +46,9 @@ from starlette.templating import Jinja2Templates
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.decision import time_left
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.approval import precheck, release_notice
 from vmware_pilot.engine.gateview import GateView
@@ -59,19 +59,10 @@ from vmware_pilot.safety.redaction import redact
 from vmware_pilot.server.access import read_refusal
 from vmware_pilot.transports.callers import RETRY_AFTER_SECONDS, CallerVerifier, TokensUnreadable, actor_of
 from vmware_pilot.transports.console import inbox
-from vmware_pilot.transports.console.decision import COMMENTS, approve_options, eligibility, left_text, summary
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.headers import SecurityHeaders
 from vmware_pilot.transports.console.oidc import ATTEMPT_SECONDS, OidcBusy, OidcLogin, OidcRefused
 from vmware_pilot.transports.console.outcome import ending
-from vmware_pilot.transports.console.words import (
-    evidence_line,
-    for_people,
-    preview_line,
-    skill_irreversible,
-    state_look,
-    undo_line,
-)
 from vmware_pilot.transports.console.sessions import (
     COOKIE,
     LOGIN_COOKIE,
@@ -80,6 +71,14 @@ from vmware_pilot.transports.console.sessions import (
     SessionBook,
     same_secret,
     token_fingerprint,
+)
+from vmware_pilot.transports.console.words import (
+    evidence_line,
+    for_people,
+    preview_line,
+    skill_irreversible,
+    state_look,
+    undo_line,
 )
 from vmware_pilot.transports.http_body import FormLimit
 from vmware_pilot.transports.tokens import hash_secret
@@ -94,6 +93,9 @@ _TOKEN_MAX: Final = 8192
 _REASON_MAX: Final = 2000
 _EXPIRY_NOTICE_SECONDS: Final = 600
 _MAX_PAGE: Final = 1_000_000
+# Whether the engine records an approver's comment with the approval: until it does, the console
+# offers no comment box (a comment it would drop is worse than none).
+COMMENTS: Final = False
 # The states in which a rollback or a cancel can be asked for (domain.transitions).
 _ROLLBACK_STATES: Final = frozenset(
     {WorkflowState.PENDING, WorkflowState.RUNNING, WorkflowState.AWAITING_APPROVAL, WorkflowState.FAILED}
@@ -148,7 +150,7 @@ class Console:
         self.templates.env.globals.update(
             evidence_line=evidence_line,
             for_people=for_people,
-            left_text=left_text,
+            time_left=time_left,
             preview_line=preview_line,
             skill_irreversible=skill_irreversible,
             state_look=state_look,
@@ -436,9 +438,8 @@ class Console:
             # The version before the read: a change in between makes the page update, never stick.
             wf = await asyncio.to_thread(self.app.store.load, self._id(request))
             version = wf.version
-            status = StatusView.model_validate(
-                redact(await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request)))
-            )
+            raw = await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request))
+            status = StatusView.model_validate(_names_kept(raw, redact(raw)))
             now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
             return self.page(
@@ -500,7 +501,6 @@ class Console:
         try:
             view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
             wf = await asyncio.to_thread(self.app.store.load, workflow_id)
-            now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
@@ -513,6 +513,7 @@ class Console:
             for s in wf.steps[: max(0, gate.index)]
             if not s.is_gate and s.status in (StepStatus.SUCCESS, StepStatus.FAILED)
         }
+        service = self.app.service
         return self.page(
             request,
             "gate.html",
@@ -521,10 +522,11 @@ class Console:
             view=view,
             gate=gate,
             error=error,
-            decision=summary(view, wf, now),
-            may=eligibility(wf, caller.actor, caller.role, now),
+            decision=await asyncio.to_thread(service.decision, workflow_id),
+            may=await asyncio.to_thread(
+                service.eligibility, caller.actor, workflow_id, caller.role, "console"
+            ),
             evidence=evidence,
-            now=iso(now),
             comments=COMMENTS,
         )
 
@@ -567,7 +569,6 @@ class Console:
         gate_step = int(step) if step.isascii() and step.isdigit() and len(step) <= 6 else None
         # Approving despite a failing prediction takes the box ticked and a reason.
         despite = fields.get("ack_failure_reason", "").strip() if fields.get("ack_failure") == "yes" else ""
-        comment = fields.get("comment", "").strip()[:_REASON_MAX]
         try:
             store = self.app.store
             wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
@@ -591,7 +592,6 @@ class Console:
             expected_digest=digest,
             gate_step=gate_step,
             acknowledge_failure=despite,
-            **approve_options(comment),  # type: ignore[arg-type]
         )
         self._detach(work)
         return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=approved", 303)
@@ -781,6 +781,20 @@ class Console:
             Mount("/static", app=StaticFiles(directory=str(_HERE / "static")), name="static"),
         ]
         return Starlette(routes=routes, exception_handlers={_Denied: self._denied})
+
+
+def _names_kept(raw: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+    """``shown`` (the status with secrets masked) with the identities of ``raw`` put back: who
+    created, approved and acted is a name (``token:alice``), not a secret."""
+    for key in ("created_by", "approved_by"):
+        if key in raw:
+            shown[key] = raw[key]
+    for mine, theirs in zip(shown.get("audit_log", []), raw.get("audit_log", []), strict=True):
+        mine["actor"] = theirs.get("actor", "")
+    for mine_gate, gate in zip(shown.get("gates", []), raw.get("gates", []), strict=True):
+        for mine, theirs in zip(mine_gate.get("approvals", []), gate.get("approvals", []), strict=True):
+            mine["approver"] = theirs.get("approver", "")
+    return shown
 
 
 def _safe_next(path: str) -> str:

@@ -64,7 +64,7 @@
     var minutes = Math.floor(seconds / 60), hours = Math.floor(minutes / 60), days = Math.floor(hours / 24);
     if (days) { return days + " d " + (hours % 24) + " h left"; }
     if (hours) { return hours + " h " + (minutes % 60) + " min left"; }
-    return minutes ? minutes + " min left" : "less than a minute left";
+    return minutes ? minutes + " min left" : seconds + " s left";
   }
   function startCountdown() {
     var clock = document.querySelector("time[data-expires]");
