@@ -55,12 +55,12 @@ def _changed(wf: Workflow, catalog: Catalog) -> list[str]:
 
 
 def _cancel_note(wf: Workflow) -> str:
-    for entry in reversed(wf.audit_log):
-        if entry.action in ("rejected", "cancelled"):
-            who = entry.actor or "someone"
-            said = redact_text(entry.detail) if entry.detail else ""
-            verb = "Rejected" if entry.action == "rejected" else "Cancelled"
-            return f"{verb} by {who}" + (f": {said}" if said else ".")
+    """Who ended the workflow and why: a rejection at its gate, else the cancel."""
+    for action, verb in (("rejected", "Rejected"), ("cancelled", "Cancelled")):
+        entry = next((e for e in reversed(wf.audit_log) if e.action == action), None)
+        if entry is not None:
+            # The event's detail names who and why ("… rejected the gate at step 0: REASON").
+            return redact_text(entry.detail) if entry.detail else f"{verb} by {entry.actor or 'someone'}."
     return ""
 
 
