@@ -466,6 +466,8 @@ class Console:
             ending=ending(wf, catalog),
             display=inbox.display_state(wf, now),
             waiting=waiting,
+            mine=waiting is not None
+            and any(caller.actor.is_same_person(a.approver) for a in waiting.approvals),
             why=str(wf.params.get("description", "") or ""),
             actions=self._next_actions(caller, wf),
         )

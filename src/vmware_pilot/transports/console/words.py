@@ -102,7 +102,8 @@ def evidence_line(result: Any, tool: str = "") -> str:
             if k not in _BOOKKEEPING and isinstance(v, str | int | float | bool) and v != ""
         ]
         if facts:
-            return _short("; ".join(facts[:5]) + ("; …" if len(facts) > 5 else "") + ".")
+            said = "; ".join(facts[:5]) + ("; …" if len(facts) > 5 else "")
+            return _short(said if said.endswith((".", "!", "?", "…")) else said + ".")
         if lists:
             return _short(" ".join(_listing(k, v, result, tool) for k, v in lists))
         return "Answered with no details."
@@ -170,7 +171,7 @@ class StateLook:
 
 
 _LOOKS: Final = {
-    "awaiting_approval": StateLook("Waiting for approval", "⏳", "waiting"),
+    "awaiting_approval": StateLook("Waiting for approval", "◷", "waiting"),
     "expired": StateLook("Expired", "⌛", "expired"),
     "running": StateLook("Running", "▶", "running"),
     "completed": StateLook("Completed", "✔", "completed"),
