@@ -4,6 +4,7 @@ sign-in refusals, where sign-in may lead, sign-out, roles, a plan changed under 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -82,7 +83,8 @@ def test_a_role_that_may_not_approve_is_told_so_and_refused(handback: Team) -> N
     with signed_in(handback, "rita") as client:
         page = client.get(f"/console/workflows/{wid}/gate")
         assert "Role &#39;reader&#39; may not call approve" in page.text
-        digest = re.search(r'name="digest" value="([^"]+)"', page.text)
+        assert 'id="approve"' not in page.text  # told why in place of the button
+        digest = re.search(r'id="digest">([^<]+)<', page.text)
         assert digest
         refused = client.post(
             f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": digest.group(1)}
@@ -138,7 +140,12 @@ def test_an_approval_without_dispatch_leaves_the_released_steps_to_the_agent(han
             f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": digest.group(1)}
         )
         assert answer.status_code == 303
-        shown = " ".join(client.get(answer.headers["location"]).text.split())
+        # The approval is recorded after the answer; until then the page says it is being recorded.
+        for _ in range(200):
+            shown = " ".join(client.get(answer.headers["location"]).text.split())
+            if "Recording your approval" not in shown:
+                break
+            time.sleep(0.05)
         assert "Your approval was recorded" in shown
         assert "handed to the agent that runs this workflow (token:bob), not to you" in shown
         assert "next run_workflow returns them in pending_dispatch" in shown

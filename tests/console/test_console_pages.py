@@ -163,12 +163,21 @@ async def test_after_one_of_two_approvals_the_page_says_how_many_more_and_who(co
     assert digest
     sent = await alice.post(
         f"/console/workflows/{wid}/approve",
-        data={"csrf": csrf_of(page.text), "digest": digest.group(1), "gate_step": "0"},
+        data={
+            "csrf": csrf_of(page.text),
+            "digest": digest.group(1),
+            "gate_step": "0",
+            "comment": "checked the maintenance window",
+        },
     )
     assert sent.status_code == 303
-    await settled(app, wid, lambda s: bool(s["gates"][0]["approvals"]))
+    done = await settled(app, wid, lambda s: bool(s["gates"][0]["approvals"]))
+    assert done["gates"][0]["approvals"][0]["comment"] == "checked the maintenance window"
     after = text_of((await alice.get(f"/console/workflows/{wid}?notice=approved")).text)
-    assert "Approval recorded: 1 more needed before the run goes on (approved so far by token:alice)" in after
+    assert (
+        "Your approval was recorded: 1 more needed before the run goes on (approved so far by token:alice)"
+        in after
+    )
     assert "follows the run" not in after
     again = await alice.get(f"/console/workflows/{wid}/gate")
     words = text_of(again.text)
@@ -234,7 +243,7 @@ async def test_a_failed_run_says_where_with_the_whole_error_and_offers_the_rollb
     words = text_of(page.text)
     assert "Failed at step 2 (aiops.power_on_vm)" in words and long_error in page.text  # never cut off
     assert "Already changed before it stopped: step 1 (aiops.power_off_vm)" in words
-    assert "Approval recorded" not in words
+    assert "approval was recorded" not in words
     preview = await alice.get(f"/console/workflows/{wid}/rollback")
     shown = text_of(preview.text)
     assert "What would be undone (1)" in shown

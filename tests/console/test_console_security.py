@@ -57,7 +57,7 @@ def csrf_of(html: str) -> str:
 
 
 def digest_of(html: str) -> str:
-    found = re.search(r'name="digest" value="([^"]+)"', html)
+    found = re.search(r'id="digest">([^<]+)<', html)
     assert found, html[:2000]
     return found.group(1)
 

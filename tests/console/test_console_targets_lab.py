@@ -147,7 +147,7 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
         "so power_off_vm would change nothing." in text
     )
     # The renamed VM's power-off fails in aiops' own words, and that is the gate's verdict.
-    assert "Prediction: FAILS FAILS at step 2 (aiops.power_off_vm): the preview by aiops failed:" in text, (
+    assert "Predicted to FAIL — FAILS at step 2 (aiops.power_off_vm): the preview by aiops failed:" in text, (
         text
     )
     assert re.search(
@@ -175,7 +175,7 @@ def test_the_gate_says_first_that_the_run_fails_and_approving_anyway_takes_the_b
     with console(team) as client:
         page = client.get(f"/console/workflows/{wid}/gate").text
         text = gate_text(client, wid)
-        assert text.index("Prediction: FAILS") < text.index("What you release"), "the verdict comes first"
+        assert text.index("Predicted to FAIL") < text.index("What you release"), "the verdict comes first"
         assert "FAILS at step 1 (aiops.power_off_vm): aiops refuses it: VMware Tools is not running" in text
         assert 'id="ack-failure"' in page and 'class="danger">Approve despite the predicted failure' in page
         power_on = page.split('id="rel-2"')[1].split("</section>")[0]

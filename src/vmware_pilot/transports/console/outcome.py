@@ -15,7 +15,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.classify import Tier, classify_step
-from vmware_pilot.safety.redaction import redact, redact_text
+from vmware_pilot.safety.redaction import redact, redact_identity, redact_text
 
 __all__ = ["Ending", "ending"]
 
@@ -60,7 +60,7 @@ def _cancel_note(wf: Workflow) -> str:
         entry = next((e for e in reversed(wf.audit_log) if e.action == action), None)
         if entry is not None:
             # The event's detail names who and why ("… rejected the gate at step 0: REASON").
-            return redact_text(entry.detail) if entry.detail else f"{verb} by {entry.actor or 'someone'}."
+            return redact_identity(entry.detail) if entry.detail else f"{verb} by {entry.actor or 'someone'}."
     return ""
 
 

@@ -55,7 +55,7 @@ from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable, PilotError, WorkflowNotFound
 from vmware_pilot.results import BlastRadius, GateStatus, Preview, StatusView, result_of
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
-from vmware_pilot.safety.redaction import redact
+from vmware_pilot.safety.redaction import redact, redact_identity
 from vmware_pilot.server.access import read_refusal
 from vmware_pilot.transports.callers import RETRY_AFTER_SECONDS, CallerVerifier, TokensUnreadable, actor_of
 from vmware_pilot.transports.console import inbox
@@ -93,9 +93,6 @@ _TOKEN_MAX: Final = 8192
 _REASON_MAX: Final = 2000
 _EXPIRY_NOTICE_SECONDS: Final = 600
 _MAX_PAGE: Final = 1_000_000
-# Whether the engine records an approver's comment with the approval: until it does, the console
-# offers no comment box (a comment it would drop is worse than none).
-COMMENTS: Final = False
 # The states in which a rollback or a cancel can be asked for (domain.transitions).
 _ROLLBACK_STATES: Final = frozenset(
     {WorkflowState.PENDING, WorkflowState.RUNNING, WorkflowState.AWAITING_APPROVAL, WorkflowState.FAILED}
@@ -439,7 +436,7 @@ class Console:
             wf = await asyncio.to_thread(self.app.store.load, self._id(request))
             version = wf.version
             raw = await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request))
-            status = StatusView.model_validate(_names_kept(raw, redact(raw)))
+            status = StatusView.model_validate(_details_named(raw, redact(raw)))
             now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
             return self.page(
@@ -529,7 +526,6 @@ class Console:
                 service.eligibility, caller.actor, workflow_id, caller.role, "console"
             ),
             evidence=evidence,
-            comments=COMMENTS,
         )
 
     def _refusal(self, caller: Caller, workflow_id: str) -> str:
@@ -571,6 +567,7 @@ class Console:
         gate_step = int(step) if step.isascii() and step.isdigit() and len(step) <= 6 else None
         # Approving despite a failing prediction takes the box ticked and a reason.
         despite = fields.get("ack_failure_reason", "").strip() if fields.get("ack_failure") == "yes" else ""
+        comment = fields.get("comment", "").strip()[:_REASON_MAX]
         try:
             store = self.app.store
             wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
@@ -594,6 +591,7 @@ class Console:
             expected_digest=digest,
             gate_step=gate_step,
             acknowledge_failure=despite,
+            comment=comment,
         )
         self._detach(work)
         return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=approved", 303)
@@ -785,17 +783,12 @@ class Console:
         return Starlette(routes=routes, exception_handlers={_Denied: self._denied})
 
 
-def _names_kept(raw: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
-    """``shown`` (the status with secrets masked) with the identities of ``raw`` put back: who
-    created, approved and acted is a name (``token:alice``), not a secret."""
-    for key in ("created_by", "approved_by"):
-        if key in raw:
-            shown[key] = raw[key]
+def _details_named(raw: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+    """``shown`` (the status with secrets masked) with its audit details naming their callers
+    (``token:alice``): the details are masked at rest already, and scrubbing them again would
+    mask the names they mention."""
     for mine, theirs in zip(shown.get("audit_log", []), raw.get("audit_log", []), strict=True):
-        mine["actor"] = theirs.get("actor", "")
-    for mine_gate, gate in zip(shown.get("gates", []), raw.get("gates", []), strict=True):
-        for mine, theirs in zip(mine_gate.get("approvals", []), gate.get("approvals", []), strict=True):
-            mine["approver"] = theirs.get("approver", "")
+        mine["detail"] = redact_identity(str(theirs.get("detail", "")))
     return shown
 
 
