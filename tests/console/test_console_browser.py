@@ -346,7 +346,8 @@ def test_the_gate_starts_with_who_asked_why_the_verdict_and_the_time_left(
         # The summary is the first thing in the page after the title.
         first = page.evaluate("document.querySelector('main h2').id")
         assert first == "summary-h"
-        expect(summary.locator("#requester")).to_have_text("token:bob")
+        # bob asked, through the MCP client that created it (its clientInfo name).
+        expect(summary.locator("#requester")).to_have_text(re.compile(r"^token:bob \(through \S+\)$"))
         expect(summary.locator("#why")).to_contain_text("Kernel patch, ticket CHG0012345")
         expect(summary.locator("#verdict")).to_contain_text("Predicted to succeed")
         expect(summary.locator("#changes")).to_contain_text("poweredOn → poweredOff")

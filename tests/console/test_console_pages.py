@@ -21,7 +21,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import TOOL_NAMES
-from vmware_pilot.transports.console.words import evidence_line, for_people
+from vmware_pilot.transports.console.words import change_lines, evidence_line, for_people
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
@@ -287,3 +287,16 @@ def test_sentences_aimed_at_the_agent_are_left_out_for_people() -> None:
     )
     plain = for_people(said)
     assert "with the user" not in plain and plain.endswith("unsaved guest data can be lost).")
+
+
+def test_changes_are_told_plainly_and_a_running_step_is_running_not_of_unknown_effect() -> None:
+    report = {
+        "changed": [{"index": 1, "tool": "power_off_vm", "object": "web-01", "status": "success"}],
+        "unknown_effects": [{"index": 2, "tool": "power_on_vm", "object": "web-02", "status": "running"}],
+        "pending": [{"index": 3, "tool": "snapshot_vm", "status": "pending"}],
+    }
+    assert change_lines(report) == [
+        "Changed by Pilot: step 1 (power_off_vm on web-01).",
+        "Running now: step 2 (power_on_vm on web-02).",
+    ]
+    assert change_lines({"changed": [], "unknown_effects": []}) == ["Nothing changed yet."]

@@ -73,6 +73,7 @@ from vmware_pilot.transports.console.sessions import (
     token_fingerprint,
 )
 from vmware_pilot.transports.console.words import (
+    change_lines,
     evidence_line,
     for_people,
     preview_line,
@@ -145,6 +146,7 @@ class Console:
         self.sessions = SessionBook(app.store, app.settings.console_session_minutes)
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))
         self.templates.env.globals.update(
+            change_lines=change_lines,
             evidence_line=evidence_line,
             for_people=for_people,
             time_left=time_left,

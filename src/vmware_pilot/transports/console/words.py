@@ -17,6 +17,7 @@ from vmware_pilot.engine.gateview import Preview, ReleasedStep
 
 __all__ = [
     "StateLook",
+    "change_lines",
     "evidence_line",
     "for_people",
     "preview_line",
@@ -159,6 +160,43 @@ def undo_line(step: ReleasedStep, rollback_possible: bool) -> str:
         f"If the run fails or stops before it completes, a rollback would run {how} "
         "(it restores only what that tool restores). A completed workflow cannot be rolled back."
     )
+
+
+_CHANGE_LISTS: Final = (
+    ("changed", "Changed by Pilot"),
+    ("rolled_back", "Undone by a rollback"),
+    ("handed_out", "Handed to the agent to perform"),
+    ("reported_done", "Reported done by the agent"),
+)
+
+
+def _steps(entries: list[Any]) -> str:
+    said = [
+        f"step {e.get('index')} ({e.get('tool', '')}" + (f" on {e['object']})" if e.get("object") else ")")
+        for e in entries
+        if isinstance(e, Mapping)
+    ]
+    return ", ".join(said)
+
+
+def change_lines(report: Mapping[str, Any]) -> list[str]:
+    """The workflow's changes (``diff_report``) for people: only what is there, a step running now
+    told as running (not as "unknown effect")."""
+    lines = [
+        f"{label}: {_steps(report[key])}."
+        for key, label in _CHANGE_LISTS
+        if isinstance(report.get(key), list) and report[key]
+    ]
+    unknown = [e for e in report.get("unknown_effects") or [] if isinstance(e, Mapping)]
+    running = [e for e in unknown if e.get("status") == "running"]
+    unclear = [e for e in unknown if e.get("status") != "running"]
+    if running:
+        lines.append(f"Running now: {_steps(running)}.")
+    if unclear:
+        lines.append(f"Effect not known (interrupted; check the target system): {_steps(unclear)}.")
+    if not lines:
+        lines.append("Nothing changed yet.")
+    return lines
 
 
 @dataclass(frozen=True)
