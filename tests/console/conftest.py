@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from tests.transports.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 
-__all__ = ["Team", "browser", "lab", "make_pilot_home", "run", "team"]
+__all__ = ["VM_OF", "Team", "browser", "cancelled", "fresh_off", "lab", "make_pilot_home", "run", "team"]
 
 T = TypeVar("T")
 # operator: may approve only what someone else created (four eyes by role).
@@ -37,6 +38,21 @@ OFF = {
     "rollback_tool": "power_on_vm",
     "rollback_params": {"vm_name": "web-01"},
 }
+# The VM each at_gate workflow powers off: one of its own, since a run holds the objects its
+# writes name (conflict locks) and a second workflow writing web-01 would be refused.
+VM_OF: dict[str, str] = {}
+_FRESH = itertools.count(1)
+
+
+def fresh_off() -> dict[str, Any]:
+    """``OFF`` on a VM no other workflow of this test process writes (web-01, web-02, …)."""
+    vm = f"web-{next(_FRESH):02d}"
+    return {
+        **OFF,
+        "action": f"off_{vm}",
+        "params": {"vm_name": vm, "confirm": True},
+        "rollback_params": {"vm_name": vm},
+    }
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
@@ -106,9 +122,9 @@ class Serving(Protocol):
 
 
 def at_gate(team: Serving, creator: str = "bob", steps: list[dict[str, Any]] | None = None) -> str:
-    """A workflow created and run by ``creator`` over MCP (``steps``: ``[GATE, OFF]``), waiting
-    at its gate."""
-    steps = [GATE, OFF] if steps is None else steps
+    """A workflow created and run by ``creator`` over MCP (``steps``: ``[GATE, fresh_off()]``, its
+    VM in ``VM_OF``), waiting at its gate."""
+    steps = [GATE, fresh_off()] if steps is None else steps
 
     async def go() -> str:
         async with connect_http(team.server.url, team.tokens[creator]) as client:
@@ -119,9 +135,25 @@ def at_gate(team: Serving, creator: str = "bob", steps: list[dict[str, Any]] | N
             wid = str(made.payload["workflow_id"])
             ran = await client.call("run_workflow", {"workflow_id": wid})
             assert ran.payload["state"] == "awaiting_approval", ran.payload
+            named = [s["params"].get("vm_name") for s in steps if isinstance(s.get("params"), dict)]
+            VM_OF[wid] = next((str(n) for n in named if n), "")
             return wid
 
     return run(go())
+
+
+def cancelled(team: Serving, workflow_id: str) -> None:
+    """Cancel a workflow a test leaves waiting, so the objects its run holds (conflict locks) are
+    free for the next test of the module."""
+
+    async def go() -> None:
+        async with connect_http(team.server.url, team.tokens["bob"]) as client:
+            done = await client.call(
+                "cancel_workflow", {"workflow_id": workflow_id, "reason": "test done", "confirm": True}
+            )
+            assert not done.is_error, done.payload
+
+    run(go())
 
 
 @pytest.fixture(scope="module")

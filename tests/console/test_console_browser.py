@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.console.browser import axe_violations, shoot, sign_in
-from tests.console.conftest import Team, at_gate, run
+from tests.console.conftest import Team, at_gate, cancelled, run
 from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from vmware_pilot.transports.client import connect_http
 
@@ -177,6 +177,7 @@ def test_four_eyes_refusals_are_shown_on_the_page(browser: Browser, team: Team, 
         context.close()
     assert status(team, wid)["state"] == "awaiting_approval"
     assert run(power_state(lab, vm)) == "poweredOn"
+    cancelled(team, wid)
 
 
 def test_a_forged_post_without_the_csrf_token_is_refused_and_headers_protect_the_pages(
@@ -360,9 +361,9 @@ def test_the_gate_starts_with_who_asked_why_the_verdict_and_the_time_left(
             "A completed workflow cannot be rolled back"
         )
         checked_both_ways(page, "decision-summary")
-        # The creator (bob, admin: approve any) may approve; olga (operator) created nothing here.
     finally:
         context.close()
+    cancelled(team, wid)
 
 
 def test_an_expired_gate_offers_no_decision_and_the_inbox_lists_it_as_expired(
@@ -427,6 +428,7 @@ def test_the_inbox_shows_waiting_gates_first_searches_and_fits_a_phone(
         assert axe_violations(page) == []
     finally:
         context.close()
+    cancelled(team, waiting)
 
 
 def test_a_failed_run_says_where_what_changed_and_offers_the_rollback_preview_and_rollback(

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import GATE, OFF, Team, at_gate, make_pilot_home, run
+from tests.console.conftest import GATE, VM_OF, Team, at_gate, fresh_off, make_pilot_home, run
 from tests.transports.server_proc import start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
@@ -99,7 +99,7 @@ def test_an_approval_of_a_plan_that_changed_after_the_page_was_shown_is_refused_
     with signed_in(handback, "alice") as client:
         page = client.get(f"/console/workflows/{wid}/gate")
         digest = re.search(r'name="digest" value="([^"]+)"', page.text)
-        assert digest and "web-01" in page.text and "Current state not known" in page.text
+        assert digest and VM_OF[wid] in page.text and "Current state not known" in page.text
         app = build_app(Settings(home=handback.pilot_home))
         try:
             wf = app.store.load(wid)
@@ -160,17 +160,18 @@ def test_an_approval_without_dispatch_leaves_the_released_steps_to_the_agent(han
 
     out = run(agent_runs_again())
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
-    assert out["pending_dispatch"][0]["params"] == {"vm_name": "web-01", "confirm": True}
+    assert out["pending_dispatch"][0]["params"] == {"vm_name": VM_OF[wid], "confirm": True}
 
 
 def test_a_form_shown_for_one_gate_is_refused_once_another_gate_waits_naming_it(handback: Team) -> None:
     second = {**GATE, "params": {"message": "Second: on?"}}
-    on = {**OFF, "action": "on", "tool": "power_on_vm", "rollback_tool": "power_off_vm"}
+    off = fresh_off()
+    on = {**off, "action": "on", "tool": "power_on_vm", "rollback_tool": "power_off_vm"}
 
     async def at_first_gate() -> str:
         async with connect_http(handback.server.url, handback.tokens["bob"]) as agent:
             made = await agent.call(
-                "create_workflow", {"name": "two-gates", "description": "t", "steps": [GATE, OFF, second, on]}
+                "create_workflow", {"name": "two-gates", "description": "t", "steps": [GATE, off, second, on]}
             )
             wid = str(made.payload["workflow_id"])
             await agent.call("run_workflow", {"workflow_id": wid})

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Team, at_gate, lab_pilot, make_pilot_home, run
+from tests.console.conftest import Team, at_gate, cancelled, lab_pilot, make_pilot_home, run
 from tests.lab.harness import (
     COMPANIONS_BIN,
     SETUP_COMMAND,
@@ -124,6 +124,7 @@ def test_the_gate_shows_hosts_datastores_and_networks_beside_their_steps(private
     assert "Now: network DC0_DVPG0: " in text
     assert "Now: host ghost-host: not found → add_host_vmk" in text
     assert "NOT FOUND: there is no host ghost-host on lab" in text
+    cancelled(team, wid)
 
 
 def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was_first_shown(
@@ -157,6 +158,7 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
         r"RENAMED: the VM DC0_H0_VM1 on lab shown at [\d: -]+ UTC is now named DC0_H0_VM1-renamed", text
     )
     assert "GONE: VM DC0_C0_RP0_VM0 on lab was there when the gate was first shown" in text
+    cancelled(team, wid)
 
 
 def test_the_gate_says_first_that_the_run_fails_and_approving_anyway_takes_the_box_and_a_reason(
