@@ -358,7 +358,7 @@ def test_the_gate_starts_with_who_asked_why_the_verdict_and_the_time_left(
         expect(page.locator("main")).not_to_contain_text("with the user")
         expect(page.locator("main")).not_to_contain_text("Skill's preview")
         expect(page.locator("section.release .undo")).to_contain_text(
-            "A completed workflow cannot be rolled back"
+            "No rollback will undo this step: it is the workflow's last"
         )
         checked_both_ways(page, "decision-summary")
     finally:

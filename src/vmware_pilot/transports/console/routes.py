@@ -77,9 +77,7 @@ from vmware_pilot.transports.console.words import (
     evidence_line,
     for_people,
     preview_line,
-    skill_irreversible,
     state_look,
-    undo_line,
 )
 from vmware_pilot.transports.http_body import FormLimit
 from vmware_pilot.transports.tokens import hash_secret
@@ -151,9 +149,7 @@ class Console:
             for_people=for_people,
             time_left=time_left,
             preview_line=preview_line,
-            skill_irreversible=skill_irreversible,
             state_look=state_look,
-            undo_line=undo_line,
         )
         self._tasks: set[asyncio.Task[Any]] = set()
 

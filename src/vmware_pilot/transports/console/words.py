@@ -1,5 +1,5 @@
 """Plain words for people on console pages: what a step found, what a skill said it would do,
-what a rollback could undo, and how a workflow's state reads at a glance.
+what a workflow changed, and how a workflow's state reads at a glance.
 
 The engine's records are written for clients and the audit trail; these sentences are for the
 person at the screen. Sentences a skill addresses to the agent driving it ("decide with the
@@ -21,9 +21,7 @@ __all__ = [
     "evidence_line",
     "for_people",
     "preview_line",
-    "skill_irreversible",
     "state_look",
-    "undo_line",
 ]
 
 _MAX: Final = 240
@@ -130,36 +128,6 @@ def preview_line(step: ReleasedStep, preview: Preview) -> str:
     if preview.status == "no_preview":
         return f"{skill} cannot say in advance what it would do: {said}"
     return said
-
-
-def skill_irreversible(preview: Preview | None) -> bool:
-    """Whether the skill's own preview says the step cannot be undone."""
-    payload = preview.payload if preview is not None else None
-    if not isinstance(payload, Mapping):
-        return False
-    return bool(
-        payload.get("reversible") is False
-        or payload.get("irreversible") is True
-        or payload.get("irreversible_steps")
-        or payload.get("rollback_available") is False
-    )
-
-
-def undo_line(step: ReleasedStep, rollback_possible: bool) -> str:
-    """What could undo ``step`` later, truthfully: nothing is promised where the workflow cannot be
-    rolled back once it completes, nor where the skill says the change cannot be undone."""
-    skill = _skill(step.skill)
-    if skill_irreversible(step.preview):
-        return f"Cannot be undone: {skill} says this change is irreversible."
-    if not step.rollback_tool:
-        return "No undo: the plan names no undo tool for this step, so a rollback would leave it as it is."
-    how = f"{step.skill}.{step.rollback_tool}"
-    if not rollback_possible:
-        return f"No rollback once the workflow completes; {how} can only be run as a new workflow."
-    return (
-        f"If the run fails or stops before it completes, a rollback would run {how} "
-        "(it restores only what that tool restores). A completed workflow cannot be rolled back."
-    )
 
 
 _CHANGE_LISTS: Final = (
