@@ -1,14 +1,25 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, inspect, text
 
 from tests.backends import Database
+from tests.store.helpers import sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import SchemaTooNew, StoreError
 from vmware_pilot.store.connection import make_engine
-from vmware_pilot.store.migrations import LATEST, MIGRATIONS, current_version, migrate
+from vmware_pilot.store.migrations import (
+    CONTRACTS,
+    EXPANDS_AFTER,
+    LATEST,
+    MIGRATIONS,
+    SchemaVersion,
+    current_version,
+    migrate,
+    needed_version,
+    schema_version,
+)
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.store.tables import metadata
 
@@ -102,3 +113,81 @@ def test_foreign_database_with_a_workflows_table_is_refused(settings: Settings, 
     with pytest.raises(StoreError, match="no vmware-pilot schema version") as caught:
         open_store(settings)
     assert "VMWARE_PILOT_DATABASE_URL" in caught.value.hint
+
+
+# Expand, then contract (the module docstring of store/migrations.py): the next release's migrations
+# as it would write them, applied by its migrate() to a database this build then opens.
+
+
+def _expand(conn: Connection) -> None:
+    """A next release's expansion: a nullable column and a table this build knows nothing of."""
+    conn.execute(text("ALTER TABLE workflows ADD COLUMN next_note TEXT"))
+    conn.execute(text("CREATE TABLE next_things (id INTEGER PRIMARY KEY, body TEXT NOT NULL)"))
+
+
+def _contract(conn: Connection) -> None:
+    """A later release's contraction: what this build still reads is gone."""
+    conn.execute(text("DROP INDEX ix_workflows_created"))
+
+
+def _meta(database: Database) -> dict[str, str]:
+    with database.raw() as conn:
+        return {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))}
+
+
+def test_a_database_without_expansions_records_only_the_version_as_the_release_before_wrote_it(
+    settings: Settings, database: Database
+) -> None:
+    open_store(settings).close()
+    assert _meta(database) == {"schema_version": str(LATEST)}
+    with database.raw() as conn:
+        assert schema_version(conn) == SchemaVersion(LATEST, LATEST)
+
+
+def test_this_build_keeps_serving_a_database_the_next_release_expanded(
+    settings: Settings, database: Database
+) -> None:
+    with open_store(settings) as store:
+        before = sample_workflow("before")
+        store.create(before)
+    engine = make_engine(settings.resolved_database_url)
+    with engine.begin() as conn:
+        assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 1
+    engine.dispose()
+    # What every build reads is unchanged; the applied count is a row of its own.
+    assert _meta(database) == {"schema_version": str(LATEST), "schema_applied": str(LATEST + 1)}
+    with open_store(settings) as store, store.engine.connect() as conn:
+        assert schema_version(conn) == SchemaVersion(LATEST + 1, LATEST)
+        assert current_version(conn) == LATEST + 1
+        # this build reads and writes rows of the expanded schema
+        assert store.load(before.id).workflow_type == "before"
+        after = sample_workflow("after")
+        store.create(after)
+        assert {row["id"] for row in store.list_all()} == {before.id, after.id}
+        assert store.verify_audit().ok
+    assert _meta(database) == {"schema_version": str(LATEST), "schema_applied": str(LATEST + 1)}
+
+
+def test_a_contraction_is_refused_by_the_builds_it_names_too_old(
+    settings: Settings, database: Database
+) -> None:
+    open_store(settings).close()
+    engine = make_engine(settings.resolved_database_url)
+    with engine.begin() as conn:
+        # the release after next drops what this build reads; the next release (LATEST + 1) copes
+        migrate(conn, (*MIGRATIONS, _expand, _contract), {LATEST + 2: LATEST + 1})
+    engine.dispose()
+    assert _meta(database) == {"schema_version": str(LATEST + 1), "schema_applied": str(LATEST + 2)}
+    with pytest.raises(SchemaTooNew) as caught:
+        open_store(settings)
+    assert caught.value.fields["schema_version"] == LATEST + 1
+    engine = make_engine(settings.resolved_database_url)
+    with engine.begin() as conn:  # the next release still opens it, and applies nothing
+        assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 2
+    engine.dispose()
+
+
+def test_every_contraction_names_a_version_between_the_rule_and_itself() -> None:
+    assert all(EXPANDS_AFTER <= oldest <= number <= LATEST for number, oldest in CONTRACTS.items())
+    assert [needed_version(n) for n in range(1, EXPANDS_AFTER + 1)] == list(range(1, EXPANDS_AFTER + 1))
+    assert needed_version(LATEST) <= LATEST

@@ -86,6 +86,24 @@ async def test_readyz_fails_when_the_database_schema_is_not_the_one_this_build_n
     assert "[-]database failed: schema version 999" in ready.text
 
 
+async def test_readyz_passes_on_a_schema_the_next_release_expanded(
+    pilot_app: PilotApp, pilot_home: Path
+) -> None:
+    from sqlalchemy import text
+
+    from vmware_pilot.store.migrations import LATEST
+
+    # As store/migrations.py records an expansion: schema_version stays, schema_applied moves on.
+    with pilot_app.store.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO schema_meta (key, value) VALUES ('schema_applied', :v)"), {"v": str(LATEST + 1)}
+        )
+    async with _client(pilot_app, pilot_home) as client:
+        ready = await client.get("/readyz?verbose")
+    assert ready.status_code == 200, ready.text
+    assert f"[+]database ok (schema version {LATEST + 1})" in ready.text
+
+
 @pytest.mark.slow
 def test_a_real_server_is_not_ready_while_its_database_is_down_and_ready_again_after(
     own_pg: PgServer, tmp_path: Path

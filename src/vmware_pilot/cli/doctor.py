@@ -72,16 +72,17 @@ def _database_row(settings: Settings) -> list[Row]:
     if not state.exists:
         return [Row("database", "info", f"{where}: not created yet (created and migrated at first use)")]
     rows = []
-    if state.version > state.latest:
+    if state.needed > state.latest:
         rows.append(
             Row(
                 "database",
                 "fail",
-                f"{where}: schema version {state.version} is newer than this build's {state.latest}",
+                f"{where}: schema version {state.version} needs a build of schema {state.needed} or newer; "
+                f"this build's is {state.latest}",
             )
         )
     else:
-        pending = state.latest - state.version
+        pending = max(0, state.latest - state.version)
         detail = f"{where}: reachable, schema version {state.version}" + (
             f", {pending} migration(s) pending (applied when Pilot next opens it)"
             if pending

@@ -1,9 +1,21 @@
 """Schema versions: ordered migrations applied when a store opens, recorded in ``schema_meta``.
 
 Each migration is a function of a connection inside the open transaction and defines the tables it
-creates itself, so it keeps meaning what it meant when written. A database whose schema is newer
-than the newest migration here is refused with SchemaTooNew, one whose recorded version is not a
-number with StoreError.
+creates itself, so it keeps meaning what it meant when written. A recorded version that is not a
+number is refused with StoreError.
+
+Expand, then contract (docs/operations.md#upgrades): during a rolling upgrade a build of the
+release before uses a database the new build has migrated. ``schema_meta`` records two numbers:
+
+- ``schema_version``: the oldest schema a build must know to use the database. Every build reads
+  it (3.0.0 reads only it): a build that knows fewer migrations refuses the database with
+  SchemaTooNew, one that knows more applies the rest.
+- ``schema_applied``: the migrations applied, written only when it differs from
+  ``schema_version`` (after an expand), so a database without expansions looks as 3.0.0 left it.
+
+Migrations 1 to ``EXPANDS_AFTER`` predate the rule: each needs a build that knows it. A later one
+expands (it adds what older builds ignore, and leaves ``schema_version`` where it was) unless
+``CONTRACTS`` names it with the oldest schema whose builds can still use the database after it.
 
 ``migrate`` runs under a lock, so any number of processes opening one database at once apply each
 migration exactly once and all come up: a transaction-scoped advisory lock on PostgreSQL (taken
@@ -12,7 +24,8 @@ here), the write lock of ``BEGIN IMMEDIATE`` on SQLite (the caller's write trans
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -36,10 +49,23 @@ from vmware_pilot.errors import SchemaTooNew, StoreError
 from vmware_pilot.store.audit import GENESIS, SealedRow, seal
 from vmware_pilot.store.tables import schema_meta
 
-__all__ = ["LATEST", "MIGRATIONS", "MIGRATION_LOCK", "Migration", "current_version", "migrate"]
+__all__ = [
+    "CONTRACTS",
+    "EXPANDS_AFTER",
+    "LATEST",
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "Migration",
+    "SchemaVersion",
+    "current_version",
+    "migrate",
+    "needed_version",
+    "schema_version",
+]
 
 Migration = Callable[[Connection], None]
 _KEY = "schema_version"
+_APPLIED = "schema_applied"
 # The advisory lock key of schema changes on PostgreSQL (any fixed 64-bit number, unique to Pilot).
 MIGRATION_LOCK = 0x766D_7069_6C6F_7401
 
@@ -345,10 +371,48 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v13_object_locks,
 )
 LATEST = len(MIGRATIONS)
+# See the module docstring. A contract is {its number: the oldest schema version (LATEST of a
+# build) that still works after it}, between EXPANDS_AFTER and its own number.
+EXPANDS_AFTER = 11
+CONTRACTS: Mapping[int, int] = {}
 
 
-def current_version(conn: Connection) -> int:
-    """The schema version recorded in the database (0: nothing created yet)."""
+class SchemaVersion(NamedTuple):
+    """What ``schema_meta`` records: the migrations ``applied`` and the oldest schema ``needed``."""
+
+    applied: int
+    needed: int
+
+    def usable_by(self, latest: int) -> bool:
+        """Whether a build knowing ``latest`` migrations can use the database as it is (after it
+        applies what it knows and the database lacks)."""
+        return self.needed <= latest
+
+
+def needed_version(applied: int, contracts: Mapping[int, int] = CONTRACTS) -> int:
+    """The oldest schema a build must know to use a database with ``applied`` migrations."""
+    if applied <= EXPANDS_AFTER:
+        return applied
+    return max([EXPANDS_AFTER, *(oldest for number, oldest in contracts.items() if number <= applied)])
+
+
+def _number(conn: Connection, key: str) -> int | None:
+    value = conn.execute(select(schema_meta.c.value).where(schema_meta.c.key == key)).scalar()
+    if value is None:
+        return None
+    text_value = str(value).strip()
+    if not text_value.isascii() or not text_value.isdigit():
+        shown = text_value[:40] + ("…" if len(text_value) > 40 else "")
+        raise StoreError(
+            f"The database records {key.replace('_', ' ')} {shown!r}, which is not a number",
+            hint="The schema_meta table was edited or damaged. Restore the database from a backup, or "
+            "point VMWARE_PILOT_DATABASE_URL at a new database file.",
+        )
+    return int(text_value)
+
+
+def schema_version(conn: Connection) -> SchemaVersion:
+    """The schema recorded in the database (``(0, 0)``: nothing created yet)."""
     if not inspect(conn).has_table("schema_meta"):
         if inspect(conn).has_table("workflows"):
             raise StoreError(
@@ -356,19 +420,15 @@ def current_version(conn: Connection) -> int:
                 hint="It was not created by vmware-pilot 3 (a 2.4.0 workflows.db?). Point "
                 "VMWARE_PILOT_DATABASE_URL at a new database file.",
             )
-        return 0
-    value = conn.execute(select(schema_meta.c.value).where(schema_meta.c.key == _KEY)).scalar()
-    if value is None:
-        return 0
-    text_value = str(value).strip()
-    if not text_value.isascii() or not text_value.isdigit():
-        shown = text_value[:40] + ("…" if len(text_value) > 40 else "")
-        raise StoreError(
-            f"The database records schema version {shown!r}, which is not a number",
-            hint="The schema_meta table was edited or damaged. Restore the database from a backup, or "
-            "point VMWARE_PILOT_DATABASE_URL at a new database file.",
-        )
-    return int(text_value)
+        return SchemaVersion(0, 0)
+    needed = _number(conn, _KEY) or 0
+    applied = _number(conn, _APPLIED)
+    return SchemaVersion(needed if applied is None else max(applied, needed), needed)
+
+
+def current_version(conn: Connection) -> int:
+    """The number of migrations the database has (0: nothing created yet)."""
+    return schema_version(conn).applied
 
 
 def _lock(conn: Connection) -> None:
@@ -377,29 +437,39 @@ def _lock(conn: Connection) -> None:
         conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
 
 
-def migrate(conn: Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Apply the migrations the database lacks, in order, inside the caller's transaction.
+def migrate(
+    conn: Connection, migrations: Sequence[Migration] = MIGRATIONS, contracts: Mapping[int, int] = CONTRACTS
+) -> int:
+    """Apply the migrations the database lacks, in order, inside the caller's transaction; the
+    number of migrations the database has after.
 
     On SQLite the caller's transaction must hold the write lock (``WRITE_OPTION``), as
     ``open_store``'s does, or two processes may both see an older version.
     """
     _lock(conn)
-    version = current_version(conn)
-    if version > len(migrations):
+    found = schema_version(conn)
+    if not found.usable_by(len(migrations)):
         raise SchemaTooNew(
-            f"The database schema is version {version}; this vmware-pilot understands up to "
+            f"The database schema is version {found.needed}; this vmware-pilot understands up to "
             f"version {len(migrations)}",
             hint="Upgrade vmware-pilot (pip install -U vmware-pilot), or point "
             "VMWARE_PILOT_DATABASE_URL at another database.",
-            schema_version=version,
+            schema_version=found.needed,
             supported=len(migrations),
         )
-    if version == len(migrations):
-        return version
-    if version == 0:
+    if found.applied >= len(migrations):
+        return found.applied
+    if found.applied == 0:
         schema_meta.create(conn, checkfirst=True)
         conn.execute(schema_meta.insert().values(key=_KEY, value="0"))
-    for number, step in enumerate(migrations[version:], start=version + 1):
+    for number, step in enumerate(migrations[found.applied :], start=found.applied + 1):
         step(conn)
-        conn.execute(schema_meta.update().where(schema_meta.c.key == _KEY).values(value=str(number)))
+        _record(conn, number, max(found.needed, needed_version(number, contracts)))
     return len(migrations)
+
+
+def _record(conn: Connection, applied: int, needed: int) -> None:
+    conn.execute(schema_meta.update().where(schema_meta.c.key == _KEY).values(value=str(needed)))
+    conn.execute(schema_meta.delete().where(schema_meta.c.key == _APPLIED))
+    if applied != needed:
+        conn.execute(schema_meta.insert().values(key=_APPLIED, value=str(applied)))

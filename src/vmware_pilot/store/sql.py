@@ -57,7 +57,7 @@ from vmware_pilot.store.connection import (
     sqlite_path,
     unavailable,
 )
-from vmware_pilot.store.migrations import LATEST, current_version, migrate
+from vmware_pilot.store.migrations import LATEST, SchemaVersion, migrate, schema_version
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
 from vmware_pilot.store.tables import audit_events, workflow_counts, workflow_ledger, workflows
 
@@ -805,10 +805,10 @@ class SqlStore:
             broken=tuple(broken),
         )
 
-    def schema_version(self) -> int:
-        """The schema version the database records now (raises ``StoreError`` when unreachable)."""
+    def schema_version(self) -> SchemaVersion:
+        """The schema the database records now (raises ``StoreError`` when unreachable)."""
         with self._tx(write=False) as conn:
-            return current_version(conn)
+            return schema_version(conn)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -825,7 +825,8 @@ class DatabaseState:
     """What `vmware-pilot doctor` reads of the database, without creating or migrating it."""
 
     exists: bool
-    version: int
+    version: int  # the migrations applied
+    needed: int  # the oldest schema a build must know to use it
     latest: int
     clock_skew: float  # the database's clock minus this host's, in seconds
 
@@ -836,18 +837,18 @@ def database_state(settings: Settings) -> DatabaseState:
     url = settings.resolved_database_url
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        return DatabaseState(False, 0, LATEST, 0.0)
+        return DatabaseState(False, 0, 0, LATEST, 0.0)
     engine = make_engine(url, settings)
     try:
         with engine.connect() as conn:
-            version = current_version(conn)
+            version = schema_version(conn)
             clock = conn.execute(text(f"SELECT {leases.db_clock(conn)}")).scalar()
             skew = float(clock) - time.time() if clock is not None else 0.0
     except SQLAlchemyError as exc:
         raise unavailable(engine, exc) from exc
     finally:
         engine.dispose()
-    return DatabaseState(True, version, LATEST, skew)
+    return DatabaseState(True, version.applied, version.needed, LATEST, skew)
 
 
 def open_store(settings: Settings) -> SqlStore:

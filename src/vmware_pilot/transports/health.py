@@ -68,9 +68,9 @@ class Probes:
         except (PilotError, TimeoutError) as exc:
             _log.debug("readiness: database check failed: %s", getattr(exc, "message", type(exc).__name__))
             return Check("database", False, "unreachable")
-        if version != LATEST:
-            return Check("database", False, f"schema version {version}, this build needs {LATEST}")
-        return Check("database", True, f"schema version {version}")
+        if version.applied < LATEST or not version.usable_by(LATEST):
+            return Check("database", False, f"schema version {version.applied}, this build needs {LATEST}")
+        return Check("database", True, f"schema version {version.applied}")
 
     def _skills(self) -> Check:
         if self.app.dispatcher is None:
