@@ -13,7 +13,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,14 +100,15 @@ def start_server(
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
     port: int = 0,
+    command: Sequence[str] = (str(PILOT),),
 ) -> Iterator[PilotProcess]:
     """Run ``vmware-pilot mcp ARGS --port PORT`` (default 0: any free port) until the block ends;
-    yields once it listens."""
+    yields once it listens. ``command``: another `vmware-pilot` (a previous release's)."""
     log = home / f"server-{time.monotonic_ns()}.log"
     scheme = "https" if "https" in args else "http"
     with log.open("wb") as err:
         process = subprocess.Popen(
-            [str(PILOT), "mcp", *args, "--port", str(port)],
+            [*command, "mcp", *args, "--port", str(port)],
             env=clean_env(home, env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
