@@ -31,7 +31,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-__all__ = ["PREVIOUS", "REPO", "Release", "previous_release"]
+__all__ = ["PREVIOUS", "REPO", "Release", "previous_release", "tagged_commit"]
 
 REPO = Path(__file__).resolve().parents[1]
 PREVIOUS: dict[str, object] = json.loads((REPO / "release" / "previous.json").read_text())
@@ -74,6 +74,12 @@ class Release:
         )
         where, version = done.stdout.split()
         return where, version
+
+
+def tagged_commit(tag: str) -> str | None:
+    """The commit the tag ``tag`` names in this repository, or None when there is no such tag."""
+    found = _git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}")
+    return found.stdout.decode().strip() if found.returncode == 0 else None
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[bytes]:

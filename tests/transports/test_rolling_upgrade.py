@@ -24,7 +24,7 @@ from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from tests.pg_server import PgServer
-from tests.release import PREVIOUS, Release, ReleaseUnavailable, previous_release
+from tests.release import PREVIOUS, Release, ReleaseUnavailable, previous_release, tagged_commit
 from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot import __version__
 from vmware_pilot.store.migrations import LATEST, MIGRATIONS, migrate
@@ -160,6 +160,7 @@ def _ready(server: PilotProcess) -> httpx.Response:
 async def test_a_replica_of_the_previous_release_and_one_of_this_code_share_one_database_through_the_upgrade(
     release: Release, url: str, tmp_path: Path
 ) -> None:
+    assert tagged_commit(str(PREVIOUS["tag"])) == release.commit, "the release's tag (git fetch --tags)"
     # The release runs its own code, not this checkout's.
     where, version = release.imported()
     assert Path(where).is_relative_to(release.root) and version == PREVIOUS["version"]
