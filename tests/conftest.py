@@ -114,13 +114,17 @@ def database(
         yield sqlite_database(pilot_home)
         return
     server: PgServer = request.getfixturevalue("pg_server")
-    name = server.new_database(migrated=request.node.get_closest_marker("empty_database") is None)
+    migrated = request.node.get_closest_marker("empty_database") is None
+    name = server.new_database(migrated=migrated)
     url = server.url(name)
     monkeypatch.setenv("VMWARE_PILOT_DATABASE_URL", url)
     try:
         yield Database("postgresql", url, url)
     finally:
-        server.drop_database(name)
+        if migrated:
+            server.release_database(name)  # emptied for the next test, or dropped
+        else:
+            server.drop_database(name)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,12 @@
 """A private PostgreSQL 15 server for the test session, and a fresh database per test.
 
 A test's database is a copy of a template the real migrations built once per server (per xdist
-worker), unless the test is marked ``empty_database`` (tests of the migrations themselves).
+worker), unless the test is marked ``empty_database`` (tests of the migrations themselves). A
+copy costs more than most tests (CREATE DATABASE copies the catalogs), so a test's database is
+handed on to the next test when only its rows changed: ``release_database`` empties its tables
+and compares everything else (tables, columns, indexes, triggers and whether they are enabled,
+functions, privileges, settings, the schema_meta and workflow_counts rows) with the template;
+anything different and the database is dropped instead.
 
 The server is the Debian build (``/usr/lib/postgresql/15/bin``, installed by scripts/pg-setup.sh).
 Its data folder and socket live in a temporary folder owned by an unprivileged user (PostgreSQL
@@ -24,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from vmware_pilot.config import Settings
@@ -55,6 +61,8 @@ class PgServer:
         self._admin: Engine | None = None
         self._options = ""
         self._template: str | None = None
+        self._template_print: str | None = None
+        self._spare: list[str] = []  # emptied copies of the template, for the next tests
         if os.geteuid() == 0:
             user = os.environ.get("VMWARE_PILOT_TEST_PG_USER", "postgres")
             entry = pwd.getpwnam(user)
@@ -112,7 +120,10 @@ class PgServer:
 
     def new_database(self, *, migrated: bool = False) -> str:
         """Create a database and name it: empty (from template0: nothing a test left behind), or
-        ``migrated`` (a copy of the session's template, which the real migrations built once)."""
+        ``migrated`` (a copy of the session's template, which the real migrations built once; or
+        one a test released, emptied and found identical to the template otherwise)."""
+        if migrated and self._spare:
+            return self._spare.pop()
         name = f"t_{uuid.uuid4().hex[:16]}"
         template = self._migrated_template() if migrated else "template0"
         with self.admin() as conn:
@@ -136,3 +147,92 @@ class PgServer:
     def drop_database(self, name: str) -> None:
         with self.admin() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    def release_database(self, name: str) -> None:
+        """A migrated database a test is done with: emptied and kept for the next test when it
+        is the template but for its rows, else dropped."""
+        try:
+            if self._empty(name):
+                self._spare.append(name)
+                return
+        except SQLAlchemyError:
+            pass  # e.g. a table the test dropped: a fresh copy next time
+        self.drop_database(name)
+
+    def _empty(self, name: str) -> bool:
+        """Empty ``name``'s tables (as the template has them) and say whether it is now the
+        template (module docstring)."""
+        with self.admin() as conn:  # what the test left connected (a stopped server's pool…)
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": name},
+            )
+        engine = create_engine(self.url(name), poolclass=NullPool)
+        try:
+            with engine.begin() as conn:
+                tables = list(
+                    conn.execute(
+                        text(
+                            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' "
+                            "AND tablename NOT IN ('schema_meta', 'workflow_counts')"
+                        )
+                    ).scalars()
+                )
+                conn.execute(text("SET LOCAL session_replication_role = replica"))  # append-only triggers
+                conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY"))
+                conn.execute(text("UPDATE workflow_counts SET value = 0"))
+            with engine.connect() as conn:
+                found = _fingerprint(conn)
+        finally:
+            engine.dispose()
+        if self._template_print is None:
+            assert self._template is not None
+            template = create_engine(self.url(self._template), poolclass=NullPool)
+            try:
+                with template.connect() as conn:
+                    self._template_print = _fingerprint(conn)
+            finally:
+                template.dispose()
+        return found == self._template_print
+
+
+# Everything of a database but its rows (and the rows of the two tables a test may edit that
+# emptying does not reset), as one text to compare with the template's.
+_FINGERPRINT = """
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+    SELECT 'rel ' || n.nspname || '.' || c.relname || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '')
+        || ' ' || c.relrowsecurity FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+    UNION ALL SELECT 'col ' || a.attrelid::regclass || '.' || a.attname || ' '
+        || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
+        || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL SELECT 'idx ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
+        JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public'
+    UNION ALL SELECT 'con ' || conrelid::regclass || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = 'public'::regnamespace
+    UNION ALL SELECT 'trg ' || tgrelid::regclass || '.' || tgname || ' ' || tgenabled::text FROM pg_trigger
+        WHERE NOT tgisinternal
+    UNION ALL SELECT 'fn ' || n.nspname || '.' || p.proname || ' ' || md5(p.prosrc) || ' '
+        || coalesce(p.proacl::text, '') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+    UNION ALL SELECT 'ns ' || nspname || ' ' || coalesce(nspacl::text, '') FROM pg_namespace
+    UNION ALL SELECT 'ext ' || extname FROM pg_extension
+    UNION ALL SELECT 'db ' || coalesce(datacl::text, '') || ' ' || datallowconn FROM pg_database
+        WHERE datname = current_database()
+    UNION ALL SELECT 'set ' || setrole || ' ' || setconfig::text FROM pg_db_role_setting
+        WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+    UNION ALL SELECT 'meta ' || key || '=' || value FROM schema_meta
+    UNION ALL SELECT 'count ' || name || '=' || value FROM workflow_counts
+) found(x)
+"""
+
+
+def _fingerprint(conn: Connection) -> str:
+    return str(conn.execute(text(_FINGERPRINT)).scalar_one())
