@@ -203,16 +203,21 @@ class SqlStore:
 
     # --- transactions -----------------------------------------------------------------------
     @contextlib.contextmanager
-    def _tx(self, *, write: bool) -> Iterator[Connection]:
+    def _tx(self, *, write: bool, single: bool = False) -> Iterator[Connection]:
         """One transaction. On PostgreSQL a read sees one snapshot (REPEATABLE READ, read only),
-        so ``load`` and ``verify_audit`` never mix states of several commits."""
+        so ``load`` and ``verify_audit`` never mix states of several commits. ``single``: one
+        read statement, sent in autocommit on PostgreSQL (its own implicit transaction: one round
+        trip instead of BEGIN, the statement and COMMIT)."""
         try:
             with self._serial, self._engine.connect() as conn:
+                postgresql = self._engine.dialect.name == "postgresql"
                 if write:
                     conn.execution_options(**{WRITE_OPTION: True})
-                elif self._engine.dialect.name == "postgresql":
+                elif single and postgresql:
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
+                elif postgresql:
                     conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
-                with conn.begin():
+                with conn.begin():  # in autocommit, SQLAlchemy's bookkeeping only: no BEGIN is sent
                     yield conn
         except (PilotError, IntegrityError):
             raise
@@ -232,7 +237,7 @@ class SqlStore:
         if self._engine.dialect.name != "postgresql":
             return utcnow()
         try:
-            with self._tx(write=False) as conn:
+            with self._tx(write=False, single=True) as conn:  # a save reads it: keep it one round trip
                 value: datetime = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
         except DatabaseUnavailable:
             return utcnow() + self._skew
@@ -240,7 +245,7 @@ class SqlStore:
         self._skew = read - utcnow()
         return read
 
-    # --- writes    # --- writes -----------------------------------------------------------------------------
+    # --- writes -----------------------------------------------------------------------------
     def _chain(self, wf: Workflow, head: str) -> list[dict[str, Any]]:
         rows = []
         for entry in wf.new_events:
@@ -542,7 +547,8 @@ class SqlStore:
             return shared.catalog_row(conn)
 
     def catalog_stamp(self) -> str | None:
-        with self._tx(write=False) as conn:
+        # Read before every save of a run (the diff report's catalog): one round trip.
+        with self._tx(write=False, single=True) as conn:
             return shared.catalog_stamp(conn)
 
     def put_catalog_cache(self, body: str) -> None:
