@@ -72,6 +72,28 @@ def filled(settings: Settings) -> Iterator[tuple[PilotApp, list[str]]]:
         app.close()
 
 
+def test_an_online_backup_restores_into_an_empty_home_and_reads_the_same(
+    filled: tuple[PilotApp, list[str]], tmp_path: Path
+) -> None:
+    """The fast tier's case (in-process): the next test runs the same through the entry point."""
+    from vmware_pilot.store.backup import backup, restore
+    from vmware_pilot.store.sql import open_store
+
+    _, ids = filled  # the app stays open: the backup is online
+    before = _reads(ids, home=Settings().home_path)
+    file = tmp_path / "pilot-backup.db"
+    assert backup(Settings(), file).workflows == 3
+    assert file.stat().st_mode & 0o777 == 0o600
+    other = Settings(home=tmp_path / "restored" / ".vmware")
+    assert restore(other, file).workflows == 3
+    with open_store(other) as store:
+        report = store.verify_audit()
+    assert report.ok and report.checked > 0
+    assert _reads(ids, home=other.home_path) == before
+    assert other.home_path.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.slow  # three entry-point runs; the in-process case is the previous test
 def test_a_backup_taken_while_pilot_runs_restores_into_an_empty_home_and_reads_the_same(
     filled: tuple[PilotApp, list[str]], tmp_path: Path
 ) -> None:
