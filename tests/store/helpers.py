@@ -7,6 +7,7 @@ from pathlib import Path
 
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.store.migrations import needed_version
 from vmware_pilot.templates.steps import make_step
 
 
@@ -33,3 +34,9 @@ def sample_workflow(
         ),
     ]
     return Workflow.new(workflow_type, state, steps, params=dict(params), created_by="alice")
+
+
+def recorded_schema(applied: int) -> dict[str, str]:
+    """The schema_meta rows of a database with ``applied`` migrations (store/migrations.py)."""
+    needed = needed_version(applied)
+    return {"schema_version": str(needed), **({"schema_applied": str(applied)} if applied != needed else {})}

@@ -4,7 +4,7 @@ import pytest
 from sqlalchemy import Connection, inspect, text
 
 from tests.backends import Database
-from tests.store.helpers import sample_workflow
+from tests.store.helpers import recorded_schema, sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import SchemaTooNew, StoreError
@@ -76,7 +76,9 @@ def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings,
         # Version 5 listed both in the ledger.
         assert store.verify_audit().ok and store.verify_audit().workflows == 2
     with database.raw() as conn:
-        assert conn.execute(text("SELECT value FROM schema_meta")).scalar() == str(LATEST)
+        assert {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))} == (
+            recorded_schema(LATEST)
+        )
         ledger = set(conn.execute(text("SELECT workflow_id FROM workflow_ledger")).scalars())
         assert ledger == {"wf-a", "wf-b"}
     if database.backend == "sqlite":
@@ -135,13 +137,15 @@ def _meta(database: Database) -> dict[str, str]:
         return {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))}
 
 
-def test_a_database_without_expansions_records_only_the_version_as_the_release_before_wrote_it(
+def test_a_fresh_database_records_the_migrations_applied_and_the_oldest_schema_a_build_needs(
     settings: Settings, database: Database
 ) -> None:
     open_store(settings).close()
-    assert _meta(database) == {"schema_version": str(LATEST)}
+    # Migrations after EXPANDS_AFTER expand: the release before reads the version it knows.
+    assert _meta(database) == recorded_schema(LATEST)
+    assert recorded_schema(EXPANDS_AFTER) == {"schema_version": str(EXPANDS_AFTER)}  # as 3.0.0 wrote it
     with database.raw() as conn:
-        assert schema_version(conn) == SchemaVersion(LATEST, LATEST)
+        assert schema_version(conn) == SchemaVersion(LATEST, needed_version(LATEST))
 
 
 def test_this_build_keeps_serving_a_database_the_next_release_expanded(
@@ -155,9 +159,10 @@ def test_this_build_keeps_serving_a_database_the_next_release_expanded(
         assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 1
     engine.dispose()
     # What every build reads is unchanged; the applied count is a row of its own.
-    assert _meta(database) == {"schema_version": str(LATEST), "schema_applied": str(LATEST + 1)}
+    assert _meta(database) == recorded_schema(LATEST + 1)
+    assert _meta(database)["schema_version"] == str(needed_version(LATEST))
     with open_store(settings) as store, store.engine.connect() as conn:
-        assert schema_version(conn) == SchemaVersion(LATEST + 1, LATEST)
+        assert schema_version(conn) == SchemaVersion(LATEST + 1, needed_version(LATEST))
         assert current_version(conn) == LATEST + 1
         # this build reads and writes rows of the expanded schema
         assert store.load(before.id).workflow_type == "before"
@@ -165,7 +170,7 @@ def test_this_build_keeps_serving_a_database_the_next_release_expanded(
         store.create(after)
         assert {row["id"] for row in store.list_all()} == {before.id, after.id}
         assert store.verify_audit().ok
-    assert _meta(database) == {"schema_version": str(LATEST), "schema_applied": str(LATEST + 1)}
+    assert _meta(database) == recorded_schema(LATEST + 1)
 
 
 def test_a_contraction_is_refused_by_the_builds_it_names_too_old(

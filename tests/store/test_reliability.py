@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.backends import Database
+from tests.store.helpers import recorded_schema
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -143,9 +144,9 @@ def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
         assert "Traceback" not in err
         assert json.loads(out) == {"version": LATEST}
     with database.raw() as conn:
-        assert conn.execute(text("SELECT key, value FROM schema_meta")).all() == [
-            ("schema_version", str(LATEST))
-        ]
+        assert {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))} == (
+            recorded_schema(LATEST)
+        )
     with open_store(settings) as store:
         wf = _counter_workflow(store)
         assert store.verify_audit(wf.id).ok

@@ -95,6 +95,7 @@ async def test_readyz_passes_on_a_schema_the_next_release_expanded(
 
     # As store/migrations.py records an expansion: schema_version stays, schema_applied moves on.
     with pilot_app.store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM schema_meta WHERE key = 'schema_applied'"))
         conn.execute(
             text("INSERT INTO schema_meta (key, value) VALUES ('schema_applied', :v)"), {"v": str(LATEST + 1)}
         )

@@ -54,20 +54,24 @@ def _check(path: Path) -> tuple[int, int]:
                     f"{path} fails SQLite's integrity check ({verdict[0] if verdict else 'no answer'})",
                     hint="Use another backup.",
                 )
-            row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
+            meta = dict(conn.execute("SELECT key, value FROM schema_meta").fetchall())
             count = conn.execute("SELECT COUNT(*) FROM workflows").fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreError(
             f"{path} is not a vmware-pilot database ({exc})",
             hint="Give a file written by `vmware-pilot backup`.",
         ) from None
-    version = int(row[0]) if row and str(row[0]).isdigit() else -1
+    # store/migrations.py: schema_version is the oldest schema a build needs, schema_applied (when
+    # present) the migrations applied.
+    needed = str(meta.get("schema_version", "none"))
+    version = int(needed) if needed.isdigit() else -1
     if not 0 < version <= LATEST:
         raise StoreError(
-            f"{path} has schema version {row[0] if row else 'none'}; this vmware-pilot reads 1 to {LATEST}",
+            f"{path} has schema version {needed}; this vmware-pilot reads 1 to {LATEST}",
             hint="Restore it with the vmware-pilot release that wrote it, or a newer one.",
         )
-    return version, int(count[0]) if count else 0
+    applied = str(meta.get("schema_applied", needed))
+    return max(version, int(applied) if applied.isdigit() else version), int(count[0]) if count else 0
 
 
 def _copy(source: Path, target: Path) -> None:
