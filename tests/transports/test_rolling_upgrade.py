@@ -164,7 +164,11 @@ def _ready(server: PilotProcess) -> httpx.Response:
 async def test_a_replica_of_the_previous_release_and_one_of_this_code_share_one_database_through_the_upgrade(
     release: Release, url: str, tmp_path: Path
 ) -> None:
-    assert tagged_commit(str(PREVIOUS["tag"])) == release.commit, "the release's tag (git fetch --tags)"
+    # The commit is in the history (previous_release checked it); a clone that carries tags must
+    # have the release's tag on exactly that commit.
+    assert tagged_commit(str(PREVIOUS["tag"])) in (None, release.commit), (
+        "the release's tag names another commit"
+    )
     # The release runs its own code, not this checkout's.
     where, version = release.imported()
     assert Path(where).is_relative_to(release.root) and version == PREVIOUS["version"]
