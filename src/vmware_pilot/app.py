@@ -39,6 +39,7 @@ from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
+from vmware_pilot.twin.shelf import CaptureShelf
 
 __all__ = [
     "CatalogSource",
@@ -295,8 +296,11 @@ def build_app(
                 govc=settings.twin_govc,
                 timeout=settings.twin_timeout,
                 max_age_hours=settings.twin_max_age,
+                memory_mb=settings.twin_memory_mb,
                 skill_commands=settings.skill_commands,
-            )
+            ),
+            # With a database URL the captures are its rows, as templates and the policy are.
+            CaptureShelf(settings.home_path, store if settings.database_url else None),
         )
 
     def in_force() -> Policy:  # asked each time: the runner's policy may be replaced

@@ -163,6 +163,13 @@ class Settings(BaseSettings):
     twin_max_age: float = Field(
         default=24.0, gt=0, description="Hours after which a capture is flagged as stale on the gate."
     )
+    twin_memory_mb: int = Field(
+        default=2048,
+        ge=256,
+        le=1048576,
+        description="MiB of data (heap and stacks, RLIMIT_DATA) the twin's simulator may use; past it the "
+        "simulator stops and the rehearsal is unknown, saying so.",
+    )
     twin_username: str = Field(
         default="",
         description="Account `twin capture` logs in with; empty: the monitor skill's account for the target.",

@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from vmware_pilot.cli.main import app
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import PilotError
-from vmware_pilot.twin.captures import account_for, digest_of, inventory_facts, latest_capture, list_captures
+from vmware_pilot.twin.captures import account_for, digest_of, inventory_facts, list_captures
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
+from vmware_pilot.twin.shelf import CaptureShelf
 
 runner = CliRunner()
 VM_XML = """<ObjectContent>
@@ -100,7 +101,7 @@ def test_a_capture_says_its_objects_and_the_cli_lists_and_removes_it(pilot_home:
         "snapshots": ["lab-base", "second"],
     }
     assert [c.id for c in list_captures(pilot_home)] == ["lab-new", "lab-old"]
-    found = latest_capture(pilot_home, "lab")
+    found = CaptureShelf(pilot_home).latest("lab")
     assert found is not None and found.id == "lab-new"
 
     listed = runner.invoke(app, ["twin", "list", "--json"])

@@ -1,10 +1,13 @@
-"""`vmware-pilot twin capture|list|remove`: captures of a vCenter for rehearsals on a twin."""
+"""`vmware-pilot twin capture|list|remove`: captures of a vCenter for rehearsals on a twin, kept
+in the Pilot home, or in the database when VMWARE_PILOT_DATABASE_URL is set (twin/shelf.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -17,13 +20,33 @@ from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import console as terminal_console
 from vmware_pilot.cli.terminal import say, visible
 from vmware_pilot.errors import PilotError
-from vmware_pilot.twin.captures import Capture, account_for, capture, list_captures, remove_capture
+from vmware_pilot.twin.captures import Capture, account_for
+from vmware_pilot.twin.shelf import CaptureShelf
 
 __all__ = ["app"]
 
 app = group("Capture a vCenter's inventory for rehearsals on a twin; list and remove captures.")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@contextlib.contextmanager
+def _shelf(json_mode: bool) -> Iterator[CaptureShelf]:
+    """Where captures are kept for these settings: the Pilot home, or the database's rows."""
+    settings = common.settings()
+    if not settings.database_url:
+        yield CaptureShelf(settings.home_path)
+        return
+    from vmware_pilot.store.sql import open_store
+
+    try:
+        store = open_store(settings)
+    except PilotError as exc:
+        common.fail(exc, json_mode)
+    try:
+        yield CaptureShelf(settings.home_path, store)
+    finally:
+        store.close()
 
 
 def _age(c: Capture) -> str:
@@ -41,7 +64,6 @@ def capture_command(
     """Record TARGET's inventory (every managed object, in the format govmomi's simulator loads)
     with the monitor skill's account for it, or VMWARE_PILOT_TWIN_USERNAME / _PASSWORD."""
     settings = common.settings()
-    home = settings.home_path
     try:
         account = account_for(
             target,
@@ -59,28 +81,37 @@ def capture_command(
                 shown[0] = now
                 say(f"  {saved} objects saved", err=True)
 
-        made = capture(target, home, account, govc=settings.twin_govc, progress=progress)
+        with _shelf(json_mode) as shelf:
+            made = shelf.take(target, account, govc=settings.twin_govc, progress=progress)
+            where = " in the database" if shelf.rows is not None else ""
     except PilotError as exc:
         common.fail(exc, json_mode)
     if json_mode:
         print(json.dumps(made.public()))
         return
-    say(f"captured {made.objects} objects of {made.vcenter} as {made.id} ({made.digest[:19]}…)")
+    say(f"captured {made.objects} objects of {made.vcenter} as {made.id} ({made.digest[:19]}…){where}")
 
 
 @app.command("list")
 def list_command(json_mode: JsonOption = False) -> None:
-    """The captures kept in the Pilot home, newest first, with their age."""
+    """The captures kept in the Pilot home (or the database), newest first, with their age."""
     settings = common.settings()
-    found = list_captures(settings.home_path)
+    with _shelf(json_mode) as shelf:
+        try:
+            found = shelf.list()
+        except PilotError as exc:
+            common.fail(exc, json_mode)
+        where = shelf.where
     if json_mode:
         print(json.dumps([{**c.public(), "age_hours": round(c.age_seconds() / 3600, 2)} for c in found]))
         return
     if not found:
-        say("no captures (vmware-pilot twin capture TARGET)")
+        say(f"no captures in {where} (vmware-pilot twin capture TARGET)")
         return
     stale = settings.twin_max_age * 3600
-    table = Table("id", "target", "vCenter", "taken", "age", "objects", "digest", title="Captures")
+    table = Table(
+        "id", "target", "vCenter", "taken", "age", "objects", "digest", title=f"Captures in {where}"
+    )
     for c in found:
         age = Text(_age(c) + (" (stale)" if c.age_seconds() > stale else ""))
         table.add_row(
@@ -100,12 +131,12 @@ def remove_command(
     capture_id: Annotated[str, typer.Argument(help="The capture's id (twin list).")],
     json_mode: JsonOption = False,
 ) -> None:
-    """Remove a capture from the Pilot home."""
-    settings = common.settings()
-    try:
-        gone = remove_capture(settings.home_path, capture_id)
-    except PilotError as exc:
-        common.fail(exc, json_mode)
+    """Remove a capture from the Pilot home (or the database)."""
+    with _shelf(json_mode) as shelf:
+        try:
+            gone = shelf.remove(capture_id)
+        except PilotError as exc:
+            common.fail(exc, json_mode)
     if json_mode:
         print(json.dumps({"removed": gone.public()}))
         return

@@ -35,6 +35,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -355,6 +356,26 @@ def _v13_object_locks(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v14_twin_captures(conn: Connection) -> None:
+    """``twin_captures``: captures of a vCenter for rehearsals on a twin (store/captures.py), the
+    record and the objects folder as a tar.gz, so every replica rehearses on the same capture."""
+    md = MetaData()
+    captures = Table(
+        "twin_captures",
+        md,
+        Column("id", String(140), primary_key=True),
+        Column("target", String(64), nullable=False),
+        Column("vcenter", String(300), nullable=False),
+        Column("at", String(40), nullable=False),
+        Column("objects", Integer, nullable=False),
+        Column("digest", String(71), nullable=False),
+        Column("size", BigInteger, nullable=False),
+        Column("body", LargeBinary, nullable=False),
+    )
+    Index("ix_twin_captures_target_at", captures.c.target, captures.c.at)
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -369,6 +390,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v11_shared_templates_catalog,
     _v12_policies,
     _v13_object_locks,
+    _v14_twin_captures,
 )
 LATEST = len(MIGRATIONS)
 # See the module docstring. A contract is {its number: the oldest schema version (LATEST of a

@@ -35,7 +35,7 @@ from vmware_pilot.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from vmware_pilot.store import codec, leases, locks, outbox, sessions, shared, tokens
+from vmware_pilot.store import captures, codec, leases, locks, outbox, sessions, shared, tokens
 from vmware_pilot.store.audit import (
     GENESIS,
     ChainHead,
@@ -580,6 +580,30 @@ class SqlStore:
             except IntegrityError:  # first written by another import at the same moment
                 if attempt == 2:
                     raise
+
+    # --- captures for rehearsals on a twin (store/captures.py) -------------------------------
+    def capture_rows(self, target: str | None = None) -> list[dict[str, Any]]:
+        """Every stored capture's record (only ``target``'s when given), newest first; no bodies."""
+        with self._tx(write=False) as conn:
+            return captures.rows(conn, target)
+
+    def capture_body(self, capture_id: str) -> bytes | None:
+        """The objects folder of capture ``capture_id``, a tar.gz (None: no such capture)."""
+        with self._tx(write=False) as conn:
+            return captures.body(conn, capture_id)
+
+    def put_capture(self, record: Mapping[str, Any], body: bytes) -> bool:
+        """Store a capture; False when one of that id is stored already."""
+        try:
+            with self._tx(write=True) as conn:
+                captures.put_capture(conn, record, body)
+        except IntegrityError:
+            return False
+        return True
+
+    def delete_capture(self, capture_id: str) -> bool:
+        with self._tx(write=True) as conn:
+            return captures.delete_capture(conn, capture_id)
 
     # --- console sessions (store/sessions.py) -----------------------------------------------
     def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:

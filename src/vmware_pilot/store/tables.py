@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 
 __all__ = [
     "api_tokens",
@@ -15,6 +28,7 @@ __all__ = [
     "object_locks",
     "policies",
     "schema_meta",
+    "twin_captures",
     "workflow_counts",
     "workflow_ledger",
     "workflows",
@@ -149,3 +163,18 @@ policies = Table(
     Column("updated_at", String(40), nullable=False),
     Column("updated_by", String(255), nullable=False),
 )
+
+# Captures for rehearsals on a twin (store/captures.py): the record and the objects folder, tar.gz.
+twin_captures = Table(
+    "twin_captures",
+    metadata,
+    Column("id", String(140), primary_key=True),
+    Column("target", String(64), nullable=False),
+    Column("vcenter", String(300), nullable=False),
+    Column("at", String(40), nullable=False),
+    Column("objects", Integer, nullable=False),
+    Column("digest", String(71), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+)
+Index("ix_twin_captures_target_at", twin_captures.c.target, twin_captures.c.at)

@@ -31,6 +31,7 @@ from vmware_pilot.safety.redaction import redact_text
 from vmware_pilot.twin.binaries import TwinError, find_binary
 
 __all__ = [
+    "ID_PATTERN",
     "Account",
     "Capture",
     "TwinError",
@@ -38,13 +39,12 @@ __all__ = [
     "capture",
     "digest_of",
     "inventory_facts",
-    "latest_capture",
     "list_captures",
     "remove_capture",
     "twins_dir",
 ]
 
-_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
+ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
 _TARGET: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -202,12 +202,8 @@ def list_captures(home: Path) -> list[Capture]:
     return sorted(found, key=lambda c: c.at, reverse=True)
 
 
-def latest_capture(home: Path, target: str) -> Capture | None:
-    return next((c for c in list_captures(home) if c.target == target), None)
-
-
 def remove_capture(home: Path, capture_id: str) -> Capture:
-    if not _ID.match(capture_id):
+    if not ID_PATTERN.match(capture_id):
         raise TwinError(f"'{capture_id[:64]}' is not a capture id", hint="See `vmware-pilot twin list`.")
     found = next((c for c in list_captures(home) if c.id == capture_id), None)
     if found is None:

@@ -1,7 +1,8 @@
 """Rehearsing a gate's released steps on a twin, through the real companion skills.
 
-``Rehearser.rehearse`` finds the newest capture of the steps' target, starts a twin from it
-(``twin.simulator``), puts the state the gate just read on the objects the plan names (power
+``Rehearser.rehearse`` finds the newest capture of the steps' target (in the Pilot home, or in
+the database when one is shared: unpacked into a temporary folder, ``twin.shelf``), starts a twin
+from it (``twin.simulator``, its memory bounded by ``VMWARE_PILOT_TWIN_MEMORY_MB``), puts the state the gate just read on the objects the plan names (power
 state), saves the twin's objects, runs the released steps in order through a dispatcher whose
 skills see the twin alone, stops at the first step that fails, saves the twin's objects again and
 diffs them. The whole is bounded by ``VMWARE_PILOT_TWIN_TIMEOUT`` and runs one at a time per Pilot.
@@ -30,8 +31,9 @@ from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import DispatchRefused, PilotError
-from vmware_pilot.twin.binaries import available
-from vmware_pilot.twin.captures import Capture, inventory_facts, latest_capture, list_captures
+from vmware_pilot.twin.binaries import TwinError, available
+from vmware_pilot.twin.captures import Capture, inventory_facts
+from vmware_pilot.twin.shelf import CaptureShelf
 from vmware_pilot.twin.simulator import SKILLS, Twin, start_twin
 
 __all__ = ["ParamsFor", "Rehearser", "TwinSettings", "rehearsal_digest"]
@@ -57,6 +59,7 @@ class TwinSettings:
     govc: str = ""
     timeout: float = 120.0
     max_age_hours: float = 24.0
+    memory_mb: int = 2048
     skill_commands: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -127,15 +130,13 @@ def _diff(
 
 
 class Rehearser:
-    """Rehearses gates on twins (one rehearsal at a time in this process)."""
+    """Rehearses gates on twins (one rehearsal at a time in this process), from the captures of
+    ``shelf`` (default: those in ``settings.home``)."""
 
-    def __init__(self, settings: TwinSettings) -> None:
+    def __init__(self, settings: TwinSettings, shelf: CaptureShelf | None = None) -> None:
         self.settings = settings
+        self.shelf = shelf if shelf is not None else CaptureShelf(settings.home.expanduser())
         self._busy: asyncio.Lock | None = None
-
-    @property
-    def home(self) -> Path:
-        return self.settings.home.expanduser()
 
     def _target(self, steps: Sequence[Step]) -> tuple[str, str]:
         """The one target the steps name (empty: the only captured one), or why there is none."""
@@ -150,7 +151,7 @@ class Rehearser:
             )
         if named:
             return named.pop(), ""
-        captured = {c.target for c in list_captures(self.home)}
+        captured = {c.target for c in self.shelf.list()}
         if len(captured) == 1:
             return captured.pop(), ""
         return "", "the steps name no target and the captures are of several" if captured else "no capture"
@@ -160,7 +161,7 @@ class Rehearser:
         if self.settings.mode == "off":
             return None, ""
         target, why = self._target(steps)
-        capture = latest_capture(self.home, target) if target else None
+        capture = self.shelf.latest(target) if target else None
         if capture is None:
             why = (
                 why
@@ -190,7 +191,7 @@ class Rehearser:
     ) -> dict[str, Any] | None:
         """The rehearsal record of ``released`` (None: no rehearsal wanted). ``seen``: VM name →
         power state as the gate read it, put on the twin first."""
-        capture, why = self.plan(released)
+        capture, why = await asyncio.to_thread(self.plan, released)  # the database may be asked
         if capture is None and not why:
             return None
         began = time.monotonic()
@@ -232,7 +233,36 @@ class Rehearser:
         params_for: ParamsFor,
         record: dict[str, Any],
     ) -> None:
-        twin = await start_twin(capture, vcsim=self.settings.vcsim, govc=self.settings.govc)
+        unpacked = Path(tempfile.mkdtemp(prefix="pilot-twin-capture-"))
+        try:
+            # A capture kept in the database is unpacked into a temporary folder and checked.
+            loadable = await asyncio.to_thread(self.shelf.materialise, capture, unpacked)
+            twin = await start_twin(
+                loadable,
+                vcsim=self.settings.vcsim,
+                govc=self.settings.govc,
+                memory_mb=self.settings.memory_mb,
+            )
+            try:
+                await self._on_twin(twin, released, steps, seen, params_for, record)
+            except (PilotError, DispatchRefused, OSError):
+                if twin.stopped():  # what failed did so because the simulator stopped: say that
+                    raise TwinError(twin.stopped()) from None
+                raise
+            finally:
+                await twin.stop()
+        finally:
+            shutil.rmtree(unpacked, ignore_errors=True)
+
+    async def _on_twin(
+        self,
+        twin: Twin,
+        released: Sequence[Step],
+        steps: Sequence[Step],
+        seen: Mapping[str, str],
+        params_for: ParamsFor,
+        record: dict[str, Any],
+    ) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="pilot-twin-diff-"))
         dispatcher = StdioDispatcher(
             DispatchOptions(
@@ -287,6 +317,8 @@ class Rehearser:
                         "answer": _answer(outcome),
                     }
                 )
+                if twin.stopped():  # the step's answer is the simulator's end, not the skill's
+                    raise TwinError(twin.stopped())
                 local[step.index] = dataclasses.replace(
                     step, status=StepStatus.SUCCESS if ok else StepStatus.FAILED, result=outcome.payload
                 )
@@ -304,7 +336,6 @@ class Rehearser:
                 diff=_diff(before, after),
             )
         finally:
-            await twin.stop()
             shutil.rmtree(scratch, ignore_errors=True)
 
     @staticmethod

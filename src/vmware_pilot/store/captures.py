@@ -1,0 +1,49 @@
+"""Captures of a vCenter for rehearsals on a twin, as rows shared by every replica of one database.
+
+``twin_captures`` holds one row per capture: what ``capture.json`` says of it in the Pilot home
+(id, target, vCenter, time, object count, digest of the objects' files) and the objects folder
+as a gzip-compressed tar (``body``, ``size`` bytes). Listing never reads a body; a rehearsal reads
+the newest capture of its target's body once and unpacks it into a temporary folder
+(twin/shelf.py). Used instead of ``<home>/twins/`` whenever a database URL is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select
+
+from vmware_pilot.store.tables import twin_captures
+
+__all__ = ["FIELDS", "body", "delete_capture", "put_capture", "rows"]
+
+# What a row says of its capture, besides the body (the Capture record's fields, and the body's size).
+FIELDS = ("id", "target", "vcenter", "at", "objects", "digest", "size")
+
+
+def rows(conn: Connection, target: str | None = None) -> list[dict[str, Any]]:
+    """Every capture (only ``target``'s when given), newest first, without the bodies."""
+    query = select(*(twin_captures.c[f] for f in FIELDS)).order_by(
+        twin_captures.c.at.desc(), twin_captures.c.id.desc()
+    )
+    if target is not None:
+        query = query.where(twin_captures.c.target == target)
+    return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def body(conn: Connection, capture_id: str) -> bytes | None:
+    """The compressed objects folder of capture ``capture_id`` (None: no such capture)."""
+    found = conn.execute(select(twin_captures.c.body).where(twin_captures.c.id == capture_id)).scalar()
+    return None if found is None else bytes(found)
+
+
+def put_capture(conn: Connection, record: Mapping[str, Any], data: bytes) -> None:
+    """Store a new capture (an id already stored: IntegrityError, the caller's to handle)."""
+    values = {f: record[f] for f in FIELDS if f != "size"}
+    conn.execute(insert(twin_captures).values(**values, size=len(data), body=data))
+
+
+def delete_capture(conn: Connection, capture_id: str) -> bool:
+    done = conn.execute(delete(twin_captures).where(twin_captures.c.id == capture_id))
+    return done.rowcount == 1
