@@ -5,6 +5,7 @@ folder, removed after), and a simulator that runs out of memory, or stops, makes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,10 +13,13 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import SplitResult, urlsplit
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.backends import Database
+from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.model import Step
 from vmware_pilot.store.sql import SqlStore, open_store
@@ -33,9 +37,8 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> Capture:
-    """vcsim's default inventory as `twin capture` saves one (govc object.save), in a folder."""
-    folder = tmp_path_factory.mktemp("saved")
+def vcenter() -> Iterator[SplitResult]:
+    """vcsim's default inventory on loopback: its URL, with the account in it."""
     proc = subprocess.Popen(
         [str(VCSIM), "-l", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -43,17 +46,24 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Capture:
         assert proc.stdout is not None
         found = re.search(r"GOVC_URL=(\S+)", proc.stdout.readline())
         assert found is not None
-        env = {**os.environ, "GOVC_URL": found.group(1), "GOVC_INSECURE": "1"}
-        subprocess.run(
-            [str(GOVC), "object.save", "-d", str(folder / "objects")],
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        yield urlsplit(found.group(1))
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def saved(vcenter: SplitResult, tmp_path_factory: pytest.TempPathFactory) -> Capture:
+    """That inventory as `twin capture` saves one (govc object.save), in a folder."""
+    folder = tmp_path_factory.mktemp("saved")
+    env = {**os.environ, "GOVC_URL": vcenter.geturl(), "GOVC_INSECURE": "1"}
+    subprocess.run(
+        [str(GOVC), "object.save", "-d", str(folder / "objects")],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     digest, count = digest_of(folder / "objects")
     return Capture(
         "lab-20260102T000000Z", "lab", "vc:443", "2026-01-02T00:00:00Z", count, digest, str(folder)
@@ -113,3 +123,39 @@ async def test_a_rehearsal_loads_a_capture_from_the_database_and_out_of_memory_i
     assert starved is not None and (starved["status"], starved["verdict"]) == ("unknown", "unknown")
     assert "the simulator ran out of memory under VMWARE_PILOT_TWIN_MEMORY_MB (32 MB)" in starved["reason"]
     assert list(scratch.iterdir()) == []
+
+
+def test_twin_capture_keeps_the_capture_in_the_database(
+    store: SqlStore,
+    database: Database,
+    vcenter: SplitResult,
+    saved: Capture,
+    pilot_home: Path,
+    _isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monitor = _isolated_home / ".vmware-monitor"
+    monitor.mkdir()
+    (monitor / "config.yaml").write_text(
+        f"targets:\n  - name: lab\n    host: {vcenter.hostname}\n    port: {vcenter.port}\n"
+        f"    username: {vcenter.username}\n    verify_ssl: false\n"
+    )
+    monkeypatch.setenv("VMWARE_LAB_PASSWORD", str(vcenter.password))
+    monkeypatch.setenv("VMWARE_PILOT_TWIN_GOVC", str(GOVC))
+    made = CliRunner().invoke(app, ["twin", "capture", "lab", "--json"])
+    assert made.exit_code == 0, made.output
+    record = json.loads(made.stdout)
+    assert "objects saved" in made.stderr  # progress while capturing
+    assert (record["target"], record["objects"]) == ("lab", saved.objects)
+    assert record["vcenter"] == f"{vcenter.hostname}:{vcenter.port}"
+    assert not (pilot_home / "twins").exists()  # kept in the database, not the Pilot home
+    (row,) = store.capture_rows()
+    assert {k: row[k] for k in record} == record and row["size"] > 0
+    assert str(vcenter.password).encode() not in database.stored_bytes()
+    # What was stored is what govc saved: unpacked, the same files (the same digest as a save
+    # of the same inventory a moment before, but for the objects that time moves).
+    shelf = CaptureShelf(pilot_home, store)
+    unpacked = shelf.materialise(shelf.list()[0], pilot_home / "unpacked")
+    assert sorted(p.name for p in unpacked.objects_dir.iterdir()) == sorted(
+        p.name for p in saved.objects_dir.iterdir()
+    )
