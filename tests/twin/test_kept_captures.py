@@ -28,7 +28,7 @@ from tests.twin.test_captures import make_capture
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.model import Step
-from vmware_pilot.errors import PilotError
+from vmware_pilot.errors import DatabaseUnavailable, PilotError
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.twin.captures import Capture, digest_of, list_captures
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
@@ -224,3 +224,26 @@ def test_the_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VMWARE_PILOT_TWIN_MEMORY_MB", "100")
     with pytest.raises(ValidationError):
         Settings()
+
+
+class _Unreachable:
+    """A database that cannot be reached (a fault the in-process backends cannot produce)."""
+
+    def capture_rows(self, target: str | None = None) -> list[dict[str, object]]:
+        raise DatabaseUnavailable("the database at db.example cannot be reached", hint="retry")
+
+    capture_body = put_capture = delete_capture = capture_rows  # type: ignore[assignment]
+
+
+def test_a_rehearsal_whose_captures_cannot_be_read_is_unknown_and_the_gate_goes_on(pilot_home: Path) -> None:
+    steps = [Step(1, "off", "aiops", "power_off_vm", {"vm_name": "DC0_H0_VM0", "target": "lab"})]
+    for mode in ("auto", "required"):
+        twin = Rehearser(
+            TwinSettings(mode=mode, home=pilot_home, vcsim="/bin/true", govc="/bin/true"),  # type: ignore[arg-type]
+            CaptureShelf(pilot_home, _Unreachable()),  # type: ignore[arg-type]
+        )
+        record = asyncio.run(twin.rehearse(steps, steps, {}, lambda step, _: dict(step.params)))
+        assert record is not None and (record["status"], record["verdict"]) == ("unknown", "unknown")
+        assert record["reason"] == (
+            "the captures cannot be read: the database at db.example cannot be reached"
+        )

@@ -2,10 +2,10 @@
 
 ``Rehearser.rehearse`` finds the newest capture of the steps' target (in the Pilot home, or in
 the database when one is shared: unpacked into a temporary folder, ``twin.shelf``), starts a twin
-from it (``twin.simulator``, its memory bounded by ``VMWARE_PILOT_TWIN_MEMORY_MB``), puts the state the gate just read on the objects the plan names (power
-state), saves the twin's objects, runs the released steps in order through a dispatcher whose
-skills see the twin alone, stops at the first step that fails, saves the twin's objects again and
-diffs them. The whole is bounded by ``VMWARE_PILOT_TWIN_TIMEOUT`` and runs one at a time per Pilot.
+from it (``twin.simulator``, its memory bounded by ``VMWARE_PILOT_TWIN_MEMORY_MB``), puts the
+state the gate just read on the objects the plan names (power state), saves the twin's objects,
+runs the released steps in order through a dispatcher whose skills see the twin alone, stops at
+the first step that fails, saves the twin's objects again and diffs them. The whole is bounded by ``VMWARE_PILOT_TWIN_TIMEOUT`` and runs one at a time per Pilot.
 Whatever goes wrong, the answer is a record (``status: unknown`` with the reason), never an
 exception, so the gate is still shown.
 """
@@ -191,7 +191,10 @@ class Rehearser:
     ) -> dict[str, Any] | None:
         """The rehearsal record of ``released`` (None: no rehearsal wanted). ``seen``: VM name →
         power state as the gate read it, put on the twin first."""
-        capture, why = await asyncio.to_thread(self.plan, released)  # the database may be asked
+        try:
+            capture, why = await asyncio.to_thread(self.plan, released)  # the database may be asked
+        except PilotError as exc:  # the captures cannot be read (the database is unavailable)
+            capture, why = None, f"the captures cannot be read: {one_line(exc.message)}"
         if capture is None and not why:
             return None
         began = time.monotonic()
