@@ -67,7 +67,8 @@ def hostile(settings: Settings) -> dict[str, str]:
         service = app.service
         waiting = service.create_workflow(agent, f"plan {EVIL}", f"desc {EVIL}", [GATE, OFF])["workflow_id"]
         asyncio.run(service.run_workflow(agent, waiting))
-        failed = service.create_workflow(agent, f"failed {EVIL}", EVIL, [GATE, OFF])["workflow_id"]
+        other_vm = {**OFF, "params": {**OFF["params"], "vm_name": f"db {EVIL}"}}  # the waiting one holds web
+        failed = service.create_workflow(agent, f"failed {EVIL}", EVIL, [GATE, other_vm])["workflow_id"]
         asyncio.run(service.run_workflow(agent, failed))
         wf = app.store.load(failed)
         wf.steps[1].result = {"error": f"skill says {EVIL}"}

@@ -78,6 +78,7 @@ async def test_the_approval_form_over_http_records_the_token_and_refuses_another
     for form in person.forms:
         assert set(form.requestedSchema["properties"]) == {
             "decision",
+            "comment",
             "reason",
             "despite",
         }  # no name: the token is the approver
