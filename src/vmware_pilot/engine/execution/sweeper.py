@@ -163,19 +163,8 @@ class Sweeper:
 
     async def resume_held(self, runner: EntryPoints) -> list[str]:
         """Resume every run held at a gate by a hold that lifted (see the module doc); the ids."""
-        waiting: list[str] = []
-        while True:
-            page = await asyncio.to_thread(
-                runner.store.list_all,
-                limit=_PAGE,
-                offset=len(waiting),
-                states=[WorkflowState.AWAITING_APPROVAL],
-            )
-            waiting.extend(summary["id"] for summary in page)
-            if len(page) < _PAGE:
-                break
         resumed = []
-        for workflow_id in dict.fromkeys(waiting):
+        for workflow_id in await _waiting_ids(runner):
             if workflow_id in runner.leases.runs:
                 continue
             try:
@@ -224,19 +213,8 @@ class Sweeper:
     async def notice_expired_gates(self, runner: EntryPoints) -> list[str]:
         """Record the expiry of every waiting gate that expired unnoticed (``Runner.notice_expiry``:
         once per gate across every Pilot, announced by the webhook ``gate_expired``); their ids."""
-        waiting: list[str] = []
-        while True:
-            page = await asyncio.to_thread(
-                runner.store.list_all,
-                limit=_PAGE,
-                offset=len(waiting),
-                states=[WorkflowState.AWAITING_APPROVAL],
-            )
-            waiting.extend(summary["id"] for summary in page)
-            if len(page) < _PAGE:
-                break
         noticed = []
-        for workflow_id in dict.fromkeys(waiting):
+        for workflow_id in await _waiting_ids(runner):
             try:
                 wf = await asyncio.to_thread(runner.store.load, workflow_id)
                 version = wf.version
@@ -370,3 +348,15 @@ async def sweeping(sweeper: Sweeper | None) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _waiting_ids(runner: EntryPoints) -> list[str]:
+    """The ids of every workflow waiting at a gate, read page by page, each once."""
+    waiting: list[str] = []
+    while True:
+        page = await asyncio.to_thread(
+            runner.store.list_all, limit=_PAGE, offset=len(waiting), states=[WorkflowState.AWAITING_APPROVAL]
+        )
+        waiting.extend(summary["id"] for summary in page)
+        if len(page) < _PAGE:
+            return list(dict.fromkeys(waiting))
