@@ -21,6 +21,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import from_iso, iso
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.engine.execution.gate_records import released_steps
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.errors import PolicyRefused
 from vmware_pilot.policy.model import (
@@ -160,20 +161,11 @@ class GateRule:
         )
 
 
-def released(wf: Workflow, gate_index: int) -> list[Step]:
-    out: list[Step] = []
-    for step in wf.steps[gate_index + 1 :]:
-        if step.is_gate:
-            break
-        out.append(step)
-    return out
-
-
 def gate_rule(policy: Policy, wf: Workflow, gate_index: int, catalog: Catalog) -> GateRule | None:
     """The strictest approval rule matching a step gate ``gate_index`` releases (None: none does)."""
     if not policy.approvals:
         return None
-    steps = released(wf, gate_index)
+    steps = released_steps(wf, gate_index)
     subjects = [subject_of(s, catalog) for s in steps]
     found = strictest(policy.approvals, subjects)
     if found is None:
