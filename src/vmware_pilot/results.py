@@ -381,7 +381,8 @@ class DecisionChange(Result):
 
 class Decision(Result):
     """The decision summary of a waiting gate (``engine.decision``): what a person needs to decide,
-    built once and shown first on every approval surface. ``requested_via`` is the agent (MCP
+    built once and shown first on every approval surface. ``rehearsal`` is the rehearsal on a twin
+    in one line (its verdict, the capture and its age; empty without one). ``requested_via`` is the agent (MCP
     client) that created the workflow when it is not the creator itself; ``seconds_left`` and
     ``expired`` are read on the database's clock at ``at`` (None: the gate never expires)."""
 
@@ -391,6 +392,7 @@ class Decision(Result):
     verdict: Literal["succeeds", "fails", "unknown"]
     verdict_summary: str = ""
     failing_step: int | None = None
+    rehearsal: str = ""
     changes: list[DecisionChange] = Field(default_factory=list)
     objects: list[str] = Field(default_factory=list)
     requested_by: str = ""

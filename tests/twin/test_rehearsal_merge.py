@@ -10,7 +10,9 @@ from typing import Any
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
+from vmware_pilot.engine.decision import decision_lines, rehearsal_summary
 from vmware_pilot.engine.gateview import GateView
+from vmware_pilot.results import Decision
 from vmware_pilot.safety.predict import predict, verdict_key, with_rehearsal
 
 VM = "DC0_H0_VM0"
@@ -150,3 +152,25 @@ def test_a_rehearsal_that_could_not_run_is_unknown_when_required_and_noted_when_
     auto = with_rehearsal(model(), failed)
     assert auto.verdict == "succeeds" and "Not rehearsed on a twin: the twin could not run" in auto.summary
     assert with_rehearsal(model(), None) == model()
+
+
+def test_the_decision_summary_says_the_rehearsal_with_its_capture_age_on_every_surface() -> None:
+    refused = [
+        {"step": 1, "skill": "aiops", "tool": "power_off_vm", "outcome": "refused", "answer": TOOLS_DOWN},
+        {"step": 2, "skill": "aiops", "tool": "power_on_vm", "outcome": "not_reached", "answer": ""},
+    ]
+    got = with_rehearsal(model(), rehearsal(refused))
+    line = rehearsal_summary(got)
+    assert line.startswith("Rehearsed on a twin: fails (capture of 127.0.0.1:1, 1.5 h old)")
+    assert "the model said otherwise: step 1 (aiops.power_off_vm)" in line
+    stale = rehearsal(refused, capture={"id": "x", "vcenter": "vc", "age_hours": 30.0, "stale": True})
+    assert "30.0 h old, STALE" in rehearsal_summary(with_rehearsal(model(), stale))
+    failed = rehearsal([], status="unknown", verdict="unknown", reason="the simulator did not start")
+    assert rehearsal_summary(with_rehearsal(model(), failed)) == (
+        "Not rehearsed on a twin (capture of 127.0.0.1:1, 1.5 h old): the simulator did not start"
+    )
+    assert rehearsal_summary(model()) == ""
+    # The CLI panel, the elicitation form and chat messages draw their lines from the summary.
+    decision = Decision(workflow_id="w", gate=0, verdict="fails", verdict_summary=got.summary, rehearsal=line)
+    lines = decision_lines(decision)
+    assert lines[lines.index(next(x for x in lines if x.startswith("Verdict:"))) + 1] == line

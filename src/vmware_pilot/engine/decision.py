@@ -27,7 +27,7 @@ from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.targets import named_objects
-from vmware_pilot.results import Decision, DecisionChange, Eligibility
+from vmware_pilot.results import Decision, DecisionChange, Eligibility, Prediction
 from vmware_pilot.safety.duties import ADMIN, Role, approval_refusal, tool_refusal
 from vmware_pilot.safety.predict import object_label
 from vmware_pilot.safety.redaction import redact_text
@@ -38,6 +38,7 @@ __all__ = [
     "decision_lines",
     "decision_of",
     "eligibility",
+    "rehearsal_summary",
     "time_left",
 ]
 
@@ -80,6 +81,26 @@ def _ticket(wf: Workflow, why: str) -> str:
     return found.group(0) if found else ""
 
 
+def rehearsal_summary(prediction: Prediction) -> str:
+    """The rehearsal on a twin in one line for a person: its verdict, which capture and how old
+    (stale flagged), where it disagrees with the model; why it did not run. Empty without one."""
+    r = prediction.rehearsal
+    if r is None:
+        return ""
+    c = r.capture
+    where = "no capture"
+    if c:
+        where = f"capture of {c.get('vcenter') or c.get('target')}, {c.get('age_hours')} h old"
+        if c.get("stale"):
+            where += ", STALE: older than VMWARE_PILOT_TWIN_MAX_AGE"
+    if r.status != "rehearsed":
+        return _text(f"Not rehearsed on a twin ({where})" + (f": {r.reason}" if r.reason else ""))
+    text = f"Rehearsed on a twin: {r.verdict} ({where})"
+    if r.disagreements:
+        text += f"; the model said otherwise: {r.disagreements[0]}"
+    return _text(text)
+
+
 def decision_of(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool) -> Decision | None:
     """The decision summary of the gate ``wf`` waits at (None: it waits at none). ``now`` is the
     database's time (``Store.now``)."""
@@ -119,6 +140,7 @@ def decision_of(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool
         verdict=prediction.verdict,
         verdict_summary=_text(prediction.summary),
         failing_step=prediction.failing_step,
+        rehearsal=rehearsal_summary(prediction),
         changes=changes,
         objects=objects,
         requested_by=wf.created_by,
@@ -247,6 +269,8 @@ def decision_lines(decision: Decision, *, short: bool = False) -> list[str]:
     if short and len(summary) > _SHORT_VERDICT:
         summary = summary[: _SHORT_VERDICT - 1] + "…"
     lines.append(f"Verdict: {decision.verdict}" + (f" — {summary}" if summary else ""))
+    if decision.rehearsal:
+        lines.append(decision.rehearsal)
     shown = decision.changes[:8]
     for change in shown:
         lines.append(
