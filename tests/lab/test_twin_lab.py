@@ -113,6 +113,8 @@ async def test_capture_list_remove_and_rolling_restart_rehearsed_with_aiops_refu
         panel.stdout
     )
     assert "step 2 refused: power_off_vm refused: VMware Tools is not running" in panel.stdout
+    # ... and the decision summary above the prompt says it in one line, with the capture's age.
+    assert f"Rehearsed on a twin: fails (capture of {record['vcenter']}, " in panel.stdout, panel.stdout
 
     async with pilot(lab, home) as client:
         reason = "rehearsed: aiops refuses, checking the real run does too"
