@@ -154,8 +154,13 @@ async def test_an_exception_is_approved_only_by_a_role_the_window_names(
 ) -> None:
     wid = await held_at_gate(dapp, "lab-vm1")
     before = dapp.store.load(wid).version
+    vera = Actor("vera", kind="token", role="viewer")
+    # A door asks check_approval before asking a person (the CLI's prompt, the form): refused there already.
+    with pytest.raises(StateRefused) as asked:
+        dapp.service.check_approval(wid, vera.label, False, actor=vera)
+    assert asked.value.fields["refused"] == "window_exception"
     with pytest.raises(StateRefused) as caught:
-        await dapp.service.approve(Actor("vera", kind="token", role="viewer"), wid)
+        await dapp.service.approve(vera, wid)
     refusal = caught.value.payload()
     assert refusal["refused"] == "window_exception" and refusal["approvers"] == ["operator"]
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"

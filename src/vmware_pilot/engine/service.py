@@ -19,7 +19,7 @@ from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import conflicts, guard, policy
+from vmware_pilot.engine import conflicts, guard, policy, windows
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.core import ServiceCore
 from vmware_pilot.engine.decision import decision_of, eligibility
@@ -380,7 +380,8 @@ class PilotService:
         the gate ``gate_step``, gate expired, plan changed since ``expected_digest`` was shown, the
         same person twice, steps handed out before the gate unacknowledged, a predicted failure
         without ``acknowledge_failure``; with ``actor``, what the policy refuses: a denied step, an
-        approver the gate's rule does not accept, a gate past its rule's validity), so a door can
+        approver the gate's rule does not accept, a gate past its rule's validity, an exception to a
+        closed change window by someone the window does not name), so a door can
         refuse before asking a person."""
         try:
             wf = self.core.load(workflow_id)
@@ -398,6 +399,9 @@ class PilotService:
                 policy = self.runner.policy()
                 guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
                 self.runner.policy_demand(wf, gate, actor, approver, now, policy, required)
+                refused = windows.exception_refusal(policy, wf, gate, actor, self.catalog, now)
+                if refused is not None:
+                    raise refused
         except StateRefused as exc:
             if exc.fields.get("refused") == "gate_expired":
                 self.notice_expiry(workflow_id)
