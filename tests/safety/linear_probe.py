@@ -118,6 +118,12 @@ def _redact_text(text: str) -> object:
     return redact_text(text)
 
 
+def _for_people(text: str) -> object:
+    from vmware_pilot.transports.console.words import for_people
+
+    return for_people(text), for_people(f"{text} — decide with the user. {text}")
+
+
 def _template(text: str) -> object:
     from vmware_pilot.templates.custom import load_file
 
@@ -161,6 +167,7 @@ HELPERS: dict[str, Callable[[str], Any]] = {
     "review": _review,
     "classify_tool": _classify,
     "template": _template,
+    "for_people": _for_people,
 }
 
 

@@ -30,17 +30,35 @@ _BOOKKEEPING: Final = frozenset(
     {"returned", "limit", "offset", "total", "truncated", "hint", "mode", "next_offset", "count"}
 )
 _NAME_KEYS: Final = ("name", "vm", "vm_name", "alarm", "entity", "host", "datastore", "id")
-# A clause ("… — decide with the user") or a sentence a skill addresses to the agent that calls it.
-_CLAUSE_TO_AGENT: Final = re.compile(r"\s*[—–]\s*[^—–.]*\bwith the user\b[^.]*(?=\.|$)", re.IGNORECASE)
-_SENTENCE_TO_AGENT: Final = re.compile(
-    r"(?:^|(?<=[.!?]))\s*[^.!?]*\b(?:the user|call it again|confirm=True)\b[^.!?]*[.!?]?", re.IGNORECASE
-)
+# What a skill addresses to the agent that calls it: a clause after a dash ("… — decide with the
+# user") and a whole sentence naming the user or telling the agent to call again. Each is found
+# with a literal search in one sentence at a time, never a backtracking scan of the whole text.
+_SENTENCE: Final = re.compile(r"[^.!?]*[.!?]?")
+_DASH: Final = re.compile(r"([—–])")
+_CLAUSE_TO_AGENT: Final = re.compile(r"\bwith the user\b", re.IGNORECASE)
+_SENTENCE_TO_AGENT: Final = re.compile(r"\b(?:the user|call it again|confirm=True)\b", re.IGNORECASE)
+
+
+def _without_clause(sentence: str) -> str:
+    """``sentence`` cut before the first dash-led clause that speaks of "with the user"."""
+    body, end = (sentence[:-1], sentence[-1]) if sentence[-1:] in (".", "!", "?") else (sentence, "")
+    parts = _DASH.split(body)  # text, dash, text, dash, …
+    kept = parts[0]
+    for dash, clause in zip(parts[1::2], parts[2::2], strict=True):
+        if _CLAUSE_TO_AGENT.search(clause):
+            return kept.rstrip() + end
+        kept += dash + clause
+    return kept + end
 
 
 def for_people(text: str) -> str:
     """``text`` without what a skill addresses to its agent ("… — decide with the user")."""
-    cleaned = _SENTENCE_TO_AGENT.sub("", _CLAUSE_TO_AGENT.sub("", text))
-    return " ".join(cleaned.split())
+    kept = []
+    for sentence in _SENTENCE.findall(text):
+        said = _without_clause(sentence) if sentence else ""
+        if said and not _SENTENCE_TO_AGENT.search(said):
+            kept.append(said)
+    return " ".join("".join(kept).split())
 
 
 def _short(text: str, limit: int = _MAX) -> str:
