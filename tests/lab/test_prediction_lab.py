@@ -83,11 +83,15 @@ async def test_rolling_restart_without_vmware_tools_fails_at_the_power_off_in_ai
         refused = await client.call("approve", {"workflow_id": wid, "approver": "alice"})
         assert refused.is_error and refused.payload["refused"] == "predicted_failure", refused.payload
 
-        # The CLI refuses it too without the flag, after showing the verdict first.
+        # The CLI refuses it too without the flag, after showing the verdict: in the compact panel's
+        # decision summary, its last lines above the prompt; in the full panel, first.
         plain = cli(lab, home, "approve", wid, "--dispatch", "--yes")
         assert plain.returncode != 0
-        assert "Prediction: FAILS at step 2 (aiops.power_off_vm)" in plain.stdout, plain.stdout
-        assert plain.stdout.index("Prediction: FAILS") < plain.stdout.index("Releases (runs once approved)")
+        assert "Verdict: fails — FAILS at step 2 (aiops.power_off_vm)" in plain.stdout, plain.stdout
+        assert plain.stdout.index("Releases (runs once approved)") < plain.stdout.index("Verdict: fails")
+        full = cli(lab, home, "approve", wid, "--dispatch", "--yes", "--full")
+        assert "Prediction: FAILS at step 2 (aiops.power_off_vm)" in full.stdout, full.stdout
+        assert full.stdout.index("Prediction: FAILS") < full.stdout.index("Releases (runs once approved)")
         assert "--acknowledge-failure" in plain.stdout + plain.stderr
         # The panel says nothing under the power-on against the VM being on (the false alert).
         under_power_on = plain.stdout.split("step 3 aiops.power_on_vm")[1].split("step 4 ")[0]
