@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +15,13 @@ import pytest
 
 from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from tests.lab.test_dispatch_lab import GATE, create, ensure_on, pilot, power_off
-from tests.lab.test_prediction_lab import prediction_of, restart_at_gate
+from tests.lab.test_prediction_lab import cli, prediction_of, restart_at_gate
 from vmware_pilot.twin.binaries import LAB_BIN
 from vmware_pilot.twin.captures import inventory_facts
 
 pytestmark = pytest.mark.lab
 
-CLI = Path(sys.executable).with_name("vmware-pilot")
 GOVC = LAB_BIN / "govc-twin"
-
-
-def cli(lab: Lab, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), "COLUMNS": "250"}
-    return subprocess.run(
-        [str(CLI), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def lab_facts(lab: Lab, into: Path) -> dict[str, dict[str, Any]]:
