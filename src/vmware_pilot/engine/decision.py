@@ -101,14 +101,17 @@ def rehearsal_summary(prediction: Prediction) -> str:
     return _text(text)
 
 
-def decision_of(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool) -> Decision | None:
+def decision_of(
+    wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool, prediction: Prediction | None = None
+) -> Decision | None:
     """The decision summary of the gate ``wf`` waits at (None: it waits at none). ``now`` is the
-    database's time (``Store.now``)."""
+    database's time (``Store.now``); ``prediction``: the gate's, when the caller has it already."""
     gate = gate_records.pending_gate(wf)
     if wf.state is not WorkflowState.AWAITING_APPROVAL or gate is None:
         return None
     record = gate_records.gate_record(wf, gate.index)
-    prediction = gate_records.prediction_of(wf, gate.index, catalog, dispatching)
+    if prediction is None:
+        prediction = gate_records.prediction_of(wf, gate.index, catalog, dispatching)
     changes = [
         DecisionChange(
             step=step.step,

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from vmware_pilot.catalog.registry import Catalog
@@ -542,14 +543,15 @@ class PilotService:
     def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which
         Pilot process runs them)."""
-        wf = self._load_noticed(workflow_id)
+        now = self.store.now()  # one reading of the database's clock for the whole answer
+        wf = self._load_noticed(workflow_id, now)
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
             owner = wf.extra.get(RUN_OWNER_KEY)
             run_by = {"run_by": owner_label(owner)} if isinstance(owner, dict) else {}
             out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
-        reached = gate_records.gates_status(wf, self.store.now())
+        reached = gate_records.gates_status(wf, now)
         if reached:
             out["gates"] = reached
         gate = gate_records.pending_gate(wf)
@@ -557,15 +559,16 @@ class PilotService:
             dispatching = self.runner.dispatcher is not None
             prediction = gate_records.prediction_of(wf, gate.index, self.catalog, dispatching)
             out["prediction"] = prediction.model_dump(mode="json")
-            summary = decision_of(wf, self.catalog, self.store.now(), dispatching)
+            summary = decision_of(wf, self.catalog, now, dispatching, prediction)
             if summary is not None:
                 out["decision"] = summary.payload()
         return out
 
-    def _load_noticed(self, workflow_id: str) -> Workflow:
-        """The workflow, after recording (once) that its waiting gate expired, if it did."""
+    def _load_noticed(self, workflow_id: str, now: datetime | None = None) -> Workflow:
+        """The workflow, after recording (once) that its waiting gate expired by ``now`` (the
+        database's time; read here when not given), if it did."""
         wf = self.core.load(workflow_id)
-        if gate_records.expiry_unnoticed(wf, self.store.now()):
+        if gate_records.expiry_unnoticed(wf, self.store.now() if now is None else now):
             wf = self.notice_expiry(wf) or wf
         return wf
 
