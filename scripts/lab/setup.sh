@@ -2,7 +2,8 @@
 # Builds the lab that the `lab` tests use, under .lab/ (gitignored):
 #   .lab/bin/vcsim-lab   govmomi's vCenter simulator (our scripts/lab/vcsim/main.go, Debian's govmomi)
 #   .lab/bin/vcsim-twin  the simulator of `vmware-pilot twin` (vcsim's -load / -l flags; scripts/twin/vcsim)
-#   .lab/bin/govc-twin   govc's object.save and vm.power for the twin (scripts/twin/govc)
+#   .lab/bin/govc-twin   govc's object.save and the overlay's vm.power, vm.migrate, snapshot.create/remove
+#                        and host.maintenance for the twin (scripts/twin/govc)
 #   .lab/companions/     a venv with the pinned companion skills of scripts/lab/companions.txt
 # Idempotent: each part is rebuilt only when its inputs changed, so a rerun is a quick no-op.
 set -euo pipefail
@@ -65,6 +66,7 @@ done
 # 3. The companion skills' venv.
 comp_stamp=$(fingerprint scripts/lab/companions.txt <("$PY" --version))
 if [ -x "$LAB/companions/bin/vmware-monitor-mcp" ] && [ -x "$LAB/companions/bin/vmware-aiops-mcp" ] \
+  && [ -x "$LAB/companions/bin/vmware-storage-mcp" ] \
   && [ "$(cat "$LAB/stamps/companions" 2>/dev/null)" = "$comp_stamp" ]; then
   say "companion skills up to date ($LAB/companions)"
 else
@@ -78,7 +80,7 @@ else
     say "pip install failed (log: $LAB/pip.log)"
     exit 1
   fi
-  "$LAB/companions/bin/python" -c "import vmware_monitor.mcp_server, vmware_aiops.mcp_server"
+  "$LAB/companions/bin/python" -c "import vmware_monitor.mcp_server, vmware_aiops.mcp_server, vmware_storage.mcp_server"
   echo "$comp_stamp" >"$LAB/stamps/companions"
 fi
 say "ready"

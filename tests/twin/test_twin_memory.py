@@ -86,7 +86,7 @@ async def test_the_simulator_runs_under_its_memory_limit_and_a_stop_names_it(sav
         data = next(line for line in limits if line.startswith("Max data size"))
         assert data.split()[3:6] == [str(300 * MIB), str(300 * MIB), "bytes"], data
         assert b"GOMEMLIMIT=240MiB" in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        await twin.set_power("DC0_H0_VM0", "poweredOff")  # it works under the limit
+        await twin.govc("vm.power", "-off", "-force", "DC0_H0_VM0")  # it works under the limit
         assert twin.stopped() == ""
         os.kill(pid, signal.SIGKILL)  # a simulator gone mid-rehearsal (the kernel's OOM killer, say)
         await twin.proc.wait()
@@ -108,13 +108,18 @@ async def test_a_rehearsal_loads_a_capture_from_the_database_and_out_of_memory_i
     # put on it with govc, its objects are saved before and after, and nothing changed.
     steps = [Step(1, "restart", "other", "restart_service", {"service": "web", "target": "lab"})]
     settings = TwinSettings(mode="required", home=pilot_home, vcsim=str(VCSIM), govc=str(GOVC))
+    read = {"kind": "vm", "name": "DC0_H0_VM0", "read": "ok", "power_state": "poweredOff"}
     record = await Rehearser(settings, shelf).rehearse(
-        steps, steps, {"DC0_H0_VM0": "poweredOff"}, lambda step, _: dict(step.params)
+        steps, steps, {"targets": [read]}, lambda step, _: dict(step.params)
     )
     assert record is not None and record["status"] == "rehearsed", record
     assert record["capture"]["id"] == saved.id and record["capture"]["digest"] == saved.digest
     assert record["overlay"] == ["DC0_H0_VM0 poweredOff"] and record["diff"] == []
-    assert [(s["step"], s["outcome"]) for s in record["steps"]] == [(1, "not_rehearsed")]
+    assert [(s["step"], s["outcome"]) for s in record["steps"]] == [(1, "unknown")]
+    assert (
+        record["steps"][0]["answer"]
+        == "other is not one of the skills a twin starts (monitor, aiops, storage)"
+    )
     assert list(scratch.iterdir()) == []  # the unpacked capture and the twin's HOME are gone
 
     # 32 MiB is too little for Go's runtime: the simulator dies of it, and the gate is told so.

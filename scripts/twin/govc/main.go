@@ -4,6 +4,12 @@
 //	govc-twin object.save -d DIR [-v]      save every managed object and its properties in the
 //	                                       format govmomi's simulator loads (vcsim -load DIR)
 //	govc-twin vm.power -on|-off [-force] NAME
+//	govc-twin vm.migrate -host HOST NAME   move the VM to the host (a relocation: vcsim has no MigrateVM)
+//	govc-twin snapshot.create -vm VM NAME  take a snapshot (no memory, not quiesced) under the current one
+//	govc-twin snapshot.remove -vm VM NAME  remove every snapshot of that name (its children are kept)
+//	govc-twin host.maintenance -enter|-exit HOST
+//
+// The last four put the state a gate read on a twin before a rehearsal (vmware-pilot's overlay).
 //
 // Like govc it reads the connection from the environment only: GOVC_URL, GOVC_USERNAME,
 // GOVC_PASSWORD and GOVC_INSECURE, so no secret appears on a command line. With -v, object.save
@@ -286,6 +292,37 @@ func objectSave(args []string) {
 	fmt.Printf("Saved %d total objects to %q\n", s.n, *dir)
 }
 
+// entity is the first managed entity of that kind ("VirtualMachine", "HostSystem") with that name.
+func entity(ctx context.Context, client *govmomi.Client, kind, name string) types.ManagedObjectReference {
+	v, err := view.NewManager(client.Client).CreateContainerView(ctx, client.ServiceContent.RootFolder, []string{kind}, true)
+	if err != nil {
+		fail("%s", err)
+	}
+	defer func() { _ = v.Destroy(ctx) }()
+	var found []types.ObjectContent
+	if err = v.Retrieve(ctx, []string{kind}, []string{"name"}, &found); err != nil {
+		fail("%s", err)
+	}
+	for _, x := range found {
+		for _, p := range x.PropSet {
+			if p.Name == "name" && p.Val == name {
+				return x.Obj
+			}
+		}
+	}
+	fail("%s %q not found", map[string]string{"VirtualMachine": "vm", "HostSystem": "host"}[kind], name)
+	return types.ManagedObjectReference{}
+}
+
+func wait(ctx context.Context, task *object.Task, err error) {
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		fail("%s", err)
+	}
+}
+
 func vmPower(args []string) {
 	fs := flag.NewFlagSet("vm.power", flag.ExitOnError)
 	on := fs.Bool("on", false, "power on")
@@ -298,53 +335,146 @@ func vmPower(args []string) {
 	ctx := context.Background()
 	client := connect(ctx)
 	defer func() { _ = client.Logout(ctx) }()
-	v, err := view.NewManager(client.Client).CreateContainerView(ctx, client.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+	obj := object.NewVirtualMachine(client.Client, entity(ctx, client, "VirtualMachine", fs.Arg(0)))
+	want := types.VirtualMachinePowerStatePoweredOn
+	if *off {
+		want = types.VirtualMachinePowerStatePoweredOff
+	}
+	state, err := obj.PowerState(ctx)
 	if err != nil {
 		fail("%s", err)
 	}
-	defer func() { _ = v.Destroy(ctx) }()
-	var vms []mo.VirtualMachine
-	if err = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "runtime.powerState"}, &vms); err != nil {
+	if state == want {
+		fmt.Printf("%s is %s already\n", fs.Arg(0), want)
+		return
+	}
+	if *off {
+		task, err := obj.PowerOff(ctx)
+		wait(ctx, task, err)
+	} else {
+		task, err := obj.PowerOn(ctx)
+		wait(ctx, task, err)
+	}
+	fmt.Printf("%s %s\n", fs.Arg(0), want)
+}
+
+func vmMigrate(args []string) {
+	fs := flag.NewFlagSet("vm.migrate", flag.ExitOnError)
+	host := fs.String("host", "", "the host to move the VM to")
+	_ = fs.Parse(args)
+	if *host == "" || fs.NArg() != 1 {
+		fail("usage: vm.migrate -host HOST NAME")
+	}
+	ctx := context.Background()
+	client := connect(ctx)
+	defer func() { _ = client.Logout(ctx) }()
+	vm := object.NewVirtualMachine(client.Client, entity(ctx, client, "VirtualMachine", fs.Arg(0)))
+	to := entity(ctx, client, "HostSystem", *host)
+	spec := types.VirtualMachineRelocateSpec{Host: &to}
+	// The host's own resource pool, as a migration to another cluster needs.
+	var h mo.HostSystem
+	if err := client.RetrieveOne(ctx, to, []string{"parent"}, &h); err == nil && h.Parent != nil {
+		var cr mo.ComputeResource
+		if err = client.RetrieveOne(ctx, *h.Parent, []string{"resourcePool"}, &cr); err == nil {
+			spec.Pool = cr.ResourcePool
+		}
+	}
+	task, err := vm.Relocate(ctx, spec, types.VirtualMachineMovePriorityDefaultPriority)
+	wait(ctx, task, err)
+	fmt.Printf("%s on %s\n", fs.Arg(0), *host)
+}
+
+func snapshotTree(ctx context.Context, client *govmomi.Client, vm types.ManagedObjectReference) []types.VirtualMachineSnapshotTree {
+	var o mo.VirtualMachine
+	if err := client.RetrieveOne(ctx, vm, []string{"snapshot"}, &o); err != nil {
 		fail("%s", err)
 	}
-	for _, vm := range vms {
-		if vm.Name != fs.Arg(0) {
-			continue
+	if o.Snapshot == nil {
+		return nil
+	}
+	return o.Snapshot.RootSnapshotList
+}
+
+func snapshotCmd(name string, args []string) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	vmName := fs.String("vm", "", "the VM")
+	_ = fs.Parse(args)
+	if *vmName == "" || fs.NArg() != 1 {
+		fail("usage: %s -vm VM NAME", name)
+	}
+	ctx := context.Background()
+	client := connect(ctx)
+	defer func() { _ = client.Logout(ctx) }()
+	ref := entity(ctx, client, "VirtualMachine", *vmName)
+	vm := object.NewVirtualMachine(client.Client, ref)
+	if name == "snapshot.create" {
+		task, err := vm.CreateSnapshot(ctx, fs.Arg(0), "put on the twin by vmware-pilot's overlay", false, false)
+		wait(ctx, task, err)
+		fmt.Printf("%s: snapshot %s created\n", *vmName, fs.Arg(0))
+		return
+	}
+	var named []types.ManagedObjectReference
+	var walk func([]types.VirtualMachineSnapshotTree)
+	walk = func(trees []types.VirtualMachineSnapshotTree) {
+		for _, t := range trees {
+			if t.Name == fs.Arg(0) {
+				named = append(named, t.Snapshot)
+			}
+			walk(t.ChildSnapshotList)
 		}
-		want := types.VirtualMachinePowerStatePoweredOn
-		if *off {
-			want = types.VirtualMachinePowerStatePoweredOff
-		}
-		if vm.Runtime.PowerState == want {
-			fmt.Printf("%s is %s already\n", vm.Name, want)
-			return
-		}
-		obj := object.NewVirtualMachine(client.Client, vm.Self)
-		task, err := obj.PowerOn(ctx)
-		if *off {
-			task, err = obj.PowerOff(ctx)
-		}
-		if err == nil {
-			err = task.Wait(ctx)
-		}
+	}
+	walk(snapshotTree(ctx, client, ref))
+	if len(named) == 0 {
+		fail("%s has no snapshot %q", *vmName, fs.Arg(0))
+	}
+	for _, snap := range named {
+		res, err := methods.RemoveSnapshot_Task(ctx, client.Client, &types.RemoveSnapshot_Task{This: snap, RemoveChildren: false})
 		if err != nil {
 			fail("%s", err)
 		}
-		fmt.Printf("%s %s\n", vm.Name, want)
-		return
+		wait(ctx, object.NewTask(client.Client, res.Returnval), nil)
 	}
-	fail("vm %q not found", fs.Arg(0))
+	fmt.Printf("%s: %d snapshot(s) %s removed\n", *vmName, len(named), fs.Arg(0))
+}
+
+func hostMaintenance(args []string) {
+	fs := flag.NewFlagSet("host.maintenance", flag.ExitOnError)
+	enter := fs.Bool("enter", false, "enter maintenance mode")
+	exit := fs.Bool("exit", false, "exit maintenance mode")
+	_ = fs.Parse(args)
+	if *enter == *exit || fs.NArg() != 1 {
+		fail("usage: host.maintenance -enter|-exit HOST")
+	}
+	ctx := context.Background()
+	client := connect(ctx)
+	defer func() { _ = client.Logout(ctx) }()
+	host := object.NewHostSystem(client.Client, entity(ctx, client, "HostSystem", fs.Arg(0)))
+	if *enter {
+		task, err := host.EnterMaintenanceMode(ctx, 0, false, nil)
+		wait(ctx, task, err)
+		fmt.Printf("%s in maintenance mode\n", fs.Arg(0))
+	} else {
+		task, err := host.ExitMaintenanceMode(ctx, 0)
+		wait(ctx, task, err)
+		fmt.Printf("%s out of maintenance mode\n", fs.Arg(0))
+	}
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: govc-twin object.save -d DIR [-v] | vm.power -on|-off [-force] NAME")
+		fail("usage: govc-twin object.save | vm.power | vm.migrate | snapshot.create | snapshot.remove | host.maintenance")
 	}
 	switch os.Args[1] {
 	case "object.save":
 		objectSave(os.Args[2:])
 	case "vm.power":
 		vmPower(os.Args[2:])
+	case "vm.migrate":
+		vmMigrate(os.Args[2:])
+	case "snapshot.create", "snapshot.remove":
+		snapshotCmd(os.Args[1], os.Args[2:])
+	case "host.maintenance":
+		hostMaintenance(os.Args[2:])
 	default:
 		fail("unknown command %q", os.Args[1])
 	}

@@ -276,17 +276,13 @@ def _params_for(step: Step, steps: Sequence[Step]) -> dict[str, Any] | str:
 
 
 async def _rehearsed(
-    twin: Rehearser | None, wf: Workflow, gate: int, targets: list[dict[str, Any]], prediction: Prediction
+    twin: Rehearser | None, wf: Workflow, gate: int, reads: Mapping[str, Any], prediction: Prediction
 ) -> Prediction:
-    """The prediction with the released steps rehearsed on a twin (``twin.rehearse``) when one is wanted."""
+    """The prediction with the released steps rehearsed on a twin (``twin.rehearse``) when one is
+    wanted, on a twin given what the gate just read (``reads``: its targets and previews)."""
     if twin is None:
         return prediction
-    seen = {
-        str(t["name"]): str(t["power_state"])
-        for t in targets
-        if t.get("kind") == "vm" and t.get("read") == "ok" and t.get("power_state")
-    }
-    record = await twin.rehearse(gate_records.steps_to_run(wf, gate), wf.steps, seen, _params_for)
+    record = await twin.rehearse(gate_records.steps_to_run(wf, gate), wf.steps, reads, _params_for)
     return with_rehearsal(prediction, record, required=twin.settings.mode == "required")
 
 
@@ -377,7 +373,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         "reference": reference,
     }
     prediction = predict(gate_records.steps_to_run(wf, gate.index), wf.steps, record, catalog)
-    prediction = await _rehearsed(getattr(runner, "twin", None), wf, gate.index, targets, prediction)
+    prediction = await _rehearsed(getattr(runner, "twin", None), wf, gate.index, record, prediction)
     record["prediction"] = {**prediction.model_dump(mode="json"), "at": now}
     lines = [
         prediction.summary,

@@ -3,9 +3,11 @@
 ``Rehearser.rehearse`` finds the newest capture of the steps' target (in the Pilot home, or in
 the database when one is shared: unpacked into a temporary folder, ``twin.shelf``), starts a twin
 from it (``twin.simulator``, its memory bounded by ``VMWARE_PILOT_TWIN_MEMORY_MB``), puts the
-state the gate just read on the objects the plan names (power state), saves the twin's objects,
-runs the released steps in order through a dispatcher whose skills see the twin alone, stops at
-the first step that fails, saves the twin's objects again and diffs them. The whole is bounded by ``VMWARE_PILOT_TWIN_TIMEOUT`` and runs one at a time per Pilot.
+state the gate just read on the objects the plan names (``twin.overlay``: power state, snapshots,
+a VM's host, a host's maintenance mode), saves the twin's objects, runs the released steps in order
+through a dispatcher whose skills see the twin alone (a step of a skill that cannot run on a twin,
+or is not installed, is ``unknown`` with the reason, and the rehearsal goes on), stops at the
+first step that fails, saves the twin's objects again and diffs them. The whole is bounded by ``VMWARE_PILOT_TWIN_TIMEOUT`` and runs one at a time per Pilot.
 Whatever goes wrong, the answer is a record (``status: unknown`` with the reason), never an
 exception, so the gate is still shown.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from vmware_pilot.dispatch.judge import one_line
+from vmware_pilot.dispatch.locate import locate
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.enums import StepStatus
@@ -33,8 +36,9 @@ from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import DispatchRefused, PilotError
 from vmware_pilot.twin.binaries import TwinError, available
 from vmware_pilot.twin.captures import Capture, inventory_facts
+from vmware_pilot.twin.overlay import OverlayOp, overlay_plan
 from vmware_pilot.twin.shelf import CaptureShelf
-from vmware_pilot.twin.simulator import SKILLS, Twin, start_twin
+from vmware_pilot.twin.simulator import Twin, not_on_a_twin, start_twin
 
 __all__ = ["ParamsFor", "Rehearser", "TwinSettings", "rehearsal_digest"]
 
@@ -186,11 +190,11 @@ class Rehearser:
         self,
         released: Sequence[Step],
         steps: Sequence[Step],
-        seen: Mapping[str, str],
+        reads: Mapping[str, Any],
         params_for: ParamsFor,
     ) -> dict[str, Any] | None:
-        """The rehearsal record of ``released`` (None: no rehearsal wanted). ``seen``: VM name →
-        power state as the gate read it, put on the twin first."""
+        """The rehearsal record of ``released`` (None: no rehearsal wanted). ``reads``: what the
+        gate just read (its inspection's ``targets`` and ``previews``), put on the twin first."""
         try:
             capture, why = await asyncio.to_thread(self.plan, released)  # the database may be asked
         except PilotError as exc:  # the captures cannot be read (the database is unavailable)
@@ -206,7 +210,7 @@ class Rehearser:
             try:
                 async with self._busy:
                     await asyncio.wait_for(
-                        self._run(capture, released, steps, seen, params_for, record), self.settings.timeout
+                        self._run(capture, released, steps, reads, params_for, record), self.settings.timeout
                     )
             except TimeoutError:
                 record.update(
@@ -232,7 +236,7 @@ class Rehearser:
         capture: Capture,
         released: Sequence[Step],
         steps: Sequence[Step],
-        seen: Mapping[str, str],
+        reads: Mapping[str, Any],
         params_for: ParamsFor,
         record: dict[str, Any],
     ) -> None:
@@ -247,7 +251,12 @@ class Rehearser:
                 memory_mb=self.settings.memory_mb,
             )
             try:
-                await self._on_twin(twin, released, steps, seen, params_for, record)
+                # The overlay is planned against the capture's objects: what the twin starts with.
+                captured = await asyncio.to_thread(inventory_facts, loadable.objects_dir)
+                targets = [t for t in reads.get("targets") or [] if isinstance(t, Mapping)]
+                previews = reads.get("previews")
+                overlay = overlay_plan(targets, previews if isinstance(previews, Mapping) else {}, captured)
+                await self._on_twin(twin, released, steps, overlay, params_for, record)
             except (PilotError, DispatchRefused, OSError):
                 if twin.stopped():  # what failed did so because the simulator stopped: say that
                     raise TwinError(twin.stopped()) from None
@@ -262,7 +271,7 @@ class Rehearser:
         twin: Twin,
         released: Sequence[Step],
         steps: Sequence[Step],
-        seen: Mapping[str, str],
+        overlay: Sequence[OverlayOp],
         params_for: ParamsFor,
         record: dict[str, Any],
     ) -> None:
@@ -277,11 +286,9 @@ class Rehearser:
             env=twin.skill_env(os.environ),
         )
         try:
-            overlay = []
-            for vm, state in seen.items():
-                await twin.set_power(vm, state)
-                overlay.append(f"{vm} {state}")
-            record["overlay"] = overlay
+            for op in overlay:
+                await twin.govc(*op.args)
+            record["overlay"] = [op.says for op in overlay]
             before = await self._save(twin, scratch / "before")
             local = list(steps)
             rehearsed: list[dict[str, Any]] = []
@@ -291,15 +298,9 @@ class Rehearser:
                 if stopped:
                     rehearsed.append({**entry, "outcome": "not_reached", "answer": ""})
                     continue
-                if step.skill not in SKILLS:
-                    rehearsed.append(
-                        {
-                            **entry,
-                            "outcome": "not_rehearsed",
-                            "answer": f"the twin runs {', '.join(SKILLS)} only",
-                        }
-                    )
-                    stopped = True
+                elsewhere = self._cannot_run(step.skill)
+                if elsewhere:  # said, and the steps after it are still rehearsed
+                    rehearsed.append({**entry, "outcome": "unknown", "answer": elsewhere})
                     continue
                 params = params_for(step, local)
                 if isinstance(params, str):
@@ -328,7 +329,7 @@ class Rehearser:
                 stopped = not ok
             after = await self._save(twin, scratch / "after")
             failed = next((s for s in rehearsed if s["outcome"] in ("refused", "fails")), None)
-            partial = next((s for s in rehearsed if s["outcome"] == "not_rehearsed"), None)
+            partial = next((s for s in rehearsed if s["outcome"] in ("unknown", "not_rehearsed")), None)
             record.update(
                 status="rehearsed",
                 reason=""
@@ -340,6 +341,17 @@ class Rehearser:
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _cannot_run(self, skill: str) -> str:
+        """Why ``skill``'s steps cannot run on a twin ("" when they can)."""
+        why = not_on_a_twin(skill)
+        if why:
+            return why
+        try:
+            locate(skill, self.settings.skill_commands)
+        except DispatchRefused as exc:
+            return f"vmware-{skill} runs on a twin but is not installed here: {one_line(exc.message)}"
+        return ""
 
     @staticmethod
     async def _call(dispatcher: StdioDispatcher, step: Step, params: dict[str, Any]) -> StepOutcome:

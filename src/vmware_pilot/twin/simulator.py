@@ -33,9 +33,34 @@ from urllib.parse import urlsplit
 from vmware_pilot.twin.binaries import TwinError, find_binary
 from vmware_pilot.twin.captures import Capture
 
-__all__ = ["SKILLS", "Spawn", "Twin", "simulator_spawn", "start_twin", "stopped_reason"]
+__all__ = ["SKILLS", "Spawn", "Twin", "not_on_a_twin", "simulator_spawn", "start_twin", "stopped_reason"]
 
-SKILLS: Final = ("monitor", "aiops")
+# The companion skills that run against a vCenter simulator: each gets a configuration naming the
+# twin (``~/.vmware-<skill>/config.yaml``, the layout they share) and is started when a step needs it.
+SKILLS: Final = ("monitor", "aiops", "storage")
+# What the others need that a vCenter simulator is not: their steps are ``unknown`` on a twin.
+_ELSEWHERE: Final = {
+    "nsx": "an NSX manager",
+    "nsx-security": "an NSX manager",
+    "aria": "an Aria Operations server",
+    "log-insight": "an Aria Operations for Logs server",
+    "avi": "an NSX Advanced Load Balancer controller",
+    "vks": "a vSphere Supervisor (the Kubernetes API of vSphere with Tanzu)",
+    "vdi": "a Horizon connection server",
+    "privateai": "a Private AI Foundation endpoint",
+}
+
+
+def not_on_a_twin(skill: str) -> str:
+    """Why ``skill`` cannot run on a twin ("" when it can)."""
+    if skill in SKILLS:
+        return ""
+    needs = _ELSEWHERE.get(skill)
+    if needs:
+        return f"vmware-{skill} needs {needs}, which a twin (a vCenter simulator) does not have"
+    return f"{skill} is not one of the skills a twin starts ({', '.join(SKILLS)})"
+
+
 _READY: Final = re.compile(r"GOVC_URL=(\S+)")
 # The operator's skill settings never reach a twin's skills.
 _DROPPED: Final = ("VMWARE_", "GOVC_", "OPS_HOME")
@@ -151,12 +176,6 @@ class Twin:
                 f"govc {args[0]} on the twin failed: {' '.join(err.decode(errors='replace').split())[-300:]}"
             )
         return out.decode(errors="replace")
-
-    async def set_power(self, vm: str, state: str) -> None:
-        """Put the state the gate read on the twin's VM: ``poweredOn`` or ``poweredOff``."""
-        flag = {"poweredOn": "-on", "poweredOff": "-off"}.get(state)
-        if flag is not None:
-            await self.govc("vm.power", flag, "-force", vm)
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
