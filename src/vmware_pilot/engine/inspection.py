@@ -28,6 +28,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
+from vmware_pilot.engine.acknowledge import with_echo
 from vmware_pilot.engine.drift import changes
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.gateview import summarize_result
@@ -263,8 +264,9 @@ async def _preview(runner: Inspector, wf: Workflow, step: Step, catalog: Catalog
     return {"status": status, "summary": summary, "blockers": blockers, "payload": payload}
 
 
-def _params_for(step: Step, steps: Sequence[Step]) -> dict[str, Any] | str:
-    """A released step's params for its rehearsal on a twin, or why it cannot be rehearsed."""
+def _params_for(step: Step, steps: Sequence[Step], preview: Any = None) -> dict[str, Any] | str:
+    """A released step's params for its rehearsal on a twin, or why it cannot be rehearsed; a
+    confirmed step gets what its skill asks echoed from ``preview`` (the gate's, ``acknowledge``)."""
     try:
         params = resolve_refs(step.params, steps, step.index)
     except PilotError as exc:
@@ -272,7 +274,9 @@ def _params_for(step: Step, steps: Sequence[Step]) -> dict[str, Any] | str:
     if find_masked_secrets(params):
         return "it needs a secret Pilot keeps masked"
     resolved = resolve_secret_refs(params, os.environ)
-    return resolved if isinstance(resolved, dict) else "its parameters are not an object"
+    if not isinstance(resolved, dict):
+        return "its parameters are not an object"
+    return with_echo(step.skill, step.tool, resolved, preview)
 
 
 async def _rehearsed(
@@ -282,7 +286,14 @@ async def _rehearsed(
     wanted, on a twin given what the gate just read (``reads``: its targets and previews)."""
     if twin is None:
         return prediction
-    record = await twin.rehearse(gate_records.steps_to_run(wf, gate), wf.steps, reads, _params_for)
+    previews = reads.get("previews")
+    previews = previews if isinstance(previews, Mapping) else {}
+    record = await twin.rehearse(
+        gate_records.steps_to_run(wf, gate),
+        wf.steps,
+        reads,
+        lambda step, steps: _params_for(step, steps, previews.get(str(step.index))),
+    )
     return with_rehearsal(prediction, record, required=twin.settings.mode == "required")
 
 

@@ -33,7 +33,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.refs import resolve_refs
-from vmware_pilot.engine import conflicts, guard, handout, windows
+from vmware_pilot.engine import acknowledge, conflicts, guard, handout, windows
 from vmware_pilot.engine.diff import build_diff_report
 from vmware_pilot.engine.execution import approval, conductor, gate_records, holds, settling, undo
 from vmware_pilot.engine.execution.conductor import NOT_EXECUTED_REASON
@@ -713,6 +713,8 @@ class Runner:
                 )
             if preview:
                 params = {**params, "confirm": False}
+            elif not reverse:  # what the skill asks echoed from the preview the approver saw
+                params = acknowledge.with_echo(step.skill, tool, params, acknowledge.gate_preview(wf, index))
             outcome = await self.dispatcher.call(step.skill, tool, params, before_send)
             return StepOutcome(
                 outcome.kind, scrub_values(outcome.payload, secrets), scrub_values(outcome.message, secrets)
