@@ -16,8 +16,12 @@ import pytest
 from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from tests.lab.test_dispatch_lab import GATE, create, ensure_on, pilot, power_off
 from tests.lab.test_prediction_lab import cli, prediction_of, restart_at_gate
+from vmware_pilot.domain.model import Step
+from vmware_pilot.results import Prediction
+from vmware_pilot.safety.predict import with_rehearsal
 from vmware_pilot.twin.binaries import LAB_BIN
 from vmware_pilot.twin.captures import inventory_facts
+from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 
 pytestmark = pytest.mark.lab
 
@@ -38,16 +42,6 @@ def lab_facts(lab: Lab, into: Path) -> dict[str, dict[str, Any]]:
     )
     facts = inventory_facts(into)
     return {ref: f for ref, f in facts.items() if f["type"] != "Task"}
-
-
-def _find(data: Any, key: str) -> Any:
-    if isinstance(data, dict):
-        if key in data:
-            return data[key]
-        return next((f for v in data.values() if (f := _find(v, key)) is not None), None)
-    if isinstance(data, list):
-        return next((f for v in data if (f := _find(v, key)) is not None), None)
-    return None
 
 
 def captured(lab: Lab, home: Path) -> dict[str, Any]:
@@ -164,16 +158,13 @@ async def test_delete_then_power_on_fails_at_the_second_step_on_the_twin(lab: La
         assert not off.is_error, off.text
     home = tmp_path / "pilot"
     captured(lab, home)
-    # aiops deletes only with its preview's acknowledge_with echoed back (asked of the lab: a preview).
-    preview = await call_companion(lab, "aiops", "delete_vm", {"vm_name": vm, "target": TARGET})
-    assert not preview.is_error, preview.text
-    ack = _find(preview.data, "acknowledge_with")
-    assert isinstance(ack, dict), preview.text
+    # No acknowledgement in the plan: aiops wants its preview's acknowledge_with echoed, and Pilot
+    # echoes the one of the gate's preview (the approver's) when the step is confirmed.
     delete = {
         "action": "delete",
         "skill": "aiops",
         "tool": "delete_vm",
-        "params": {"vm_name": vm, "confirm": True, "acknowledge_blast_radius": ack, "target": TARGET},
+        "params": {"vm_name": vm, "confirm": True, "target": TARGET},
     }
     power_on = {
         "action": "power_on",
@@ -190,9 +181,201 @@ async def test_delete_then_power_on_fails_at_the_second_step_on_the_twin(lab: La
     rehearsal = prediction["rehearsal"]
     assert rehearsal["verdict"] == "fails", rehearsal
     first, second = rehearsal["steps"]
-    assert first["outcome"] == "succeeds", first
+    assert first["outcome"] == "succeeds" and "deleted" in first["answer"], first  # aiops' real delete
     assert second["outcome"] in ("fails", "refused") and vm in second["answer"], second
     assert prediction["verdict"] == "fails" and prediction["failing_step"] == 2
     assert {"object": vm, "field": "exists", "before": True, "after": False} in rehearsal["diff"]
     assert lab_facts(lab, tmp_path / "after") == before
     assert await power_state(lab, vm) == "poweredOff"
+
+
+def govc_on_lab(lab: Lab, *args: str) -> None:
+    """Change the lab simulator with govc-twin (what no lab skill does: maintenance mode)."""
+    env = {
+        **os.environ,
+        "GOVC_URL": lab.simulator.url,
+        "GOVC_USERNAME": lab.simulator.username,
+        "GOVC_PASSWORD": lab.simulator.password,
+        "GOVC_INSECURE": "1",
+    }
+    subprocess.run([str(GOVC), *args], env=env, check=True, capture_output=True, timeout=60)
+
+
+def host_of(facts: dict[str, dict[str, Any]], vm: str) -> str:
+    ref = next(f["host"] for f in facts.values() if f["type"] == "VirtualMachine" and f["name"] == vm)
+    return str(facts[f"HostSystem:{ref}"]["name"])
+
+
+async def test_the_twin_is_given_the_snapshot_and_maintenance_mode_the_gate_read_not_the_capture_s(
+    lab: Lab, tmp_path: Path
+) -> None:
+    vm, other = "DC0_H0_VM0", "DC0_C0_RP0_VM0"
+    before = lab_facts(lab, tmp_path / "before")
+    home = tmp_path / "pilot"
+    captured(lab, home)
+    # After the capture: a snapshot taken, and a host of the VM's cluster put in maintenance mode.
+    hosts = sorted(f["name"] for f in before.values() if f["type"] == "HostSystem" and "_C0_" in f["name"])
+    busy = next(h for h in hosts if h != host_of(before, other))
+    snap = await call_companion(
+        lab,
+        "aiops",
+        "create_vm_snapshot",
+        {"vm_name": vm, "snapshot_name": "after-capture", "target": TARGET},
+    )
+    assert not snap.is_error, snap.text
+    govc_on_lab(lab, "host.maintenance", "-enter", busy)
+    try:
+        remove = {
+            "action": "remove_snapshot",
+            "skill": "aiops",
+            "tool": "delete_vm_snapshot",
+            "params": {"vm_name": vm, "snapshot_name": "after-capture", "confirm": True, "target": TARGET},
+        }
+        move = {
+            "action": "migrate",
+            "skill": "aiops",
+            "tool": "migrate_vm",
+            "params": {"vm_name": other, "to_host": busy, "confirm": True, "target": TARGET},
+        }
+        async with pilot(lab, home) as client:
+            wid = await create(client, [GATE, remove, move])
+            ran = await client.call("run_workflow", {"workflow_id": wid})
+            assert ran.payload["outcome"] == "awaiting_approval", ran.payload
+            prediction = await prediction_of(client, wid)
+        rehearsal = prediction["rehearsal"]
+        assert rehearsal["status"] == "rehearsed", rehearsal
+        assert f"{vm} snapshot after-capture taken" in rehearsal["overlay"], rehearsal["overlay"]
+        assert rehearsal["overlay"][-1] == f"host {busy} in maintenance mode", rehearsal["overlay"]
+        first, second = rehearsal["steps"]
+        # The capture has no such snapshot: its removal succeeds on the twin only through the overlay.
+        assert first["outcome"] == "succeeds", first
+        # ... and the host was free when captured: the twin refuses the move as the real one would.
+        assert second["outcome"] in ("refused", "fails") and "maintenance mode" in second["answer"], second
+        changes = {(d["object"], d["field"]): d for d in rehearsal["diff"]}
+        removed = changes[(vm, "snapshots")]
+        assert "after-capture" in removed["before"] and "after-capture" not in removed["after"], removed
+        assert prediction["verdict"] == "fails" and prediction["failing_step"] == 2
+    finally:
+        govc_on_lab(lab, "host.maintenance", "-exit", busy)
+        gone = await call_companion(
+            lab,
+            "aiops",
+            "delete_vm_snapshot",
+            {"vm_name": vm, "snapshot_name": "after-capture", "confirm": True, "target": TARGET},
+        )
+        assert not gone.is_error, gone.text
+    assert lab_facts(lab, tmp_path / "after") == before
+
+
+async def test_the_twin_is_given_the_host_the_gate_read_a_vm_on(lab: Lab, tmp_path: Path) -> None:
+    vm = "DC0_C0_RP0_VM1"
+    before = lab_facts(lab, tmp_path / "before")
+    home = tmp_path / "pilot"
+    captured(lab, home)
+    start = host_of(before, vm)
+    hosts = sorted(f["name"] for f in before.values() if f["type"] == "HostSystem" and "_C0_" in f["name"])
+    moved_to = next(h for h in hosts if h != start)
+    datastore = next(f["name"] for f in before.values() if f["type"] == "Datastore")
+    # Moved after the capture (by vcsim's relocation: aiops refuses a compute-only move between
+    # the lab's hosts, which mount no datastore in common).
+    govc_on_lab(lab, "vm.migrate", "-host", moved_to, vm)
+    try:
+        assert host_of(lab_facts(lab, tmp_path / "moved"), vm) == moved_to
+        back = {
+            "action": "migrate_back",
+            "skill": "aiops",
+            "tool": "migrate_vm",
+            "params": {
+                "vm_name": vm,
+                "to_host": start,
+                "to_datastore": datastore,
+                "confirm": True,
+                "target": TARGET,
+            },
+        }
+        async with pilot(lab, home) as client:
+            wid = await create(client, [GATE, back])
+            ran = await client.call("run_workflow", {"workflow_id": wid})
+            assert ran.payload["outcome"] == "awaiting_approval", ran.payload
+            prediction = await prediction_of(client, wid)
+        rehearsal = prediction["rehearsal"]
+        assert f"{vm} on host {moved_to}" in rehearsal["overlay"], rehearsal
+        (step,) = rehearsal["steps"]
+        assert step["outcome"] == "succeeds", step["answer"]
+        # The move on the twin starts where the gate read the VM (not where it was captured).
+        (change,) = [d for d in rehearsal["diff"] if (d["object"], d["field"]) == (vm, "host")]
+        assert before[f"HostSystem:{change['before']}"]["name"] == moved_to, change
+        assert before[f"HostSystem:{change['after']}"]["name"] == start, change
+    finally:
+        govc_on_lab(lab, "vm.migrate", "-host", start, vm)
+    assert lab_facts(lab, tmp_path / "after") == before
+
+
+async def test_storage_steps_run_on_the_twin_and_nsx_steps_are_unknown_with_the_reason(
+    lab: Lab, tmp_path: Path
+) -> None:
+    storage = lab.home / ".vmware-storage"  # the lab's storage skill, for the gate's own preview
+    storage.mkdir(mode=0o700, exist_ok=True)
+    (storage / "config.yaml").write_text((lab.home / ".vmware-monitor" / "config.yaml").read_text())
+    home = tmp_path / "pilot"
+    captured(lab, home)
+    status = {
+        "action": "iscsi_status",
+        "skill": "storage",
+        "tool": "get_iscsi_status",
+        "params": {"host_name": "DC0_H0", "target": TARGET},
+    }
+    rescan = {
+        "action": "rescan",
+        "skill": "storage",
+        "tool": "rescan_storage",
+        "params": {"host_name": "DC0_H0", "confirm": True, "target": TARGET},
+    }
+    snap = {
+        "action": "snapshot",
+        "skill": "aiops",
+        "tool": "create_vm_snapshot",
+        "params": {"vm_name": "DC0_H0_VM0", "snapshot_name": "after-rescan", "target": TARGET},
+    }
+    before = lab_facts(lab, tmp_path / "before")
+    async with pilot(lab, home) as client:
+        wid = await create(client, [GATE, status, rescan])
+        ran = await client.call("run_workflow", {"workflow_id": wid})
+        assert ran.payload.get("outcome") == "awaiting_approval", ran.payload
+        prediction = await prediction_of(client, wid)
+    rehearsal = prediction["rehearsal"]
+    assert rehearsal["status"] == "rehearsed", rehearsal
+    first, second = rehearsal["steps"]
+    # vmware-storage ran against the twin: its read answered, and its rescan refused in its own
+    # words (vcsim has no host storage configuration to measure: the lab's own preview says so too).
+    assert (first["skill"], first["outcome"]) == ("storage", "succeeds"), first
+    assert (second["skill"], second["outcome"]) == ("storage", "refused"), second
+    assert second["answer"].startswith(
+        "rescan_storage refused on 'DC0_H0': could not read host_storage_config"
+    )
+    assert rehearsal["verdict"] == "fails" and rehearsal["diff"] == []
+
+    # The lab has no NSX skill (Pilot will not even run a plan naming it there), so the rehearsal
+    # is asked directly, on the same capture: the NSX step is unknown, saying why, and the steps
+    # after it are still rehearsed, through the real aiops on the twin.
+    segments = Step(1, "segments", "nsx", "list_segments", {"target": TARGET})
+    on_twin = Step(2, "snapshot", "aiops", "create_vm_snapshot", dict(snap["params"]))
+    settings = TwinSettings(
+        mode="required", home=home, govc=str(GOVC), skill_commands={"aiops": lab.command("aiops")}
+    )
+    gate = Step(0, "require_approval", "pilot", "approve", {"message": "Go?"})
+    released = [segments, on_twin]
+    record = await Rehearser(settings).rehearse(
+        released, [gate, *released], {}, lambda step, _: dict(step.params)
+    )
+    assert record is not None and record["status"] == "rehearsed", record
+    nsx, after = record["steps"]
+    assert nsx["outcome"] == "unknown", nsx
+    assert (
+        nsx["answer"] == "vmware-nsx needs an NSX manager, which a twin (a vCenter simulator) does not have"
+    )
+    assert after["outcome"] == "succeeds", after
+    assert (record["verdict"], record["reason"]) == ("unknown", f"step 1 not rehearsed: {nsx['answer']}")
+    said = with_rehearsal(Prediction(verdict="succeeds"), record)
+    assert "step 1 not rehearsed: vmware-nsx needs an NSX manager" in said.summary
+    assert lab_facts(lab, tmp_path / "after") == before
