@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vmware_pilot.twin.overlay import maintenance_reads, overlay_plan
+from vmware_pilot.twin.rehearse import rehearsal_digest
 from vmware_pilot.twin.simulator import not_on_a_twin
 
 FACTS: dict[str, dict[str, Any]] = {
@@ -109,3 +110,10 @@ def test_which_skills_run_on_a_twin_and_why_the_others_do_not() -> None:
     )
     assert "an Aria Operations server" in not_on_a_twin("aria")
     assert not_on_a_twin("pilot") == "pilot is not one of the skills a twin starts (monitor, aiops, storage)"
+
+
+def test_the_rehearsal_digest_covers_what_was_put_on_the_twin() -> None:
+    record = {"status": "rehearsed", "capture": {"digest": "sha256:00"}, "steps": [], "diff": []}
+    plain = rehearsal_digest({**record, "overlay": ["VM1 poweredOn"]})
+    assert plain == rehearsal_digest({**record, "overlay": ["VM1 poweredOn"], "seconds": 3.2})
+    assert plain != rehearsal_digest({**record, "overlay": ["VM1 poweredOn", "VM1 snapshot s taken"]})

@@ -68,10 +68,11 @@ class TwinSettings:
 
 
 def rehearsal_digest(record: Mapping[str, Any]) -> str:
-    """``sha256:<hex>`` over what a rehearsal found: the capture's digest, each step's outcome and
-    answer, and the diff (not its time or duration)."""
+    """``sha256:<hex>`` over what a rehearsal found: the capture's digest, what was put on the twin
+    (the overlay), each step's outcome and answer, and the diff (not its time or duration)."""
     body = {
         "capture": (record.get("capture") or {}).get("digest", ""),
+        "overlay": record.get("overlay") or [],
         "status": record.get("status"),
         "reason": record.get("reason", ""),
         "steps": [[s.get("step"), s.get("outcome"), s.get("answer")] for s in record.get("steps") or []],
