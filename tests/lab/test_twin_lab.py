@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.lab.harness import TARGET, Lab, call_companion, power_state
+from tests.lab.harness import TARGET, Lab, call_companion, power_state, running_lab
 from tests.lab.test_dispatch_lab import GATE, create, ensure_on, pilot, power_off
 from tests.lab.test_prediction_lab import cli, prediction_of, restart_at_gate
 from vmware_pilot.domain.model import Step
@@ -379,3 +379,36 @@ async def test_storage_steps_run_on_the_twin_and_nsx_steps_are_unknown_with_the_
     said = with_rehearsal(Prediction(verdict="succeeds"), record)
     assert "step 1 not rehearsed: vmware-nsx needs an NSX manager" in said.summary
     assert lab_facts(lab, tmp_path / "after") == before
+
+
+async def test_an_approved_delete_carries_the_acknowledgement_of_the_gate_s_preview(tmp_path: Path) -> None:
+    """The real run: a plan that deletes a VM gives no acknowledgement; aiops deletes only because
+    Pilot echoes the acknowledge_with of the preview the approver was shown. On a lab of its own
+    (a VM deleted cannot be put back, and this vcsim cannot preview the deletion of a VM made
+    for the test)."""
+    vm = "DC0_H0_VM1"
+    with running_lab(tmp_path / "own") as own:
+        off = await call_companion(
+            own, "aiops", "power_off_vm", {"vm_name": vm, "force": True, "confirm": True, "target": TARGET}
+        )
+        assert not off.is_error, off.text
+        delete = {
+            "action": "delete",
+            "skill": "aiops",
+            "tool": "delete_vm",
+            "params": {"vm_name": vm, "confirm": True, "target": TARGET},
+        }
+        async with pilot(own, tmp_path / "pilot", VMWARE_PILOT_TWIN="off") as client:
+            wid = await create(client, [GATE, delete])
+            ran = await client.call("run_workflow", {"workflow_id": wid})
+            assert ran.payload["outcome"] == "awaiting_approval", ran.payload
+            said = await prediction_of(client, wid)
+            assert said["verdict"] == "succeeds", said["summary"]
+            done = await client.call("approve", {"workflow_id": wid, "approver": "alice"})
+            assert done.payload.get("outcome") == "completed", done.payload
+            status = (await client.call("get_workflow_status", {"workflow_id": wid})).payload
+        (step,) = [s for s in status["steps"] if s["tool"] == "delete_vm"]
+        assert "acknowledge_blast_radius" not in str(step.get("params")), step  # not in the plan
+        listed = await call_companion(own, "monitor", "list_virtual_machines", {"target": TARGET})
+        names = [item["name"] for item in listed.data["items"]]
+        assert vm not in names and "DC0_H0_VM0" in names, names
