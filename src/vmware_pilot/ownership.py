@@ -1,7 +1,7 @@
 """Which Pilot run holds a workflow's in-flight steps: run leases, not process ids.
 
 A run takes the workflow's lease (store/leases.py) before it marks a step ``running`` and keeps
-it renewed while the call is in flight; the workflow records the lease's owner for status views.
+it renewed while the call is in flight; the workflow records the lease's owner (``Workflow.run_owner``) for status views.
 Another process (a replica on any host, in any PID namespace, or the operator CLI) may treat a
 ``running`` step as a crash's leftover only once that lease has expired on the database's clock:
 taking the lease then bumps its fence, so the old run writes nothing more for the step.
@@ -12,29 +12,24 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Mapping
-from typing import Any, Final
 
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import RunOwner
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.store.leases import Lease
 
 __all__ = [
-    "RUN_OWNER_KEY",
     "new_run_owner",
     "owner_is_this_process",
-    "owner_label",
     "refuse_held",
     "this_process",
 ]
 
-RUN_OWNER_KEY: Final = "run_owner"
 
-
-def this_process() -> dict[str, Any]:
-    """``{host, pid}`` of the running process, for messages."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+def this_process(owner: str) -> RunOwner:
+    """The run owner ``owner`` (a lease owner, ``new_run_owner``) in this process, for status views."""
+    return RunOwner(host=socket.gethostname(), pid=os.getpid(), owner=owner)
 
 
 def new_run_owner() -> str:
@@ -47,11 +42,6 @@ def owner_is_this_process(owner: str) -> bool:
     """Whether lease ``owner`` (``new_run_owner``'s form) names this process."""
     host, _, rest = owner.partition("/")
     return host == socket.gethostname() and rest.partition("/")[0] == str(os.getpid())
-
-
-def owner_label(owner: Mapping[str, Any]) -> str:
-    """``pid N on HOST`` for messages."""
-    return f"pid {owner.get('pid')} on {owner.get('host')}"
 
 
 def refuse_held(wf: Workflow, step: Step, lease: Lease | None) -> None:

@@ -20,10 +20,8 @@ import pytest
 from tests.conftest import REPO
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import GATE_ACTION, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine import handout
 from vmware_pilot.engine.execution import conductor, gate_records
 from vmware_pilot.engine.execution.conductor import (
     Fail,
@@ -380,7 +378,7 @@ def test_handed_back_steps_are_not_executed_and_held_by_the_caller() -> None:
     conductor.record_handback(wf, [0, 1], ACTOR, NOW)
     assert [s.status for s in wf.steps] == [S.NOT_EXECUTED, S.NOT_EXECUTED, S.PENDING]
     assert wf.steps[0].result == {"reason": conductor.NOT_EXECUTED_REASON}
-    assert wf.extra[handout.HANDED_TO_KEY] == {"0": "agent-a", "1": "agent-a"}
+    assert wf.handed_to == {0: "agent-a", 1: "agent-a"}
     assert [(e.action, e.ts) for e in wf.new_events] == [("step_not_executed", NOW)] * 2
     with pytest.raises(StateRefused, match="step 0"):
         conductor.record_handback(wf, [0], OTHER, NOW)
@@ -452,8 +450,8 @@ def test_reaching_a_gate_records_it_at_the_time_given() -> None:
     wf = plan("w=success G w")
     conductor.reach_gate(wf, 1, "a", NOW)
     record = gate_records.gate_record(wf, 1)
-    assert record is not None and record["reached_at"] == iso(NOW) and record["approvals"] == []
-    assert wf.new_events[0].detail == f"Step 1: require_approval (plan {record['digest']})"
+    assert record is not None and record.reached_at == NOW and record.approvals == []
+    assert wf.new_events[0].detail == f"Step 1: require_approval (plan {record.digest})"
 
 
 def test_failing_skips_the_pending_steps_only() -> None:

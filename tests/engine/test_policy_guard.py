@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.records import GateRecord
 from vmware_pilot.engine import guard
 from vmware_pilot.policy.load import policy_from_text
 from vmware_pilot.templates.steps import steps_from_dicts
@@ -60,7 +60,7 @@ def test_the_strictest_rule_names_the_gate_and_the_demand_is_the_stricter_of_two
 def test_validity_roles_and_requester_are_judged_at_the_time_given() -> None:
     wf = _workflow()
     reached = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-    record = {"reached_at": iso(reached)}
+    record = GateRecord(index=0, reached_at=reached)
     gate = wf.steps[0]
     rule = guard.GateRule("r", 1, ("operator",), False, 60.0, "d", 1, ())
     demand = guard.demand_of(rule, None)

@@ -21,9 +21,10 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus
+from vmware_pilot.domain.records import RunOwner
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.errors import StateRefused
-from vmware_pilot.ownership import RUN_OWNER_KEY, this_process
+from vmware_pilot.ownership import this_process
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 REPLICA_B = "replica-b.example/4242/0123456789ab"
@@ -42,7 +43,7 @@ def running_elsewhere(app: PilotApp, actor: Actor, lease_seconds: float | None) 
     wf.steps[0].status = StepStatus.SUCCESS
     wf.steps[1].status = StepStatus.RUNNING
     wf.steps[1].started_at = utcnow()
-    wf.extra[RUN_OWNER_KEY] = {"host": "replica-b.example", "pid": 4242, "owner": REPLICA_B}
+    wf.run_owner = RunOwner(host="replica-b.example", pid=4242, owner=REPLICA_B)
     if lease_seconds is not None:
         assert app.store.acquire_lease(wid, REPLICA_B, lease_seconds) == 1
     app.store.save(wf)
@@ -71,7 +72,7 @@ async def test_a_step_whose_lease_expired_is_a_crash_whatever_host_or_pid(
     wid = running_elsewhere(app, actor, lease_seconds)
     out = await app.service.run_workflow(actor, wid)
     assert (out["outcome"], out["steps"][1]["status"]) == ("failed", "interrupted")
-    assert RUN_OWNER_KEY not in app.store.load(wid).extra
+    assert app.store.load(wid).run_owner is None
     lease = app.store.lease(wid)
     assert lease is not None and lease.expired, "the verdict's lease was released"
     assert lease.fence == (2 if lease_seconds is not None else 1), "taking the lease bumped its fence"
@@ -84,7 +85,7 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     seen: list[Any] = []
 
     def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-        seen.append((dapp.store.load(wid).extra.get(RUN_OWNER_KEY), dapp.store.lease(wid)))
+        seen.append((dapp.store.load(wid).run_owner, dapp.store.lease(wid)))
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = record
@@ -92,9 +93,9 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
     [(owner, lease)] = seen
-    assert {k: owner[k] for k in ("host", "pid")} == this_process()
-    assert lease is not None and not lease.expired and lease.owner == owner["owner"]
-    assert RUN_OWNER_KEY not in dapp.store.load(wid).extra
+    assert owner == this_process(lease.owner), "this process's host and pid, and the run's lease owner"
+    assert lease is not None and not lease.expired
+    assert dapp.store.load(wid).run_owner is None
     after = dapp.store.lease(wid)
     assert after is not None and after.expired and after.fence == lease.fence
 

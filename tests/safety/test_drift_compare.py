@@ -11,6 +11,7 @@ import pytest
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.safety.predict import depends_on, drifted, expected_before
 
 ON = {"power_state": "poweredOn"}
@@ -45,7 +46,7 @@ RESTART = plan(
 
 
 def expect(steps: list[Step], index: int, *targets: dict[str, Any]) -> list[str]:
-    inspection = {"targets": list(targets), "previews": {}, "at": "2026-12-02T10:00:00+00:00"}
+    inspection = Inspection.model_validate({"targets": list(targets), "at": "2026-12-02T10:00:00+00:00"})
     got = expected_before(index, steps[1:], steps, inspection, Catalog())
     return [f"{e.label} {e.field}={e.value} ({'gate' if e.set_by is None else e.set_by})" for e in got]
 
@@ -126,7 +127,7 @@ def test_nothing_is_expected_when_the_gate_read_nothing() -> None:
 
 
 def moved(index: int, at_gate: dict[str, Any], now: dict[str, Any], steps: list[Step] = RESTART) -> list[str]:
-    inspection = {"targets": [at_gate], "previews": {}}
+    inspection = Inspection(targets=[at_gate])
     expected = expected_before(index, steps[1:], steps, inspection, Catalog())
     return [
         f"{d.expected.field}: {d.payload()['approved']} -> {d.payload()['now']}"

@@ -13,6 +13,7 @@ import yaml
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.results import Prediction
 from vmware_pilot.safety.predict import predict, verdict_key
 
@@ -33,7 +34,7 @@ def run(case: dict[str, Any]) -> Prediction:
     if case.get("targets") is not None:
         targets = [{"target": "", **t} for t in case["targets"]]
         previews = {str(k): v for k, v in (case.get("previews") or {}).items()}
-        inspection = {"targets": targets, "previews": previews}
+        inspection = Inspection(targets=targets, previews=previews)
     return predict(steps[1:], steps, inspection, Catalog(), note=case.get("note", ""))
 
 
@@ -94,7 +95,7 @@ def test_the_prediction_reads_nothing_but_its_arguments() -> None:
     """Pure: the same arguments give the same prediction, and the arguments are left as they were."""
     (case,) = [c for c in CASES if c["name"].startswith("snapshots created")]
     steps = plan(case["steps"])
-    inspection = {"targets": [{"target": "", **t} for t in case["targets"]], "previews": {}}
+    inspection = Inspection(targets=[{"target": "", **t} for t in case["targets"]])
     before = repr(inspection), [s.to_dict() for s in steps]
     first = predict(steps[1:], steps, inspection, Catalog())
     assert predict(steps[1:], steps, inspection, Catalog()) == first
@@ -112,7 +113,7 @@ def test_a_reference_to_a_step_that_ran_is_predicted_with_the_value_it_carries()
     )
     steps = [found, gate, on, snap]
     vm0 = {"kind": "vm", "name": "vm0", "target": "", "read": "ok", "summary": {"power_state": "poweredOff"}}
-    got = predict(steps[2:], steps, {"targets": [{**vm0, "snapshots": []}], "previews": {}}, Catalog())
+    got = predict(steps[2:], steps, Inspection(targets=[{**vm0, "snapshots": []}]), Catalog())
     assert got.steps[0].outcome == "succeeds" and got.steps[0].changes[0].object == "vm0"
     # A value only a released step's result will carry is shown as what it will carry.
     assert got.steps[1].outcome == "succeeds"

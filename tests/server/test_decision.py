@@ -66,7 +66,7 @@ async def test_the_decision_names_the_agent_a_person_asked_through(pilot_app: Pi
         templated = await client.incident()
     assert decision["requested_by"] == "alice" and decision["requested_via"] == "Claude Code"
     for other in (drafted["workflow_id"], templated):
-        assert pilot_app.store.load(other).extra["requested_via"] == "Claude Code"
+        assert pilot_app.store.load(other).requested_via == "Claude Code"
 
 
 async def test_the_decision_lists_the_predicted_changes(pilot_app: PilotApp) -> None:

@@ -230,9 +230,7 @@ async def test_a_stored_plan_that_went_bad_after_a_gate_runs_and_hands_out_nothi
     assert waiting["outcome"] == "awaiting_approval"
     wf = pilot_app.store.load(wid)  # a record written before these rules held
     edit(wf.steps)
-    wf.extra[gate_records.GATES_KEY]["1"]["digest"] = gate_records.plan_digest(
-        wf, 1
-    )  # reached with this plan
+    wf.gates[1].digest = gate_records.plan_digest(wf, 1)  # reached with this plan
     pilot_app.store.save(wf)
     out = await client.call("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
     assert out.payload.get("outcome") == "failed", out.payload

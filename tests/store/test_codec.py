@@ -11,6 +11,7 @@ from tests.backends import Database
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.domain.records import GateRecord
 from vmware_pilot.errors import CorruptRecord
 from vmware_pilot.store import codec
 from vmware_pilot.store.sql import SqlStore
@@ -24,7 +25,8 @@ def test_nothing_secret_reaches_the_database_in_clear(store: SqlStore, database:
     wf = sample_workflow(db_password="s3cr3t-db", vc={"$env": "VC_PASSWORD"}, password_count=3)
     wf.steps[0].result = {"error": "login failed: password=vc-pass-9", "session": {"x-auth-token": "abc"}}
     wf.rollback_results = [{"index": 1, "result": "Authorization: Bearer bearer-xyz-12345"}]
-    wf.extra = {"approval": {"client_secret": "topsecret-extra"}}
+    wf.newer_keys = {"approval": {"client_secret": "topsecret-extra"}}
+    wf.gates = {1: GateRecord(index=1, policy={"rule": "r", "client_secret": "topsecret-extra"})}
     wf.log("step_failed", "Step 0: get_vm_info → login failed: password=vc-pass-9", actor="alice")
     store.create(wf)
     wf.log("cancelled", "reason with token=tok-123")
@@ -96,7 +98,15 @@ def test_missing_optional_fields_get_the_reference_defaults() -> None:
     back = codec.decode(wf.id, json.dumps(doc), version=3, audit_log=[])
 
     assert (back.approved_by, back.blocked_reason, back.created_by) == ("", "", "")
-    assert (back.diff_report, back.rollback_results, back.authors, back.extra) == ({}, [], [], {})
+    assert (back.diff_report, back.rollback_results, back.authors) == ({}, [], [])
+    assert (back.gates, back.inspections, back.handed_to, back.run_owner, back.requested_via) == (
+        {},
+        {},
+        {},
+        None,
+        "",
+    )
+    assert back.newer_keys == {}
     step = back.steps[0]
     assert (step.action, step.tool, step.status, step.group_id) == (
         "step_0",

@@ -31,7 +31,9 @@ def test_create_then_load_round_trips_every_field(store: SqlStore) -> None:
     wf.diff_report = {"changes": ["vm web-01 powered off"]}
     wf.rollback_results = [{"index": 1, "status": "rolled_back"}]
     wf.authors = ["carol"]
-    wf.extra = {"gate_digest": "abc"}
+    wf.handed_to = {0: "agent-a"}
+    wf.requested_via = "Claude Code"
+    wf.newer_keys = {"gate_digest": "abc"}
     wf.log("run_started", actor="alice")
     store.create(wf)
 
@@ -41,7 +43,8 @@ def test_create_then_load_round_trips_every_field(store: SqlStore) -> None:
     expected["steps"][1]["params"]["password"] = "***"
     expected["steps"][1]["rollback_params"]["apiToken"] = "***"
     assert loaded.to_dict() == expected
-    assert loaded.extra == {"gate_digest": "abc"}
+    assert (loaded.handed_to, loaded.requested_via) == ({0: "agent-a"}, "Claude Code")
+    assert loaded.newer_keys == {"gate_digest": "abc"}
     assert loaded.version == wf.version == 1
     assert loaded.steps[0].started_at == wf.steps[0].started_at
     assert loaded.steps[0].started_at is not None and loaded.steps[0].started_at.tzinfo is not None

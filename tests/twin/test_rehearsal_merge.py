@@ -10,6 +10,7 @@ from typing import Any
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.engine.decision import decision_lines, rehearsal_summary
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.results import Decision
@@ -26,7 +27,7 @@ def restart() -> list[Step]:
     return [gate, off, on]
 
 
-def inspection() -> dict[str, Any]:
+def inspection() -> Inspection:
     target = {
         "kind": "vm",
         "target": "",
@@ -35,7 +36,7 @@ def inspection() -> dict[str, Any]:
         "summary": {"power_state": "poweredOn"},
         "tools_status": "guestToolsRunning",
     }
-    return {"targets": [target], "previews": {}}
+    return Inspection(targets=[target])
 
 
 def rehearsal(steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

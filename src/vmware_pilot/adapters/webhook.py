@@ -173,7 +173,7 @@ def _state_event(before: WorkflowState, wf: Workflow) -> tuple[str, int | None] 
         # A gate opened again by a check right before a write (engine/execution/holds.py) is
         # announced by the hold's own event (drift_detected, …); it waits for approval the same way.
         held = holds.hold_of(gate_records.gate_record(wf, step)) if step is not None else None
-        return (str(held.get("event") or "awaiting_approval") if held else "awaiting_approval"), step
+        return ((held.event or "awaiting_approval") if held else "awaiting_approval"), step
     if after is W.COMPLETED:
         return "completed", None
     if after is W.FAILED and before is W.ROLLING_BACK:
@@ -205,9 +205,8 @@ def _envelope(wf: Workflow, name: str, step: int | None, actor: str, sources: Ev
         )
     description = wf.params.get("description") or wf.params.get("goal") or ""
     event["requested_by"] = wf.created_by
-    via = wf.extra.get("requested_via")
-    if isinstance(via, str) and via and via != wf.created_by:
-        event["requested_via"] = via
+    if wf.requested_via and wf.requested_via != wf.created_by:
+        event["requested_via"] = wf.requested_via
     event["description"] = _bounded(description)
     event["actor"] = actor
     return event
@@ -227,7 +226,7 @@ def _approvals(wf: Workflow) -> dict[str, Any]:
         "approved_by": names,
         "approvals_required": required,
         "approvals_missing": max(0, required - len(names)),
-        "expires_at": str(record.get("expires_at") or ""),
+        "expires_at": iso(record.expires_at),
     }
 
 
@@ -275,9 +274,9 @@ def events_for(
             if name == "approval_partial" and entry.names:
                 event["approver"] = entry.names[0]
                 record = gate_records.gate_record(wf, gate.index) if gate else None
-                last = (record or {}).get("approvals") or [{}]
-                if isinstance(last[-1], dict) and last[-1].get("comment"):
-                    event["comment"] = str(last[-1]["comment"])
+                last = record.approvals[-1] if record and record.approvals else None
+                if last is not None and last.comment:
+                    event["comment"] = last.comment
             if name == "plan_changed":
                 event["detail"] = _bounded(entry.detail)
                 event["voided"] = list(entry.names)
@@ -290,8 +289,8 @@ def events_for(
         event = _envelope(wf, name, step, actor, sources)
         if wf.state is W.AWAITING_APPROVAL:
             held = holds.hold_of(gate_records.gate_record(wf, step)) if step is not None else None
-            if held:
-                event["hold"] = redact(held)
+            if held is not None:
+                event["hold"] = redact(held.stored())
             event.update(_approvals(wf))
             if sources.decide is not None:
                 decision = sources.decide(wf)

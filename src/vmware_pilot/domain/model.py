@@ -8,6 +8,7 @@ from typing import Any
 
 from vmware_pilot.domain.clock import iso, new_workflow_id, utcnow
 from vmware_pilot.domain.enums import GATE_ACTION, StepStatus, WorkflowState
+from vmware_pilot.domain.records import GateRecord, Inspection, RunOwner
 
 __all__ = ["AuditEntry", "Step", "Workflow"]
 
@@ -74,8 +75,14 @@ class AuditEntry:
 class Workflow:
     """A workflow. Its state changes only through ``domain.transitions.fire``.
 
-    ``version`` is the store's optimistic-concurrency counter (0: never saved). ``extra`` holds
-    vmware-pilot 3 additions that have no place in the 2.4.0 record (gate digests, approvals).
+    ``version`` is the store's optimistic-concurrency counter (0: never saved). vmware-pilot 3
+    additions that have no place in the 2.4.0 record (domain/records.py; stored under the
+    document's ``extra`` object): ``gates`` (gate index → record: digest, expiry, approvals),
+    ``inspections`` (gate index → the last reading of its targets), ``handed_to`` (step index →
+    the caller a step was handed to, engine/handout.py), ``run_owner`` (the run with steps in
+    flight), ``requested_via`` (the agent the creator asked through). ``newer_keys``: keys of the
+    stored ``extra`` a newer build wrote, kept as read; ``stored_keys``: that object's key order
+    as read, kept so a document read and saved unchanged is the same text.
     Audit entries appended with ``log`` wait in ``new_events`` until the store commits them.
     """
 
@@ -93,7 +100,13 @@ class Workflow:
     rollback_results: list[dict[str, Any]] = field(default_factory=list)
     created_by: str = ""
     authors: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    gates: dict[int, GateRecord] = field(default_factory=dict)
+    inspections: dict[int, Inspection] = field(default_factory=dict)
+    handed_to: dict[int, str] = field(default_factory=dict)
+    run_owner: RunOwner | None = None
+    requested_via: str = ""
+    newer_keys: dict[str, Any] = field(default_factory=dict)
+    stored_keys: tuple[str, ...] = ()
     version: int = 0
     new_events: list[AuditEntry] = field(default_factory=list)
     # Whether the stored row is active, as the store last read or wrote it (None: not known);

@@ -33,7 +33,6 @@ from vmware_pilot.safety.predict import object_label
 from vmware_pilot.safety.redaction import redact_text
 
 __all__ = [
-    "REQUESTED_VIA_KEY",
     "asked_through",
     "decision_lines",
     "decision_of",
@@ -42,8 +41,6 @@ __all__ = [
     "time_left",
 ]
 
-# ``wf.extra`` key: the MCP client (agent) that created the workflow, as its clientInfo named it.
-REQUESTED_VIA_KEY: Final = "requested_via"
 # Params that name a change ticket, in the order they are read; else a ticket-shaped word of the
 # description (``CHG0012345``, ``INC123``, ``OPS-42``).
 _TICKET_KEYS: Final = ("ticket", "ticket_id", "change_ticket", "change_id", "change_request")
@@ -54,7 +51,7 @@ _TEXT_MAX: Final = 500
 def asked_through(wf: Workflow, actor: Actor) -> None:
     """Record on a new workflow the agent its creator asked through (``Actor.via``), if known."""
     if actor.via:
-        wf.extra[REQUESTED_VIA_KEY] = actor.via
+        wf.requested_via = actor.via
 
 
 def _text(value: object) -> str:
@@ -132,9 +129,9 @@ def decision_of(
     objects = list(dict.fromkeys([*(c.object for c in changes), *named]))
     names = gate_records.approver_names(record)
     required = gate_records.required_approvals(gate, record)
-    expires = from_iso(str(record.get("expires_at") or "")) if record else None
-    digest = str(record.get("digest", "")) if record else ""
-    via = str(wf.extra.get(REQUESTED_VIA_KEY) or "")
+    expires = record.expires_at if record else None
+    digest = record.digest if record else ""
+    via = wf.requested_via
     why = _why(wf)
     return Decision(
         workflow_id=wf.id,
@@ -185,10 +182,10 @@ def eligibility(
     if reject_role:
         reject_code, reject_why = "role_cannot_reject", f"{reject_role}."
     code, why = "", ""
-    digest = str(record.get("digest", "")) if record else ""
+    digest = record.digest if record else ""
     role_says = tool_refusal(role, "approve") or approval_refusal(role, actor, wf)
     if gate_records.is_expired(record, now):
-        expired_at = record.get("expires_at", "") if record else ""
+        expired_at = iso(record.expires_at) if record else ""
         code, why = "gate_expired", f"The gate expired at {expired_at}; it can only be rejected or cancelled."
     elif digest and digest != gate_records.plan_digest(wf, gate.index):
         code, why = (

@@ -17,8 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.results import GateStatus, PredictedStep, Prediction, StepRef
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.safety.predict import NOT_REACHED
@@ -372,19 +374,18 @@ def summarize_result(result: Any) -> str:
 def _released(
     step: Step,
     catalog: Catalog,
-    inspection: Mapping[str, Any],
+    inspection: Inspection | None,
     dispatching: bool,
     later_gate: int | None,
     last: bool,
 ) -> ReleasedStep:
     tier, why = classify_step(step, catalog)
-    previews = inspection.get("previews") or {}
-    raw = previews.get(str(step.index))
-    preview = Preview.model_validate(raw) if isinstance(raw, Mapping) else None
+    raw = inspection.previews.get(str(step.index)) if inspection else None
+    preview = Preview.model_validate(raw) if raw is not None else None
     irreversible = skill_irreversible_steps(preview.payload) if preview is not None else []
     if preview is None and not dispatching:
         preview = Preview(status="not_run", summary="Pilot runs without dispatch: the skill was not asked.")
-    named = (inspection.get("named") or {}).get(str(step.index)) or []
+    named = inspection.named.get(str(step.index), []) if inspection else []
     return ReleasedStep(
         index=step.index,
         action=step.action,
@@ -408,13 +409,12 @@ def build_view(
     gate_info: dict[str, Any],
     releases: list[Step],
     catalog: Catalog,
-    inspection: Mapping[str, Any] | None,
+    inspection: Inspection | None,
     dispatching: bool,
     prediction: Prediction | None = None,
 ) -> GateView:
     """The view of pending ``gate``: ``gate_info`` is its record view (engine.execution.gate_records), ``inspection``
     the stored result of the last inspection (None: never inspected)."""
-    found = inspection or {}
     before = wf.steps[: gate.index]
     after = releases[-1].index + 1 if releases else gate.index + 1
     later_gate = next((s.index for s in wf.steps[after:] if s.is_gate), None)
@@ -426,14 +426,14 @@ def build_view(
     elif inspection is None:
         note = "Current state not read yet."
     else:
-        note = f"State read at {found.get('at', '')}."
+        note = f"State read at {iso(inspection.at)}."
     return GateView(
         workflow_id=wf.id,
         workflow_type=wf.workflow_type,
         state=wf.state.value,
         gate=gate_info,
         releases=[
-            _released(s, catalog, found, dispatching, later_gate, last=s.index == len(wf.steps) - 1)
+            _released(s, catalog, inspection, dispatching, later_gate, last=s.index == len(wf.steps) - 1)
             for s in releases
         ],
         already_ran=[
@@ -453,8 +453,8 @@ def build_view(
             for s in before
             if not s.is_gate and s.status in (StepStatus.SUCCESS, StepStatus.FAILED)
         ],
-        targets=[TargetState.model_validate(t) for t in found.get("targets") or [] if isinstance(t, Mapping)],
-        inspected_at=str(found.get("at", "")) if dispatching else "",
+        targets=[TargetState.model_validate(t) for t in inspection.targets] if inspection else [],
+        inspected_at=iso(inspection.at) if inspection and dispatching else "",
         state_note=note,
         prediction=prediction,
     )

@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor, identity_key
-from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import GateRecord
 from vmware_pilot.engine.execution.gate_records import released_steps
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.errors import PolicyRefused
@@ -229,7 +230,7 @@ def approval_refusal(
     actor: Actor,
     who: str,
     now: datetime,
-    record: Mapping[str, Any] | None,
+    record: GateRecord | None,
 ) -> PolicyRefused | None:
     """Why the policy refuses ``who`` (``actor``) approving ``gate`` now; None when it does not."""
     where = f"workflow '{wf.id}' (gate at step {gate.index})"
@@ -261,7 +262,7 @@ def approval_refusal(
                     policy_digest=rule.digest,
                 )
     validity = demand.max_validity_minutes
-    reached = from_iso(str(record.get("reached_at") or "")) if record else None
+    reached = record.reached_at if record else None
     if validity is not None and reached is not None and now >= reached + timedelta(minutes=validity):
         expired = iso(reached + timedelta(minutes=validity))
         return PolicyRefused(

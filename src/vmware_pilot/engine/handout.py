@@ -1,8 +1,7 @@
 """Hand-back bookkeeping: which caller a step was handed to, and what each caller may be handed.
 
 Without a dispatcher a run records each executable step ``not_executed`` and hands it to its
-caller in ``pending_dispatch``. That caller is remembered per step (``handed_to`` in the
-workflow's ``extra``), so:
+caller in ``pending_dispatch``. That caller is remembered per step (``Workflow.handed_to``), so:
 
 - the same caller running again is handed the same steps again (the 2.4.0 re-listing);
 - any other caller is refused before anything changes, and told who holds them;
@@ -16,7 +15,7 @@ that caller's to give. Anyone else who would be handed it is refused and told to
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.enums import StepStatus
@@ -26,7 +25,6 @@ from vmware_pilot.errors import SecretUnavailable, StateRefused
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
-    "HANDED_TO_KEY",
     "agent_label",
     "holder",
     "is_creator",
@@ -38,7 +36,6 @@ __all__ = [
     "walk_segment",
 ]
 
-HANDED_TO_KEY: Final = "handed_to"
 S = StepStatus
 
 
@@ -54,20 +51,14 @@ def is_creator(wf: Workflow, actor: Actor) -> bool:
 def holder(wf: Workflow, step: Step) -> str:
     """The caller ``step`` was handed to; ``""`` when unknown (a record from before this
     bookkeeping), which any caller may be handed again."""
-    held = wf.extra.get(HANDED_TO_KEY)
-    label = held.get(str(step.index)) if isinstance(held, dict) else None
-    return label if isinstance(label, str) else ""
+    return wf.handed_to.get(step.index, "")
 
 
 def agent_label(wf: Workflow) -> str:
     """The caller that runs ``wf`` without dispatch: the one its latest hand-out went to, else its
     creator; ``""`` when neither is known."""
-    held = wf.extra.get(HANDED_TO_KEY)
-    if isinstance(held, dict):
-        latest = [(int(k), v) for k, v in held.items() if k.isdigit() and isinstance(v, str) and v]
-        if latest:
-            return max(latest)[1]
-    return wf.created_by or ""
+    latest = [(index, label) for index, label in wf.handed_to.items() if label]
+    return max(latest)[1] if latest else wf.created_by or ""
 
 
 def _held_by_another(wf: Workflow, step: Step, actor: Actor) -> bool:
@@ -78,11 +69,8 @@ def _held_by_another(wf: Workflow, step: Step, actor: Actor) -> bool:
 def record(wf: Workflow, indices: list[int], actor: Actor) -> None:
     """Remember that the steps at ``indices`` were handed to ``actor`` (refusing another's)."""
     refuse_if_held_elsewhere(wf, [wf.steps[i] for i in indices], actor)
-    held = wf.extra.get(HANDED_TO_KEY)
-    held = dict(held) if isinstance(held, dict) else {}
     for index in indices:
-        held[str(index)] = actor.label
-    wf.extra[HANDED_TO_KEY] = held
+        wf.handed_to[index] = actor.label
 
 
 def walk_segment(wf: Workflow, start: int = 0) -> list[Step]:

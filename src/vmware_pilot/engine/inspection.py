@@ -8,7 +8,7 @@ tool whose input schema declares ``confirm`` is called, always with ``confirm: f
 other tool would act, so it is not called and the view says there is no preview. A read that
 fails is recorded as failed. Each object's state when the gate was first shown for the current
 plan digest is kept as its reference, and ``engine.drift`` says plainly what differs from it.
-The result is stored in ``wf.extra["gate_inspections"]`` (outside the plan digest) and an audit
+The result is stored in ``wf.inspections`` (a ``domain.records.Inspection``, outside the plan digest) and an audit
 event ``gate_inspected`` records what was read, as evidence of what the approver saw: once per
 distinct reading (the SHA-256 of what it says, kept as the record's ``reading``), not per look.
 """
@@ -27,6 +27,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine.acknowledge import with_echo
 from vmware_pilot.engine.drift import changes
@@ -318,10 +319,10 @@ def _rehearsal_detail(gate: int, prediction: Prediction) -> str:
     return text if len(text) <= _AUDIT_MAX else text[: _AUDIT_MAX - 1] + "…"
 
 
-def _reference(earlier: Mapping[str, Any], digest: str) -> dict[str, Any]:
+def _reference(earlier: Inspection | None, digest: str) -> dict[str, Any]:
     """The objects' reference states kept for the plan as it stands (reset when its digest changed)."""
-    kept = earlier.get("reference")
-    if isinstance(kept, dict) and kept.get("digest") == digest and isinstance(kept.get("targets"), dict):
+    kept = earlier.reference if earlier else {}
+    if kept.get("digest") == digest and isinstance(kept.get("targets"), dict):
         return {"digest": digest, "targets": dict(kept["targets"])}
     return {"digest": digest, "targets": {}}
 
@@ -334,7 +335,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         return wf
     catalog = runner.catalog
     reference = _reference(
-        gate_records.inspection_of(wf, gate.index) or {}, gate_records.plan_digest(wf, gate.index)
+        gate_records.inspection_of(wf, gate.index), gate_records.plan_digest(wf, gate.index)
     )
     named: dict[str, list[str]] = {}
     wanted: dict[str, tuple[Named, list[str], list[str]]] = {}
@@ -357,7 +358,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
                 creators.append(step.tool)
         previews[str(step.index)] = await _preview(runner, wf, step, catalog)
     reader = Reader(runner)
-    now = iso(await asyncio.to_thread(runner.store.now))
+    now = await asyncio.to_thread(runner.store.now)
     targets = []
     for obj, tools, creators in wanted.values():
         entry = await reader.read(obj)
@@ -371,21 +372,17 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         if not isinstance(base, dict) or base.get("read") not in ("ok", "not_found"):
             if entry["read"] in ("ok", "not_found"):
                 kept: dict[str, Any] = {k: entry[k] for k in _KEPT if k in entry}
-                reference["targets"][obj.key] = {"at": now, **kept}
+                reference["targets"][obj.key] = {"at": iso(now), **kept}
             base = reference["targets"].get(obj.key)
         entry["reference_at"] = str((base or {}).get("at", ""))
         entry["line"] = state_line(entry)
         targets.append(entry)
-    record: dict[str, Any] = {
-        "at": now,
-        "targets": targets,
-        "previews": previews,
-        "named": named,
-        "reference": reference,
-    }
+    record = Inspection(at=now, targets=targets, previews=previews, named=named, reference=reference)
     prediction = predict(gate_records.steps_to_run(wf, gate.index), wf.steps, record, catalog)
-    prediction = await _rehearsed(getattr(runner, "twin", None), wf, gate.index, record, prediction)
-    record["prediction"] = {**prediction.model_dump(mode="json"), "at": now}
+    prediction = await _rehearsed(
+        getattr(runner, "twin", None), wf, gate.index, {"targets": targets, "previews": previews}, prediction
+    )
+    record.prediction = {**prediction.model_dump(mode="json"), "at": iso(now)}
     lines = [
         prediction.summary,
         *(t["line"] + ("" if not t["changes"] else f" [{'; '.join(t['changes'])}]") for t in targets),
@@ -397,19 +394,16 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
     # One audit event (and one rehearsal event) per distinct reading: a page shown again with the
     # same state, previews, prediction and rehearsal adds none (the record's time still moves on).
     rehearsed = _rehearsal_detail(gate.index, prediction) if prediction.rehearsal is not None else ""
-    record["reading"] = hashlib.sha256(f"{detail}\n{rehearsed}".encode()).hexdigest()
+    record.reading = hashlib.sha256(f"{detail}\n{rehearsed}".encode()).hexdigest()
 
     def store(w: Workflow) -> None:
-        records = w.extra.get(gate_records.INSPECTIONS_KEY)
-        records = records if isinstance(records, dict) else {}
-        before = records.get(str(index))
-        records[str(index)] = record
-        w.extra[gate_records.INSPECTIONS_KEY] = records
-        if not isinstance(before, dict) or before.get("reading") != record["reading"]:
+        before = w.inspections.get(index)
+        w.inspections[index] = record
+        if before is None or before.reading != record.reading:
             w.log("gate_inspected", detail, actor.label)
             if rehearsed:
                 w.log("gate_rehearsed", rehearsed, actor.label)
-        voided = gate_records.void_approvals(w, index, verdict_key(record["prediction"]))
+        voided = gate_records.void_approvals(w, index, verdict_key(record.prediction))
         if voided:
             w.log(
                 "approvals_voided",

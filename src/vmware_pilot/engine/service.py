@@ -39,7 +39,6 @@ from vmware_pilot.errors import (
     ReviewBlocked,
     StateRefused,
 )
-from vmware_pilot.ownership import RUN_OWNER_KEY, owner_label
 from vmware_pilot.results import Decision, Eligibility
 from vmware_pilot.safety import gating
 from vmware_pilot.safety.duties import Role
@@ -548,8 +547,7 @@ class PilotService:
         out = wf.to_dict()
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
-            owner = wf.extra.get(RUN_OWNER_KEY)
-            run_by = {"run_by": owner_label(owner)} if isinstance(owner, dict) else {}
+            run_by = {"run_by": wf.run_owner.label} if wf.run_owner is not None else {}
             out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
         reached = gate_records.gates_status(wf, now)
         if reached:

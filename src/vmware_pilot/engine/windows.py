@@ -67,7 +67,7 @@ def _excepted(wf: Workflow, index: int) -> bool:
         return False
     record = gate_records.gate_record(wf, gate.index)
     held = hold_of(record)
-    return held is not None and held.get("kind") == KIND and bool((record or {}).get("approvals"))
+    return held is not None and held.kind == KIND and record is not None and bool(record.approvals)
 
 
 def _closed_now(
@@ -144,10 +144,10 @@ def exception_refusal(
     closed windows name approve an exception (None: not such a gate, the window is open now,
     or ``actor`` holds one)."""
     held = hold_of(gate_records.gate_record(wf, gate.index))
-    if held is None or held.get("kind") != KIND or gate.status is not StepStatus.PENDING:
+    if held is None or held.kind != KIND or gate.status is not StepStatus.PENDING:
         return None
-    index = held.get("step")
-    if not isinstance(index, int) or not 0 <= index < len(wf.steps):
+    index = held.step
+    if not 0 <= index < len(wf.steps):
         return None
     closed = closed_windows(policy, wf.steps[index], catalog, now)
     if closed is None:
@@ -155,7 +155,7 @@ def exception_refusal(
     approvers = _approvers(closed)
     if {actor.role, *actor.groups} & set(approvers):
         return None
-    opening = held.get("resumes_at") or ""
+    opening = iso(held.resumes_at)
     return StateRefused(
         f"Refusing to approve an exception to the policy's window(s) "
         f"{', '.join(repr(w.name) for w in closed)} for workflow '{wf.id}' (gate at step {gate.index}): "

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from vmware_pilot.catalog.effects import Condition, Effect, Setting, ValueSpec, When, effect_of
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.model import Step
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.domain.refs import find_refs, is_ref, parse_ref, resolve_refs
 from vmware_pilot.errors import PilotError
 from vmware_pilot.results import PredictedChange, PredictedStep, Prediction, Rehearsal
@@ -109,11 +110,10 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _world(inspection: Mapping[str, Any] | None, note: str) -> _World:
+def _world(targets: Sequence[Mapping[str, Any]], note: str) -> _World:
+    """The targets' state as read (the gate's inspection shape)."""
     world = _World(note=note)
-    for t in (inspection or {}).get("targets") or []:
-        if not isinstance(t, Mapping):
-            continue
+    for t in targets:
         key = _key(str(t.get("kind") or "vm"), str(t.get("target") or ""), str(t.get("name") or ""))
         read = t.get("read")
         if read == "ok":
@@ -331,10 +331,8 @@ def _apply(
     return changes
 
 
-def _preview_of(inspection: Mapping[str, Any] | None, step: Step) -> Mapping[str, Any] | None:
-    previews = (inspection or {}).get("previews")
-    raw = previews.get(str(step.index)) if isinstance(previews, Mapping) else None
-    return raw if isinstance(raw, Mapping) else None
+def _preview_of(inspection: Inspection | None, step: Step) -> Mapping[str, Any] | None:
+    return inspection.previews.get(str(step.index)) if inspection else None
 
 
 def _refusal_outcome(preview: Mapping[str, Any]) -> Literal["refused", "fails"]:
@@ -380,7 +378,7 @@ def _made(
 
 
 def _step(
-    step: Step, steps: Sequence[Step], inspection: Mapping[str, Any] | None, catalog: Catalog, world: _World
+    step: Step, steps: Sequence[Step], inspection: Inspection | None, catalog: Catalog, world: _World
 ) -> PredictedStep:
     base: dict[str, Any] = {"step": step.index, "skill": step.skill, "tool": step.tool}
     if classify_step(step, catalog)[0].value == "read":
@@ -494,7 +492,7 @@ def verdict_key(prediction: Prediction | Mapping[str, Any] | None) -> str:
 def predict(
     released: Sequence[Step],
     steps: Sequence[Step],
-    inspection: Mapping[str, Any] | None,
+    inspection: Inspection | None,
     catalog: Catalog,
     *,
     note: str = "",
@@ -502,7 +500,7 @@ def predict(
     """The prediction for a gate releasing ``released`` (``steps``: the whole workflow, for step
     references; ``inspection``: the gate's last inspection, None when nothing was read; ``note``:
     why the state is not known, said with every step that needs it)."""
-    world = _world(inspection, note)
+    world = _world(inspection.targets if inspection else [], note)
     out: list[PredictedStep] = []
     stop: PredictedStep | None = None
     for step in released:
@@ -621,7 +619,7 @@ def expected_before(
     index: int,
     walked: Sequence[Step],
     steps: Sequence[Step],
-    inspection: Mapping[str, Any] | None,
+    inspection: Inspection | None,
     catalog: Catalog,
 ) -> list[Expected]:
     """The fields write step ``index`` depends on (its declared precondition, no-op test and
@@ -633,7 +631,7 @@ def expected_before(
     effect = effect_of(step.skill, step.tool)
     if inspection is None or effect is None or classify_step(step, catalog)[0].value == "read":
         return []
-    world = _world(inspection, "")
+    world = _world(inspection.targets if inspection else [], "")
     for earlier in walked:
         if earlier.index >= index:
             break
@@ -681,7 +679,7 @@ def drifted(expected: Sequence[Expected], targets: Sequence[Mapping[str, Any]]) 
     """The expected fields that differ in ``targets`` (the objects read again, in the gate's
     inspection shape). A field the new read does not give (a failed read, a field it lacks) is
     not compared; when an object's existence moved, its other fields are not listed."""
-    now = _world({"targets": list(targets)}, "")
+    now = _world(targets, "")
     out: list[Drifted] = []
     gone: set[str] = set()
     for e in expected:

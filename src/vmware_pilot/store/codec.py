@@ -1,7 +1,9 @@
 """Workflow ↔ stored JSON document, with secrets masked before anything is written.
 
 The document holds the record of docs/contract.md#the-workflow-record without ``audit_log`` (kept
-as rows in ``audit_events``) plus ``extra``. Every value under a secret key is masked and every
+as rows in ``audit_events``) plus ``extra``, which keeps the workflow's typed records
+(domain/records.py: ``gates``, ``gate_inspections``, ``handed_to``, ``run_owner``,
+``requested_via``) and, as read, any key a newer build wrote there. Every value under a secret key is masked and every
 text (params under ordinary keys, the goal, the description, results) is scrubbed of secret
 shapes (``user:pass@``, ``Bearer …``, ``password=…``); the live values stay in the process
 (``engine.secrets``). Decoding is strict about what it finds (unknown keys, states, statuses →
@@ -15,11 +17,14 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
 
 from vmware_pilot.domain.clock import from_iso, iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import AuditEntry, Step, Workflow
+from vmware_pilot.domain.records import GateRecord, Inspection, RunOwner
 from vmware_pilot.errors import CorruptRecord
 from vmware_pilot.safety.redaction import redact, redact_text
 from vmware_pilot.templates.steps import make_step
@@ -93,8 +98,63 @@ def encode_document(wf: Workflow) -> dict[str, Any]:
         "authors": list(wf.authors),
         # Structured data (gate digests, approvals by actor labels such as ``token:dave``), masked
         # by key only: a label is not a secret shape.
-        "extra": redact(wf.extra, scrub_text=False),
+        "extra": redact(_encode_extra(wf), scrub_text=False),
     }
+
+
+# The keys of the stored ``extra`` object this build reads into typed fields, in the order a
+# new document lists them.
+_EXTRA_KEYS: Final = ("requested_via", "gates", "gate_inspections", "handed_to", "run_owner")
+
+
+def _encode_extra(wf: Workflow) -> dict[str, Any]:
+    # A key is written when its field holds something (as before: none was ever written empty),
+    # in the order the document had when read, new keys after.
+    known: dict[str, Any] = {
+        "requested_via": wf.requested_via or None,
+        "gates": {str(i): r.stored() for i, r in wf.gates.items()} or None,
+        "gate_inspections": {str(i): r.stored() for i, r in wf.inspections.items()} or None,
+        "handed_to": {str(i): label for i, label in wf.handed_to.items()} or None,
+        "run_owner": wf.run_owner.stored() if wf.run_owner is not None else None,
+    }
+    present = {k: v for k, v in known.items() if v is not None} | wf.newer_keys
+    order = [k for k in wf.stored_keys if k in present]
+    return {k: present[k] for k in [*order, *(k for k in present if k not in order)]}
+
+
+def _by_index(raw: object, key: str) -> dict[int, object]:
+    if not isinstance(raw, Mapping):
+        raise _Bad(f"'extra.{key}' is {type(raw).__name__}, expected dict")
+    bad = [str(k) for k in raw if not str(k).isdigit()]
+    if bad:
+        raise _Bad(f"'extra.{key}' has a key that is not a step index: {bad[0]!r}")
+    return {int(k): v for k, v in raw.items()}
+
+
+def _decode_extra(wf: Workflow, extra: Mapping[str, Any]) -> None:
+    try:
+        if "requested_via" in extra:
+            wf.requested_via = _get(extra, "requested_via", str)
+        if "gates" in extra:
+            wf.gates = {
+                i: GateRecord.model_validate(r) for i, r in _by_index(extra["gates"], "gates").items()
+            }
+        if "gate_inspections" in extra:
+            raw = _by_index(extra["gate_inspections"], "gate_inspections")
+            wf.inspections = {i: Inspection.model_validate(r) for i, r in raw.items()}
+        if "handed_to" in extra:
+            held = _by_index(extra["handed_to"], "handed_to")
+            if not all(isinstance(label, str) for label in held.values()):
+                raise _Bad("'extra.handed_to' holds a value that is not a caller's label")
+            wf.handed_to = {i: str(label) for i, label in held.items()}
+        if "run_owner" in extra:
+            wf.run_owner = RunOwner.model_validate(extra["run_owner"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise _Bad(f"'extra' record invalid at {exc.title} {where}: {first['msg']}") from exc
+    wf.newer_keys = {k: v for k, v in extra.items() if k not in _EXTRA_KEYS}
+    wf.stored_keys = tuple(extra)
 
 
 def _json_default(value: object) -> object:
@@ -182,7 +242,7 @@ def _decode(doc: object, workflow_id: str, version: int, audit_log: list[AuditEn
     created_at = _time(doc, "created_at", required=True)
     updated_at = _time(doc, "updated_at", required=True)
     assert created_at is not None and updated_at is not None
-    return Workflow(
+    wf = Workflow(
         id=workflow_id,
         workflow_type=_get(doc, "workflow_type", str),
         _state=state,
@@ -197,9 +257,10 @@ def _decode(doc: object, workflow_id: str, version: int, audit_log: list[AuditEn
         rollback_results=_get(doc, "rollback_results", list, list),
         created_by=_get(doc, "created_by", str, str),
         authors=[str(a) for a in authors],
-        extra=_get(doc, "extra", dict, dict),
         version=version,
     )
+    _decode_extra(wf, _get(doc, "extra", dict, dict))
+    return wf
 
 
 def decode(workflow_id: str, text: str, *, version: int, audit_log: list[AuditEntry]) -> Workflow:

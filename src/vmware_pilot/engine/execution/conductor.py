@@ -348,9 +348,7 @@ def reach_gate(
     fire(w, Event.REACH_GATE)
     record = gate_records.reach(w, index, now, policy, default_expiry)
     rule = f"; policy rule '{policy['rule']}'" if policy else ""
-    w.log(
-        "awaiting_approval", f"Step {index}: require_approval (plan {record['digest']}{rule})", actor, at=now
-    )
+    w.log("awaiting_approval", f"Step {index}: require_approval (plan {record.digest}{rule})", actor, at=now)
 
 
 def finish(w: Workflow, action: Finish, actor: str, now: datetime) -> None:

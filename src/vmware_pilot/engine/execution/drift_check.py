@@ -116,7 +116,7 @@ async def _check(ctx: WriteContext) -> Hold | None:
     moved = drifted(expected, targets)
     if not moved:
         return None
-    return drift_hold(wf, index, moved, str(inspection.get("at", "")), read_at)
+    return drift_hold(wf, index, moved, iso(inspection.at), read_at)
 
 
 def handed_out(wf: Workflow, index: int, catalog: Catalog) -> str:

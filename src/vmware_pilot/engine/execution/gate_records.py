@@ -1,6 +1,6 @@
 """Gate records: what a reached approval gate releases, its plan digest, expiry and approvals.
 
-When a run reaches a gate, ``reach`` records in ``wf.extra["gates"]`` the digest of what the gate
+When a run reaches a gate, ``reach`` records in ``wf.gates`` (a ``domain.records.GateRecord``) the digest of what the gate
 releases (the gate's own params and every step after it up to the next gate: action, skill,
 tool, params with references as written, rollback tool and params, group), when it was
 reached, when it expires and how many distinct approvers it needs. Params are digested with
@@ -15,14 +15,15 @@ import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import identity_key
-from vmware_pilot.domain.clock import from_iso, iso
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import Approval, GateRecord, Inspection
 from vmware_pilot.engine.gateview import build_view, empty_view
 from vmware_pilot.errors import AlreadyApproved, StateRefused
 from vmware_pilot.results import Prediction
@@ -31,11 +32,6 @@ from vmware_pilot.safety.predict import predict
 from vmware_pilot.safety.redaction import redact
 
 __all__ = [
-    "EARLIER_KEY",
-    "EXPIRY_NOTICED_KEY",
-    "GATES_KEY",
-    "HOLD_KEY",
-    "INSPECTIONS_KEY",
     "admit",
     "approver_names",
     "default_expiry",
@@ -57,14 +53,6 @@ __all__ = [
     "stored_prediction",
     "void_approvals",
 ]
-
-GATES_KEY: Final = "gates"
-POLICY_KEY: Final = "policy"
-INSPECTIONS_KEY: Final = "gate_inspections"
-# Kept when a gate is reached again: the hold that opened it again before a write
-# (engine.execution.holds) and the records of the approvals given before it.
-HOLD_KEY: Final = "hold"
-EARLIER_KEY: Final = "earlier"
 
 
 def pending_gate(wf: Workflow) -> Step | None:
@@ -112,12 +100,8 @@ def plan_digest(wf: Workflow, gate_index: int) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def gate_record(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
-    records = wf.extra.get(GATES_KEY)
-    if not isinstance(records, dict):
-        return None
-    record = records.get(str(gate_index))
-    return record if isinstance(record, dict) else None
+def gate_record(wf: Workflow, gate_index: int) -> GateRecord | None:
+    return wf.gates.get(gate_index)
 
 
 def reach(
@@ -126,14 +110,14 @@ def reach(
     now: datetime,
     policy: Mapping[str, Any] | None = None,
     default_minutes: float | None = None,
-) -> dict[str, Any]:
+) -> GateRecord:
     """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
-    hold that opened the gate again, and the earlier records, are kept). ``policy``: the policy
+    hold that opened the gate again, and the earlier records of its approvals, are kept). ``policy``: the policy
     rule the gate follows (``engine.guard.GateRule.record``): its quorum and validity can only
     tighten the gate's own options, and it is kept in the record. ``default_minutes``: the expiry
     this gate gets at most (``VMWARE_PILOT_GATE_EXPIRY_MINUTES`` for a gate releasing destructive
     steps, see ``default_expiry``); the plan's own ``expires_in_minutes`` applies when shorter."""
-    previous = gate_record(wf, gate_index) or {}
+    previous = gate_record(wf, gate_index)
     options = gate_options(wf.steps[gate_index].params)
     minutes = options.expires_in_minutes
     if default_minutes is not None:
@@ -145,22 +129,19 @@ def reach(
             minutes = float(limit) if minutes is None else min(minutes, float(limit))
         required = max(required, int(policy.get("quorum") or 1))
     expires = now + timedelta(minutes=minutes) if minutes is not None else None
-    record: dict[str, Any] = {
-        "index": gate_index,
-        "digest": plan_digest(wf, gate_index),
-        "reached_at": iso(now),
-        "expires_at": iso(expires),
-        "approvals_required": required,
-        "approvals": [],
-        **{k: previous[k] for k in (HOLD_KEY, EARLIER_KEY) if k in previous},
-    }
+    kept = {"hold", "earlier"} & previous.model_fields_set if previous is not None else set()
+    record = GateRecord(
+        index=gate_index,
+        digest=plan_digest(wf, gate_index),
+        reached_at=now,
+        expires_at=expires,
+        approvals_required=required,
+        approvals=[],
+        **{k: getattr(previous, k) for k in sorted(kept)},
+    )
     if policy is not None:
-        record[POLICY_KEY] = dict(policy)
-    records = wf.extra.get(GATES_KEY)
-    if not isinstance(records, dict):
-        records = {}
-    records[str(gate_index)] = record
-    wf.extra[GATES_KEY] = records
+        record.policy = dict(policy)
+    wf.gates[gate_index] = record
     return record
 
 
@@ -177,17 +158,13 @@ def default_expiry(wf: Workflow, gate_index: int, catalog: Catalog, minutes: flo
 def waited_seconds(wf: Workflow, gate_index: int, now: datetime) -> float | None:
     """Seconds gate ``gate_index`` has waited since the run reached it (None: no record of it)."""
     record = gate_record(wf, gate_index)
-    reached = from_iso(str(record.get("reached_at") or "")) if record else None
+    reached = record.reached_at if record else None
     return None if reached is None else max(0.0, (now - reached).total_seconds())
 
 
-def is_expired(record: dict[str, Any] | None, now: datetime) -> bool:
-    expires = from_iso(str(record.get("expires_at") or "")) if record else None
+def is_expired(record: GateRecord | None, now: datetime) -> bool:
+    expires = record.expires_at if record else None
     return expires is not None and now >= expires
-
-
-# The key of a gate record saying when its expiry was noticed (and announced): once per gate.
-EXPIRY_NOTICED_KEY: Final = "expiry_noticed_at"
 
 
 def expiry_unnoticed(wf: Workflow, now: datetime) -> bool:
@@ -196,7 +173,7 @@ def expiry_unnoticed(wf: Workflow, now: datetime) -> bool:
     if wf.state is not WorkflowState.AWAITING_APPROVAL or gate is None:
         return False
     record = gate_record(wf, gate.index)
-    return is_expired(record, now) and record is not None and not record.get(EXPIRY_NOTICED_KEY)
+    return is_expired(record, now) and record is not None and record.expiry_noticed_at is None
 
 
 def mark_expired(w: Workflow, actor: str, now: datetime) -> bool:
@@ -208,12 +185,12 @@ def mark_expired(w: Workflow, actor: str, now: datetime) -> bool:
     assert gate is not None  # expiry_unnoticed checked it
     record = gate_record(w, gate.index)
     assert record is not None
-    record[EXPIRY_NOTICED_KEY] = iso(now)
+    record.expiry_noticed_at = now  # once per gate
     names = approver_names(record)
     given = f"; {len(names)} of {required_approvals(gate, record)} approvals given" if names else ""
     w.log(
         "gate_expired",
-        f"The gate at step {gate.index} expired at {record.get('expires_at', '')} without a decision"
+        f"The gate at step {gate.index} expired at {iso(record.expires_at)} without a decision"
         f"{given}; it can no longer be approved (reject or cancel it)",
         actor,
         at=now,
@@ -221,17 +198,14 @@ def mark_expired(w: Workflow, actor: str, now: datetime) -> bool:
     return True
 
 
-def approver_names(record: dict[str, Any] | None) -> list[str]:
-    approvals = record.get("approvals") if record else None
-    if not isinstance(approvals, list):
-        return []
-    return [str(a.get("approver", "")) for a in approvals if isinstance(a, dict)]
+def approver_names(record: GateRecord | None) -> list[str]:
+    return record.approver_names if record else []
 
 
-def required_approvals(gate: Step, record: dict[str, Any] | None) -> int:
+def required_approvals(gate: Step, record: GateRecord | None) -> int:
     """How many distinct approvers gate ``gate`` needs (its record's count, else its options)."""
-    if record is not None and isinstance(record.get("approvals_required"), int):
-        return max(1, int(record["approvals_required"]))
+    if record is not None and record.approvals_required is not None:
+        return max(1, record.approvals_required)
     return gate_options(gate.params).approvals_required
 
 
@@ -245,16 +219,16 @@ def admit(
     where = f"workflow '{wf.id}' (gate at step {gate.index})"
     if is_expired(record, now):
         raise StateRefused(
-            f"Refusing to approve {where}: the gate expired at {record['expires_at'] if record else ''}; "
+            f"Refusing to approve {where}: the gate expired at {iso(record.expires_at) if record else ''}; "
             "an expired approval request cannot be approved",
             hint=f"Reject it (`vmware-pilot reject {wf.id} --reason ...`) or cancel_workflow, then create "
             "a new workflow if the change is still wanted.",
             workflow_id=wf.id,
             state=wf.state.value,
             refused="gate_expired",
-            expired_at=record["expires_at"] if record else "",
+            expired_at=iso(record.expires_at) if record else "",
         )
-    recorded = str(record.get("digest", "")) if record else current
+    recorded = record.digest if record else current
     if current != recorded or (expected_digest and expected_digest != current):
         shown = expected_digest if expected_digest and expected_digest != current else recorded
         raise StateRefused(
@@ -299,17 +273,20 @@ def record_approval(
     ``verdict`` is the prediction it was given for (``safety.predict.verdict_key``);
     ``acknowledged`` the approver's reason for approving despite a failing prediction."""
     record = gate_record(wf, gate_index) or reach(wf, gate_index, now)
-    approvals = record.setdefault("approvals", [])
-    entry = {"approver": approver, "at": iso(now), "channel": channel, "digest": digest}
-    if verdict:
-        entry["verdict"] = verdict
-    if acknowledged:
-        entry["acknowledged_failure"] = acknowledged
-    if policy_digest:
-        entry["policy_digest"] = policy_digest
-    if comment:
-        entry["comment"] = comment
-    approvals.append(entry)
+    given = {
+        "verdict": verdict,
+        "acknowledged_failure": acknowledged,
+        "policy_digest": policy_digest,
+        "comment": comment,
+    }
+    entry = Approval(
+        approver=approver,
+        at=now,
+        channel=channel,
+        digest=digest,
+        **{k: v for k, v in given.items() if v},  # each kept only when given
+    )
+    record.approvals = [*record.approvals, entry]
     return approver_names(record)
 
 
@@ -317,21 +294,21 @@ def void_approvals(wf: Workflow, gate_index: int, verdict: str) -> list[str]:
     """Move the approvals given for another prediction than ``verdict`` out of the gate's count
     (kept under ``voided_approvals``); the names of those approvers."""
     record = gate_record(wf, gate_index)
-    approvals = record.get("approvals") if record else None
-    if record is None or not isinstance(approvals, list):
+    if record is None:
         return []
-    stale = [a for a in approvals if isinstance(a, dict) and a.get("verdict") and a["verdict"] != verdict]
+    stale = [a for a in record.approvals if a.verdict and a.verdict != verdict]
     if not stale:
         return []
-    record["approvals"] = [a for a in approvals if a not in stale]
-    record.setdefault("voided_approvals", []).extend(stale)
-    return [str(a.get("approver", "")) for a in stale]
+    record.approvals = [a for a in record.approvals if a not in stale]
+    record.voided_approvals = [*record.voided_approvals, *stale]
+    return [a.approver for a in stale]
 
 
 def stored_prediction(wf: Workflow, gate_index: int) -> Prediction | None:
     """The prediction the last inspection of gate ``gate_index`` made (None: not inspected)."""
-    raw = (inspection_of(wf, gate_index) or {}).get("prediction")
-    return Prediction.model_validate(raw) if isinstance(raw, dict) else None
+    inspection = inspection_of(wf, gate_index)
+    raw = inspection.prediction if inspection else None
+    return Prediction.model_validate(raw) if raw is not None else None
 
 
 def prediction_of(wf: Workflow, gate_index: int, catalog: Catalog, dispatching: bool) -> Prediction:
@@ -353,27 +330,27 @@ def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
     names = approver_names(record)
     required = required_approvals(gate, record)
     message = str(gate.params.get("message", ""))
-    held = record.get(HOLD_KEY) if record else None
-    if isinstance(held, dict) and gate.status is StepStatus.PENDING:
+    held = record.hold if record else None
+    if held is not None and gate.status is StepStatus.PENDING:
         # What stopped the run comes first; the plan's own words follow.
-        message = f"{held.get('message', '')}" + (f" (The gate's message: {message})" if message else "")
+        message = held.message + (f" (The gate's message: {message})" if message else "")
     view: dict[str, Any] = {
         "index": gate.index,
         "status": gate.status.value,
         "message": message,
-        "digest": str(record.get("digest", "")) if record else "",
-        "reached_at": str(record.get("reached_at", "")) if record else "",
-        "expires_at": str(record.get("expires_at", "")) if record else "",
+        "digest": record.digest if record else "",
+        "reached_at": iso(record.reached_at) if record else "",
+        "expires_at": iso(record.expires_at) if record else "",
         "expired": gate.status is StepStatus.PENDING and is_expired(record, now),
         "approvals_required": required,
-        "approvals": list(record.get("approvals", [])) if record else [],
+        "approvals": [a.stored() for a in record.approvals] if record else [],
         "approvals_missing": max(0, required - len(names)) if gate.status is StepStatus.PENDING else 0,
     }
-    if record and isinstance(record.get(POLICY_KEY), dict):
-        view[POLICY_KEY] = record[POLICY_KEY]
-    if isinstance(held, dict):  # and the records of the approvals given before the hold
-        view[HOLD_KEY] = held
-        view[EARLIER_KEY] = list(record.get(EARLIER_KEY) or []) if record else []
+    if record and record.policy is not None:
+        view["policy"] = record.policy
+    if record and held is not None:  # and the records of the approvals given before the hold
+        view["hold"] = held.stored()
+        view["earlier"] = [r.stored() for r in record.earlier]
     return view
 
 
@@ -399,8 +376,6 @@ def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool =
     ).payload()
 
 
-def inspection_of(wf: Workflow, gate_index: int) -> dict[str, Any] | None:
+def inspection_of(wf: Workflow, gate_index: int) -> Inspection | None:
     """The stored result of the last inspection of gate ``gate_index`` (engine.inspection)."""
-    records = wf.extra.get(INSPECTIONS_KEY)
-    record = records.get(str(gate_index)) if isinstance(records, dict) else None
-    return record if isinstance(record, dict) else None
+    return wf.inspections.get(gate_index)

@@ -27,11 +27,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.engine.execution.gate_records import EARLIER_KEY, HOLD_KEY
+from vmware_pilot.domain.records import GateHold, GateRecord
 from vmware_pilot.errors import StateRefused
 
 if TYPE_CHECKING:
@@ -121,10 +119,9 @@ def releasing_gate(wf: Workflow, index: int) -> Step | None:
     return next((s for s in reversed(wf.steps[:index]) if s.is_gate), None)
 
 
-def hold_of(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def hold_of(record: GateRecord | None) -> GateHold | None:
     """The hold a gate record carries (None: the gate was reached in the plan's own order)."""
-    held = record.get(HOLD_KEY) if record else None
-    return held if isinstance(held, dict) else None
+    return record.hold if record else None
 
 
 def reopen(w: Workflow, index: int, hold: Hold, actor: str, now: datetime) -> int | None:
@@ -151,26 +148,23 @@ def reopen(w: Workflow, index: int, hold: Hold, actor: str, now: datetime) -> in
         }
         w.log(hold.event, f"Step {index}: {step.tool} not sent: {message}", actor, at=now)
         return None
-    records = w.extra.get(gate_records.GATES_KEY)
-    records = records if isinstance(records, dict) else {}
-    before = records.get(str(gate.index))
-    earlier = list(before.pop(EARLIER_KEY, [])) if isinstance(before, dict) else []
-    if isinstance(before, dict):
-        earlier.append(before)
-    records[str(gate.index)] = {
-        "index": gate.index,
-        HOLD_KEY: {
-            "kind": hold.kind,
-            "event": hold.event,
-            "step": index,
-            "message": message,
-            "details": dict(hold.details),
-            "at": iso(now),
-            "resumes_at": iso(hold.resumes_at),
-        },
-        EARLIER_KEY: earlier,
-    }
-    w.extra[gate_records.GATES_KEY] = records
+    before = w.gates.get(gate.index)
+    earlier = list(before.earlier) if before is not None else []
+    if before is not None:  # kept without its own earlier records, which move up beside it
+        earlier.append(before.without_earlier())
+    w.gates[gate.index] = GateRecord(
+        index=gate.index,
+        hold=GateHold(
+            kind=hold.kind,
+            event=hold.event,
+            step=index,
+            message=message,
+            details=dict(hold.details),
+            at=now,
+            resumes_at=hold.resumes_at,
+        ),
+        earlier=earlier,
+    )
     gate.status = S.PENDING
     gate.result = None
     gate.completed_at = None

@@ -58,7 +58,7 @@ from vmware_pilot.errors import (
     StateRefused,
     StoreError,
 )
-from vmware_pilot.ownership import RUN_OWNER_KEY, refuse_held, this_process
+from vmware_pilot.ownership import refuse_held, this_process
 from vmware_pilot.policy.model import EMPTY, Policy
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence, LeaseLost
@@ -388,7 +388,7 @@ class Runner:
             # False when its run recorded the outcome just before.
             marked = conductor.mark_interrupted(w, index, actor.label, self.store.now())
             if marked:
-                w.extra.pop(RUN_OWNER_KEY, None)
+                w.run_owner = None
             return marked
 
         try:
@@ -572,11 +572,10 @@ class Runner:
         claim = StepLease(owner, fence)
 
         def mark_running(w: Workflow) -> None:
-            mine = w.extra.get(RUN_OWNER_KEY)
-            if isinstance(mine, dict) and mine.get("owner") == owner:
+            if w.run_owner is not None and w.run_owner.owner == owner:
                 return  # this very save, committed before its answer was lost, retried
             conductor.mark_running(w, batch, self.store.now())
-            w.extra[RUN_OWNER_KEY] = {**this_process(), "owner": owner}
+            w.run_owner = this_process(owner)
 
         run.step = claim
         try:
@@ -736,7 +735,7 @@ class Runner:
         on the workflow once no step of it is in flight."""
         ok = conductor.record_outcomes(w, indices, outcomes, actor.label, self.store.now())
         if not any(s.status is S.RUNNING for s in w.steps):
-            w.extra.pop(RUN_OWNER_KEY, None)
+            w.run_owner = None
         return ok
 
     async def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
@@ -861,7 +860,7 @@ class Runner:
         refuses (``PolicyRefused``) an approver either rule does not accept, or a gate past either
         rule's validity."""
         record = gate_records.gate_record(wf, gate.index)
-        recorded = guard.GateRule.from_record((record or {}).get(gate_records.POLICY_KEY))
+        recorded = guard.GateRule.from_record(record.policy if record else None)
         demand = guard.demand_of(recorded, guard.gate_rule(policy, wf, gate.index, self.catalog))
         refusal = guard.approval_refusal(demand, wf, gate, actor, who, now, record)
         if refusal is not None:

@@ -43,7 +43,6 @@ from vmware_pilot.engine.execution import gate_records, holds
 from vmware_pilot.engine.execution.holds import PreWriteCheck
 from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, release_lease, take_lease
 from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
-from vmware_pilot.ownership import RUN_OWNER_KEY
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence
 from vmware_pilot.store.protocol import Store
@@ -179,11 +178,11 @@ class Sweeper:
         check lets the held step through now."""
         gate = gate_records.pending_gate(wf)
         held = holds.hold_of(gate_records.gate_record(wf, gate.index)) if gate is not None else None
-        if gate is None or held is None or held.get("kind") not in RESUMABLE:
+        if gate is None or held is None or held.kind not in RESUMABLE:
             return None
-        kind, index = str(held["kind"]), held.get("step")
+        kind, index = held.kind, held.step
         checks = [c for c in runner.checks if c.kind == kind]
-        if not checks or not isinstance(index, int) or not 0 <= index < len(wf.steps):
+        if not checks or not 0 <= index < len(wf.steps):
             return None
         still = await holds.first_hold(checks, holds.WriteContext(runner, wf, index, self.actor))
         return None if still is not None else (gate.index, kind)
@@ -299,7 +298,7 @@ class Sweeper:
                     "it runs again",
                     self.actor.label,
                 )
-            w.extra.pop(RUN_OWNER_KEY, None)
+            w.run_owner = None
 
         try:
             wf, _ = await runner.save(wf, rearm, [(wf.id, fence)])
@@ -315,11 +314,9 @@ def release_held(w: Workflow, *, gate_index: int, kind: str, actor: str, store: 
     gate = gate_records.pending_gate(w) if w.state is WorkflowState.AWAITING_APPROVAL else None
     record = gate_records.gate_record(w, gate_index)
     held = holds.hold_of(record)
-    if gate is None or gate.index != gate_index or held is None or held.get("kind") != kind:
+    if gate is None or gate.index != gate_index or record is None or held is None or held.kind != kind:
         return False
-    earlier = (record or {}).get(gate_records.EARLIER_KEY) or []
-    before = earlier[-1] if earlier and isinstance(earlier[-1], dict) else {}
-    names = gate_records.approver_names(before)
+    names = gate_records.approver_names(record.earlier[-1] if record.earlier else None)
     now = store.now()
     gate.status = S.SUCCESS
     gate.result = {"approved_by": ", ".join(names), "hold_lifted": kind}
@@ -327,7 +324,7 @@ def release_held(w: Workflow, *, gate_index: int, kind: str, actor: str, store: 
     fire(w, Event.APPROVE)
     w.log(
         "hold_lifted",
-        f"The {kind} hold of step {held.get('step')} lifted: the gate at step {gate_index} passes again as "
+        f"The {kind} hold of step {held.step} lifted: the gate at step {gate_index} passes again as "
         f"approved by {', '.join(names) or 'nobody named'}, and the run goes on",
         actor,
         at=now,

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Final
 
 from vmware_pilot.catalog.registry import Catalog
-from vmware_pilot.domain.clock import from_iso
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.decision import time_left
@@ -103,7 +102,7 @@ def row_of(wf: Workflow, catalog: Catalog, now: datetime) -> Row:
         prediction = gate_records.stored_prediction(wf, gate.index)
         verdict = prediction.verdict if prediction is not None else "not predicted"
         record = gate_records.gate_record(wf, gate.index)
-        expires = from_iso(str(record.get("expires_at") or "")) if record else None
+        expires = record.expires_at if record else None
         left = time_left(None if expires is None else (expires - now).total_seconds())
     messages = [str(s.params.get("message", "")) for s in wf.steps if s.is_gate]
     description = str(wf.params.get("description", "") or "")
