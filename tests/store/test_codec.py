@@ -128,6 +128,23 @@ def test_missing_optional_fields_get_the_reference_defaults() -> None:
         (lambda d: d.update(id="wf-other"), "document is for 'wf-other'"),
         (lambda d: d.pop("created_at"), "missing 'created_at'"),
         (lambda d: d["steps"][1].update(started_at="yesterday"), "'started_at' is not an ISO timestamp"),
+        # The records under ``extra`` are typed too: a record this build cannot read is not guessed at.
+        (lambda d: d.update(extra={"gates": []}), "'gates' is list, expected dict"),
+        (lambda d: d.update(extra={"gates": {"first": {"index": 1}}}), "'extra.gates' has a key that is not"),
+        (
+            lambda d: d.update(extra={"gates": {"1": {"index": 1, "approvals": [{"approver": "a"}]}}}),
+            "'extra.gates.1.approvals[0].at' is not a valid GateRecord record: Field required",
+        ),
+        (
+            lambda d: d.update(extra={"gates": {"1": {"index": 1, "expires_at": "soon"}}}),
+            "'extra.gates.1.expires_at' is not a valid GateRecord record",
+        ),
+        (lambda d: d.update(extra={"handed_to": {"0": 7}}), "'extra.handed_to' holds a value that is not"),
+        (
+            lambda d: d.update(extra={"run_owner": {"host": "h"}}),
+            "'extra.run_owner.pid' is not a valid RunOwner",
+        ),
+        (lambda d: d.update(extra={"requested_via": 3}), "'requested_via' is int, expected str"),
     ],
 )
 def test_decoding_is_strict_about_what_it_finds(mutate: object, reason: str) -> None:

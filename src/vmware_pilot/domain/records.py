@@ -45,7 +45,7 @@ class Approval(StoredRecord):
     despite a failing one; ``policy_digest``: the policy it was checked against."""
 
     approver: str
-    at: IsoTime = None
+    at: IsoTime
     channel: str
     digest: str
     verdict: str = ""

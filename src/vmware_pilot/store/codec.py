@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from vmware_pilot.domain.clock import from_iso, iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import AuditEntry, Step, Workflow
-from vmware_pilot.domain.records import GateRecord, Inspection, RunOwner
+from vmware_pilot.domain.records import GateRecord, Inspection, RunOwner, StoredRecord
 from vmware_pilot.errors import CorruptRecord
 from vmware_pilot.safety.redaction import redact, redact_text
 from vmware_pilot.templates.steps import make_step
@@ -122,9 +122,20 @@ def _encode_extra(wf: Workflow) -> dict[str, Any]:
     return {k: present[k] for k in [*order, *(k for k in present if k not in order)]}
 
 
-def _by_index(raw: object, key: str) -> dict[int, object]:
-    if not isinstance(raw, Mapping):
-        raise _Bad(f"'extra.{key}' is {type(raw).__name__}, expected dict")
+R = TypeVar("R", bound=StoredRecord)
+
+
+def _record(model: type[R], raw: object, where: str) -> R:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise _Bad(f"'{where}{at}' is not a valid {model.__name__} record: {first['msg']}") from exc
+
+
+def _by_index(extra: Mapping[str, Any], key: str) -> dict[int, object]:
+    raw = _get(extra, key, dict)
     bad = [str(k) for k in raw if not str(k).isdigit()]
     if bad:
         raise _Bad(f"'extra.{key}' has a key that is not a step index: {bad[0]!r}")
@@ -132,27 +143,21 @@ def _by_index(raw: object, key: str) -> dict[int, object]:
 
 
 def _decode_extra(wf: Workflow, extra: Mapping[str, Any]) -> None:
-    try:
-        if "requested_via" in extra:
-            wf.requested_via = _get(extra, "requested_via", str)
-        if "gates" in extra:
-            wf.gates = {
-                i: GateRecord.model_validate(r) for i, r in _by_index(extra["gates"], "gates").items()
-            }
-        if "gate_inspections" in extra:
-            raw = _by_index(extra["gate_inspections"], "gate_inspections")
-            wf.inspections = {i: Inspection.model_validate(r) for i, r in raw.items()}
-        if "handed_to" in extra:
-            held = _by_index(extra["handed_to"], "handed_to")
-            if not all(isinstance(label, str) for label in held.values()):
-                raise _Bad("'extra.handed_to' holds a value that is not a caller's label")
-            wf.handed_to = {i: str(label) for i, label in held.items()}
-        if "run_owner" in extra:
-            wf.run_owner = RunOwner.model_validate(extra["run_owner"])
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _Bad(f"'extra' record invalid at {exc.title} {where}: {first['msg']}") from exc
+    if "requested_via" in extra:
+        wf.requested_via = _get(extra, "requested_via", str)
+    if "gates" in extra:
+        gates = _by_index(extra, "gates").items()
+        wf.gates = {i: _record(GateRecord, r, f"extra.gates.{i}") for i, r in gates}
+    if "gate_inspections" in extra:
+        found = _by_index(extra, "gate_inspections").items()
+        wf.inspections = {i: _record(Inspection, r, f"extra.gate_inspections.{i}") for i, r in found}
+    if "handed_to" in extra:
+        held = _by_index(extra, "handed_to")
+        if not all(isinstance(label, str) for label in held.values()):
+            raise _Bad("'extra.handed_to' holds a value that is not a caller's label")
+        wf.handed_to = {i: str(label) for i, label in held.items()}
+    if "run_owner" in extra:
+        wf.run_owner = _record(RunOwner, extra["run_owner"], "extra.run_owner")
     wf.newer_keys = {k: v for k, v in extra.items() if k not in _EXTRA_KEYS}
     wf.stored_keys = tuple(extra)
 
