@@ -58,7 +58,6 @@ DOORS: Final = {
     "run": "run",
     "approve": "approve",
 }
-POLICY_KEY: Final = "policy"
 MAX_NAMES: Final = 50
 
 

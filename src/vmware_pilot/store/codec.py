@@ -3,11 +3,13 @@
 The document holds the record of docs/contract.md#the-workflow-record without ``audit_log`` (kept
 as rows in ``audit_events``) plus ``extra``, which keeps the workflow's typed records
 (domain/records.py: ``gates``, ``gate_inspections``, ``handed_to``, ``run_owner``,
-``requested_via``) and, as read, any key a newer build wrote there. Every value under a secret key is masked and every
-text (params under ordinary keys, the goal, the description, results) is scrubbed of secret
-shapes (``user:pass@``, ``Bearer …``, ``password=…``); the live values stay in the process
-(``engine.secrets``). Decoding is strict about what it finds (unknown keys, states, statuses →
-CorruptRecord) and fills the optional fields older records may lack.
+``requested_via``) where 3.0.0 keeps them and, as read, any key a newer build wrote there: a
+document read and saved unchanged is the same text. Every value under a secret key is masked
+and every text (params under ordinary keys, the goal, the description, results) is scrubbed of
+secret shapes (``user:pass@``, ``Bearer …``, ``password=…``); the live values stay in the
+process (``engine.secrets``). Decoding is strict about what it finds (unknown keys, states,
+statuses, records under ``extra`` it cannot read → CorruptRecord) and fills the optional fields
+older records may lack.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Gate records: what a reached approval gate releases, its plan digest, expiry and approvals.
 
-When a run reaches a gate, ``reach`` records in ``wf.gates`` (a ``domain.records.GateRecord``) the digest of what the gate
-releases (the gate's own params and every step after it up to the next gate: action, skill,
-tool, params with references as written, rollback tool and params, group), when it was
-reached, when it expires and how many distinct approvers it needs. Params are digested with
+When a run reaches a gate, ``reach`` records in ``wf.gates`` (``domain.records.GateRecord``) the
+digest of what the gate releases (the gate's own params and every step after it up to the next
+gate: action, skill, tool, params with references as written, rollback tool and params, group),
+when it was reached, when it expires and how many distinct approvers it needs. Params are digested with
 secrets masked, as the store keeps them, so the digest computed before a save matches the one
 computed after a reload. ``admit`` is the rule approve applies before recording an approval.
 Everything here is a pure function of the workflow and ``now``.
@@ -112,7 +112,7 @@ def reach(
     default_minutes: float | None = None,
 ) -> GateRecord:
     """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
-    hold that opened the gate again, and the earlier records of its approvals, are kept). ``policy``: the policy
+    hold that opened the gate again, and the earlier records, are kept). ``policy``: the policy
     rule the gate follows (``engine.guard.GateRule.record``): its quorum and validity can only
     tighten the gate's own options, and it is kept in the record. ``default_minutes``: the expiry
     this gate gets at most (``VMWARE_PILOT_GATE_EXPIRY_MINUTES`` for a gate releasing destructive
