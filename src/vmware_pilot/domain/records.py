@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from vmware_pilot.domain.clock import from_iso, iso
 
-__all__ = ["Approval", "GateHold", "GateRecord", "Inspection", "RunOwner", "StoredRecord"]
+__all__ = ["Approval", "GateHold", "GateRecord", "Inspection", "Reference", "RunOwner", "StoredRecord"]
 
 
 def _time(value: object) -> object:
@@ -93,6 +93,14 @@ class GateRecord(StoredRecord):
         return GateRecord.model_validate({k: v for k, v in self.stored().items() if k != "earlier"})
 
 
+class Reference(StoredRecord):
+    """The objects' states first read for the plan with digest ``digest`` (object key → fields
+    and ``at``): what drift is told against while the plan stays as it is."""
+
+    digest: str = ""
+    targets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class Inspection(StoredRecord):
     """The last reading of a gate's targets (engine.inspection): each target's state, the write
     steps' previews, the objects each step names, the reference states kept for the plan, the
@@ -102,7 +110,7 @@ class Inspection(StoredRecord):
     targets: list[dict[str, Any]] = Field(default_factory=list)
     previews: dict[str, dict[str, Any]] = Field(default_factory=dict)
     named: dict[str, list[str]] = Field(default_factory=dict)
-    reference: dict[str, Any] = Field(default_factory=dict)
+    reference: Reference = Field(default_factory=Reference)
     prediction: dict[str, Any] | None = None
     reading: str = ""
 

@@ -8,9 +8,9 @@ tool whose input schema declares ``confirm`` is called, always with ``confirm: f
 other tool would act, so it is not called and the view says there is no preview. A read that
 fails is recorded as failed. Each object's state when the gate was first shown for the current
 plan digest is kept as its reference, and ``engine.drift`` says plainly what differs from it.
-The result is stored in ``wf.inspections`` (a ``domain.records.Inspection``, outside the plan digest) and an audit
-event ``gate_inspected`` records what was read, as evidence of what the approver saw: once per
-distinct reading (the SHA-256 of what it says, kept as the record's ``reading``), not per look.
+The result is stored in ``wf.inspections`` (``domain.records.Inspection``, outside the plan
+digest) and an audit event ``gate_inspected`` records what was read, as evidence of what the
+approver saw: once per distinct reading (the SHA-256 of what it says, kept as the record's ``reading``), not per look.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from vmware_pilot.dispatch.protocol import Dispatcher, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.domain.records import Inspection
+from vmware_pilot.domain.records import Inspection, Reference
 from vmware_pilot.domain.refs import resolve_refs
 from vmware_pilot.engine.acknowledge import with_echo
 from vmware_pilot.engine.drift import changes
@@ -319,12 +319,12 @@ def _rehearsal_detail(gate: int, prediction: Prediction) -> str:
     return text if len(text) <= _AUDIT_MAX else text[: _AUDIT_MAX - 1] + "…"
 
 
-def _reference(earlier: Inspection | None, digest: str) -> dict[str, Any]:
+def _reference(earlier: Inspection | None, digest: str) -> Reference:
     """The objects' reference states kept for the plan as it stands (reset when its digest changed)."""
-    kept = earlier.reference if earlier else {}
-    if kept.get("digest") == digest and isinstance(kept.get("targets"), dict):
-        return {"digest": digest, "targets": dict(kept["targets"])}
-    return {"digest": digest, "targets": {}}
+    kept = earlier.reference if earlier else None
+    if kept is not None and kept.digest == digest:
+        return Reference(digest=digest, targets=dict(kept.targets))
+    return Reference(digest=digest, targets={})
 
 
 async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflow:
@@ -362,7 +362,7 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
     targets = []
     for obj, tools, creators in wanted.values():
         entry = await reader.read(obj)
-        base = reference["targets"].get(obj.key)
+        base = reference.targets.get(obj.key)
         renamed = ""
         if entry["read"] == "not_found" and isinstance(base, dict) and base.get("stable_id"):
             renamed = await reader.renamed_to(obj, str(base["stable_id"]))
@@ -372,8 +372,8 @@ async def inspect_gate(runner: Inspector, wf: Workflow, actor: Actor) -> Workflo
         if not isinstance(base, dict) or base.get("read") not in ("ok", "not_found"):
             if entry["read"] in ("ok", "not_found"):
                 kept: dict[str, Any] = {k: entry[k] for k in _KEPT if k in entry}
-                reference["targets"][obj.key] = {"at": iso(now), **kept}
-            base = reference["targets"].get(obj.key)
+                reference.targets[obj.key] = {"at": iso(now), **kept}
+            base = reference.targets.get(obj.key)
         entry["reference_at"] = str((base or {}).get("at", ""))
         entry["line"] = state_line(entry)
         targets.append(entry)
