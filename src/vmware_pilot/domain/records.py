@@ -18,7 +18,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from vmware_pilot.domain.clock import from_iso, iso
 
-__all__ = ["Approval", "GateHold", "GateRecord", "Inspection", "Reference", "RunOwner", "StoredRecord"]
+__all__ = [
+    "Approval",
+    "GateHold",
+    "GatePolicy",
+    "GateRecord",
+    "Inspection",
+    "Reference",
+    "RunOwner",
+    "StoredRecord",
+]
 
 
 def _time(value: object) -> object:
@@ -67,6 +76,20 @@ class GateHold(StoredRecord):
     resumes_at: IsoTime = None
 
 
+class GatePolicy(StoredRecord):
+    """The policy rule a gate follows, as the policy in force said when a run reached it
+    (``engine.guard.GateRule``): its quorum and validity only tighten the gate's own options."""
+
+    rule: str
+    quorum: int = 1
+    approvers: list[str] = Field(default_factory=list)
+    requester_may_approve: bool = True
+    max_validity_minutes: float | None = None
+    policy_digest: str = ""
+    step_index: int = 0
+    why: list[str] = Field(default_factory=list)
+
+
 class GateRecord(StoredRecord):
     """A reached gate (engine.execution.gate_records): the digest of what it releases, when it was
     reached and expires, the approvals it needs and has; ``hold`` and ``earlier`` once a check
@@ -80,7 +103,7 @@ class GateRecord(StoredRecord):
     approvals: list[Approval] = Field(default_factory=list)
     hold: GateHold | None = None
     earlier: list[GateRecord] = Field(default_factory=list)
-    policy: dict[str, Any] | None = None
+    policy: GatePolicy | None = None
     voided_approvals: list[Approval] = Field(default_factory=list)
     expiry_noticed_at: IsoTime = None
 

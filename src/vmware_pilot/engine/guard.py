@@ -21,7 +21,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.domain.records import GateRecord
+from vmware_pilot.domain.records import GatePolicy, GateRecord
 from vmware_pilot.engine.execution.gate_records import released_steps
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.errors import PolicyRefused
@@ -132,32 +132,31 @@ class GateRule:
     step_index: int
     why: tuple[str, ...]
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "quorum": self.quorum,
-            "approvers": list(self.approvers),
-            "requester_may_approve": self.requester_may_approve,
-            "max_validity_minutes": self.max_validity_minutes,
-            "policy_digest": self.digest,
-            "step_index": self.step_index,
-            "why": list(self.why),
-        }
+    def record(self) -> GatePolicy:
+        return GatePolicy(
+            rule=self.rule,
+            quorum=self.quorum,
+            approvers=list(self.approvers),
+            requester_may_approve=self.requester_may_approve,
+            max_validity_minutes=self.max_validity_minutes,
+            policy_digest=self.digest,
+            step_index=self.step_index,
+            why=list(self.why),
+        )
 
     @classmethod
-    def from_record(cls, raw: object) -> GateRule | None:
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("rule"), str):
+    def from_record(cls, kept: GatePolicy | None) -> GateRule | None:
+        if kept is None:
             return None
-        validity = raw.get("max_validity_minutes")
         return cls(
-            rule=str(raw["rule"]),
-            quorum=int(raw.get("quorum") or 1),
-            approvers=tuple(str(a) for a in raw.get("approvers") or ()),
-            requester_may_approve=bool(raw.get("requester_may_approve", True)),
-            max_validity_minutes=float(validity) if isinstance(validity, int | float) else None,
-            digest=str(raw.get("policy_digest", "")),
-            step_index=int(raw.get("step_index") or 0),
-            why=tuple(str(w) for w in raw.get("why") or ()),
+            rule=kept.rule,
+            quorum=kept.quorum,
+            approvers=tuple(kept.approvers),
+            requester_may_approve=kept.requester_may_approve,
+            max_validity_minutes=kept.max_validity_minutes,
+            digest=kept.policy_digest,
+            step_index=kept.step_index,
+            why=tuple(kept.why),
         )
 
 

@@ -15,7 +15,7 @@ come in as ``now``, the caller's name as ``actor``, and whether a step is a read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -24,6 +24,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Event, Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.gate_options import gate_option_problem
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import GatePolicy
 from vmware_pilot.domain.refs import reference_problems
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import handout
@@ -339,7 +340,7 @@ def reach_gate(
     index: int,
     actor: str,
     now: datetime,
-    policy: Mapping[str, Any] | None = None,
+    policy: GatePolicy | None = None,
     default_expiry: float | None = None,
 ) -> None:
     """A ``StopAtGate``: ``running`` → ``awaiting_approval``, with a fresh gate record (``policy``:
@@ -347,7 +348,7 @@ def reach_gate(
     most minutes the gate waits, ``gate_records.default_expiry``)."""
     fire(w, Event.REACH_GATE)
     record = gate_records.reach(w, index, now, policy, default_expiry)
-    rule = f"; policy rule '{policy['rule']}'" if policy else ""
+    rule = f"; policy rule '{policy.rule}'" if policy else ""
     w.log("awaiting_approval", f"Step {index}: require_approval (plan {record.digest}{rule})", actor, at=now)
 
 

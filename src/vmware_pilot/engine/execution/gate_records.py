@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +22,7 @@ from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.domain.records import Approval, GateRecord, Inspection
+from vmware_pilot.domain.records import Approval, GatePolicy, GateRecord, Inspection
 from vmware_pilot.engine.gateview import build_view, empty_view
 from vmware_pilot.errors import AlreadyApproved, StateRefused
 from vmware_pilot.results import Prediction
@@ -108,7 +107,7 @@ def reach(
     wf: Workflow,
     gate_index: int,
     now: datetime,
-    policy: Mapping[str, Any] | None = None,
+    policy: GatePolicy | None = None,
     default_minutes: float | None = None,
 ) -> GateRecord:
     """Record that the run reached gate ``gate_index`` now (a fresh record: no approvals yet; a
@@ -124,10 +123,10 @@ def reach(
         minutes = default_minutes if minutes is None else min(minutes, default_minutes)
     required = options.approvals_required
     if policy is not None:
-        limit = policy.get("max_validity_minutes")
-        if isinstance(limit, int | float):
-            minutes = float(limit) if minutes is None else min(minutes, float(limit))
-        required = max(required, int(policy.get("quorum") or 1))
+        limit = policy.max_validity_minutes
+        if limit is not None:
+            minutes = limit if minutes is None else min(minutes, limit)
+        required = max(required, policy.quorum)
     expires = now + timedelta(minutes=minutes) if minutes is not None else None
     kept = {"hold", "earlier"} & previous.model_fields_set if previous is not None else set()
     record = GateRecord(
@@ -140,7 +139,7 @@ def reach(
         **{k: getattr(previous, k) for k in sorted(kept)},
     )
     if policy is not None:
-        record.policy = dict(policy)
+        record.policy = policy
     wf.gates[gate_index] = record
     return record
 
@@ -347,7 +346,7 @@ def _view_of(wf: Workflow, gate: Step, now: datetime) -> dict[str, Any]:
         "approvals_missing": max(0, required - len(names)) if gate.status is StepStatus.PENDING else 0,
     }
     if record and record.policy is not None:
-        view["policy"] = record.policy
+        view["policy"] = record.policy.stored()
     if record and held is not None:  # and the records of the approvals given before the hold
         view["hold"] = held.stored()
         view["earlier"] = [r.stored() for r in record.earlier]
