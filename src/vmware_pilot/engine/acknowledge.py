@@ -53,5 +53,4 @@ def gate_preview(wf: Workflow, index: int) -> Any:
     """The preview of step ``index`` that the gate before it showed (None: no gate, no preview)."""
     gate = next((s for s in reversed(wf.steps[:index]) if s.is_gate), None)
     record = gate_records.inspection_of(wf, gate.index) if gate is not None else None
-    previews = record.get("previews") if record is not None else None
-    return previews.get(str(index)) if isinstance(previews, Mapping) else None
+    return record.previews.get(str(index)) if record is not None else None
