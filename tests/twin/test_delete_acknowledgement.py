@@ -8,8 +8,8 @@ from typing import Any
 
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
+from vmware_pilot.domain.records import Inspection
 from vmware_pilot.engine.acknowledge import gate_preview, with_echo
-from vmware_pilot.engine.execution import gate_records
 
 ACK = {"instance_uuid": "5012-abcd", "disk_count": 1, "snapshot_count": 0}
 PREVIEW = {
@@ -52,6 +52,6 @@ def test_the_preview_is_the_one_the_gate_before_the_step_showed() -> None:
     ]
     wf = Workflow(id="wf-1", workflow_type="adhoc", _state=WorkflowState.AWAITING_APPROVAL, steps=steps)
     assert gate_preview(wf, 1) is None  # not inspected yet
-    wf.extra[gate_records.INSPECTIONS_KEY] = {"0": {"targets": [], "previews": {"1": PREVIEW}}}
+    wf.inspections[0] = Inspection(previews={"1": PREVIEW})
     assert gate_preview(wf, 1) == PREVIEW and gate_preview(wf, 2) is None
     assert gate_preview(wf, 0) is None  # no gate before the first step
