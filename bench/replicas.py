@@ -142,7 +142,7 @@ def main() -> None:
                 # with a database URL the replicas read their tokens from the database
                 with open_store(Settings(home=home / ".vmware", database_url=url)) as store:
                     for i, secret in enumerate(secrets):
-                        store.add_token(
+                        store.tokens.add_token(
                             f"bench{i}", "admin", hash_secret(secret), "2026-01-01T00:00:00+00:00"
                         )
                 rows.append(("PostgreSQL", n, _configuration(home, url, n, secrets, opts.calls)))

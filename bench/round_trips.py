@@ -84,8 +84,8 @@ async def measure(url: str, repeat: int = 1) -> tuple[Counts, dict[str, list[flo
         for n in range(repeat):
             wid = app.service.create_workflow(actor, "ops", "bench", [READ, READ, GATE, WRITE])["workflow_id"]
             if n == 0:
-                event.listen(app.store.engine, "after_cursor_execute", on_execute)
-                event.listen(app.store.engine, "begin", on_begin)
+                event.listen(app.store.database.engine, "after_cursor_execute", on_execute)
+                event.listen(app.store.database.engine, "begin", on_begin)
             started = time.perf_counter()
             await app.service.run_workflow(actor, wid)
             times["run to the gate"].append(time.perf_counter() - started)
@@ -97,8 +97,8 @@ async def measure(url: str, repeat: int = 1) -> tuple[Counts, dict[str, list[flo
             times["approve"].append(time.perf_counter() - started)
             if n == 0:
                 counts["approve"] = counted.copy()
-                event.remove(app.store.engine, "after_cursor_execute", on_execute)
-                event.remove(app.store.engine, "begin", on_begin)
+                event.remove(app.store.database.engine, "after_cursor_execute", on_execute)
+                event.remove(app.store.database.engine, "begin", on_begin)
         app.close()
     return counts, times
 

@@ -63,7 +63,7 @@ def populate(store: SqlStore, start: int, stop: int) -> None:
     active = 0
     batch_wf: list[dict[str, Any]] = []
     batch_ev: list[dict[str, Any]] = []
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         for n in range(start, stop):
             wid = f"wf-bench-{n:08d}"
             state = _STATES[n % len(_STATES)]
@@ -131,16 +131,16 @@ def measure(store: SqlStore, size: int, samples: int, rng: random.Random) -> dic
         return f"wf-bench-{rng.randrange(size):08d}"
 
     def next_save() -> Callable[[], object]:
-        wf = store.load(some_id())
+        wf = store.workflows.load(some_id())
         wf.params["touched"] = wf.version
         wf.log("bench", "save")
-        return partial(store.save, wf)
+        return partial(store.workflows.save, wf)
 
     return {
         "save": median_ms(samples, next_save),
-        "load": median_ms(samples, lambda: partial(store.load, some_id())),
-        "list_active(50)": median_ms(samples, lambda: partial(store.list_active, limit=50)),
-        "count_active": median_ms(samples, lambda: store.count_active),
+        "load": median_ms(samples, lambda: partial(store.workflows.load, some_id())),
+        "list_active(50)": median_ms(samples, lambda: partial(store.workflows.list_active, limit=50)),
+        "count_active": median_ms(samples, lambda: store.workflows.count_active),
     }
 
 

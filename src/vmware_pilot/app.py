@@ -33,10 +33,10 @@ from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
-from vmware_pilot.errors import PilotError, StartupRefused
+from vmware_pilot.errors import PilotError, StartupRefused, StoreError
 from vmware_pilot.policy.model import Policy
 from vmware_pilot.policy.source import PolicySource
-from vmware_pilot.store.sql import SqlStore, open_store
+from vmware_pilot.store import CatalogRow, SqlStore, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 from vmware_pilot.twin.shelf import CaptureShelf
@@ -48,6 +48,7 @@ __all__ = [
     "build_app",
     "catalog_cache",
     "refresh_stale_catalog",
+    "shared_store",
     "stdio_dispatcher",
 ]
 
@@ -59,17 +60,17 @@ NOTIFY_DRAIN_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class DbCatalogCache:
-    """The discovery cache as the database's ``catalog_cache`` row (store/shared.py), used when a
+    """The discovery cache as the database's ``catalog_cache`` row (store/texts.py), used when a
     database URL is set, so `catalog refresh` on one host reaches every replica."""
 
-    store: SqlStore
+    row: CatalogRow
 
     @property
     def where(self) -> str:
         return "database"
 
     def read(self) -> dict[str, Any]:
-        row = self.store.catalog_cache()
+        row = self.row.catalog_cache()
         if row is None:
             return {}
         try:
@@ -79,19 +80,33 @@ class DbCatalogCache:
         return data if isinstance(data, dict) else {}
 
     def write(self, data: Mapping[str, Any]) -> None:
-        self.store.put_catalog_cache(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+        self.row.put_catalog_cache(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
     def catalog(self) -> Catalog:
-        row = self.store.catalog_cache()
+        row = self.row.catalog_cache()
         return Catalog() if row is None else Catalog.from_text(row[0], "in the database")
 
 
-def catalog_cache(settings: Settings, store: SqlStore | None = None) -> DbCatalogCache | None:
-    """The database's catalog cache when a database URL is set (opening ``store`` if not given);
-    None: the cache file of the pilot home."""
+def shared_store(settings: Settings) -> SqlStore | None:
+    """With a database URL (several replicas may share it), the process's one store, opened once by
+    whoever starts first (the network command before reading tokens, the stdio server before
+    refreshing the catalog) and handed to ``build_app``: one connection pool per process. None
+    without a URL: ``build_app`` opens the home's SQLite store itself. Raises ``PilotError`` when
+    the database cannot be opened."""
+    return open_store(settings) if settings.database_url else None
+
+
+def catalog_cache(settings: Settings, store: SqlStore | None) -> DbCatalogCache | None:
+    """The database's catalog cache when a database URL is set (the row of ``store``, the
+    process's one store); None: the cache file of the pilot home."""
     if not settings.database_url:
         return None
-    return DbCatalogCache(store if store is not None else open_store(settings))
+    if store is None:
+        raise StoreError(
+            "the catalog cache is in the database, and no store was opened for it",
+            hint="Open the store first (app.shared_store) and pass it.",
+        )
+    return DbCatalogCache(store.catalog)
 
 
 @dataclass
@@ -122,7 +137,7 @@ class CatalogSource:
         """The cached catalog while the row's stamp is unchanged; the last one read (logged) when
         the database cannot be asked, so a lost database does not change the safety rules."""
         try:
-            stamp = shared.store.catalog_stamp()
+            stamp = shared.row.catalog_stamp()
             if stamp != self._stamp:
                 self._catalog = shared.catalog()
                 self._stamp = stamp
@@ -175,22 +190,17 @@ def stdio_dispatcher(settings: Settings, catalog: CatalogSource) -> StdioDispatc
     return StdioDispatcher(options, known_skills=lambda: catalog().skills())
 
 
-def refresh_stale_catalog(settings: Settings, store: SqlStore | None = None) -> RefreshReport | None:
+def refresh_stale_catalog(settings: Settings, store: SqlStore | None) -> RefreshReport | None:
     """Refresh the skill catalog from the installed skills when its cache is missing or older than
     them (``dispatch.discovery.stale_reason``); None when it is current. With a database URL the
-    cache is its row (``store``, or a store opened for this). Blocking (it starts each installed
+    cache is the row of ``store`` (the process's one store). Blocking (it starts each installed
     skill's server): call it from a worker thread or a command, never an event loop."""
-    own = open_store(settings) if settings.database_url and store is None else None
-    try:
-        cache: CatalogCache = catalog_cache(settings, store or own) or FileCache(settings.catalog_cache_path)
-        reason = stale_reason(cache.read(), installed_skills(settings.skill_commands))
-        if not reason:
-            return None
-        _log.info("refreshing the skill catalog from the installed skills: %s", reason)
-        report = asyncio.run(refresh_catalog(settings, cache_store=cache))
-    finally:
-        if own is not None:
-            own.close()
+    cache: CatalogCache = catalog_cache(settings, store) or FileCache(settings.catalog_cache_path)
+    reason = stale_reason(cache.read(), installed_skills(settings.skill_commands))
+    if not reason:
+        return None
+    _log.info("refreshing the skill catalog from the installed skills: %s", reason)
+    report = asyncio.run(refresh_catalog(settings, cache_store=cache))
     for result in report.failed:
         _log.warning("skill catalog: %s: %s", result.skill, result.error)
     return report
@@ -226,7 +236,9 @@ def _note_unread_files(settings: Settings) -> None:
 def policy_source(settings: Settings, store: SqlStore | None) -> PolicySource:
     """The policy in force for these settings (the file, or with a database URL the database's
     row), checked now: ``StartupRefused`` naming each problem by line when it cannot be used."""
-    source = PolicySource(settings.resolved_policies_path, store if settings.database_url else None)
+    source = PolicySource(
+        settings.resolved_policies_path, store.policy if settings.database_url and store else None
+    )
     source.check_at_start()
     return source
 
@@ -259,13 +271,13 @@ def build_app(
         settings.resolved_templates_dir,
         catalog,
         home=Path.home(),
-        rows=store if settings.database_url else None,
+        rows=store.templates if settings.database_url else None,
     )
     notifier = (
         Notifier(
             settings.notify_url,
             settings.notify_secret.get_secret_value(),
-            outbox=store,
+            outbox=store.outbox,
             timeout=settings.notify_timeout,
             attempts=settings.notify_attempts,
             retention=settings.notify_retention_hours * 3600,
@@ -279,7 +291,7 @@ def build_app(
         dispatcher,
         # Several Pilots may share any database named by a URL (a server, or a SQLite file on a
         # shared disk): a literal secret would live in one of them only.
-        SecretVault(refuse_literals=bool(settings.database_url) or store.engine.dialect.name != "sqlite"),
+        SecretVault(refuse_literals=bool(settings.database_url) or store.shared),
         environ=os.environ,
         events=notifier,
         lease_seconds=settings.lease_seconds,
@@ -300,7 +312,7 @@ def build_app(
                 skill_commands=settings.skill_commands,
             ),
             # With a database URL the captures are its rows, as templates and the policy are.
-            CaptureShelf(settings.home_path, store if settings.database_url else None),
+            CaptureShelf(settings.home_path, store.captures if settings.database_url else None),
         )
 
     def in_force() -> Policy:  # asked each time: the runner's policy may be replaced

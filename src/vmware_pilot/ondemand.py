@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
     from vmware_pilot.config import Settings
     from vmware_pilot.engine.service import PilotService
+    from vmware_pilot.store import SqlStore
 
 __all__ = ["AppOnDemand"]
 
@@ -28,12 +29,24 @@ class AppOnDemand:
         self._app = app
         self._lock = threading.Lock()
         self._preparing: threading.Thread | None = None
+        self._store_lock = threading.Lock()
+        self._store: SqlStore | None = app.store if app is not None else None
 
     def prepare(self, work: Callable[[Settings], object]) -> None:
         """Start ``work(settings)`` in a daemon thread now (beside the handshake); the app's first
         build waits for it to end, so no tool call sees the state before it (e.g. a stale catalog)."""
         self._preparing = threading.Thread(target=work, args=(self.settings,), name="prepare", daemon=True)
         self._preparing.start()
+
+    def shared_store(self) -> SqlStore | None:
+        """With a database URL, the process's one store (``app.shared_store``), opened at the first
+        need: the catalog's refresh in ``prepare`` and the app's build use the same one."""
+        with self._store_lock:
+            if self._store is None and self.settings.database_url:
+                from vmware_pilot.app import shared_store
+
+                self._store = shared_store(self.settings)
+            return self._store
 
     @classmethod
     def ready(cls, app: PilotApp) -> AppOnDemand:
@@ -62,12 +75,12 @@ class AppOnDemand:
                         self._preparing = None
                     from vmware_pilot.app import build_app
 
-                    app = self._app = build_app(self.settings)
+                    app = self._app = build_app(self.settings, store=self.shared_store())
         return app
 
     def versions(self, workflow_ids: Collection[str]) -> dict[str, int]:
         """The stored versions of these workflows (the store opened if it is not yet)."""
-        return self.get().store.versions(workflow_ids)
+        return self.get().store.workflows.versions(workflow_ids)
 
     def service_proxy(self) -> PilotService:
         """A stand-in for the app's service that builds the app at its first use."""
@@ -76,6 +89,8 @@ class AppOnDemand:
     async def aclose(self) -> None:
         if self._app is not None:
             await self._app.aclose()
+        elif self._store is not None:  # opened for the catalog's refresh, the app never built
+            self._store.close()
 
 
 class _ServiceProxy:

@@ -33,13 +33,13 @@ def trail(settings: Settings) -> tuple[str, str]:
         first, second = sample_workflow(), sample_workflow()
         for action in ("created", "run_started", "step_completed"):
             first.log(action, f"{action} detail", actor="alice")
-        store.create(first)
+        store.workflows.create(first)
         first.log("awaiting_approval", "Step 1: require_approval", actor="alice")
-        store.save(first)
+        store.workflows.save(first)
         second.log("created", "other", actor="bob")
-        store.create(second)
+        store.workflows.create(second)
         first.log("approved", "Approved by bob", actor="bob")
-        store.save(first)
+        store.workflows.save(first)
     return first.id, second.id
 
 
@@ -237,7 +237,7 @@ def test_the_newest_workflow_deleted_with_its_events_is_found_from_the_numbers_i
         newest = sample_workflow()
         newest.log("created", "x", actor="carol")
         newest.log("run_started", "", actor="carol")
-        store.create(newest)  # seq 7 and 8
+        store.workflows.create(newest)  # seq 7 and 8
     tamper("DELETE FROM audit_events WHERE workflow_id = ?", (newest.id,))
     tamper("DELETE FROM workflows WHERE id = ?", (newest.id,))
     code, out = _verify()

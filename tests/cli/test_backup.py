@@ -55,9 +55,9 @@ def _reads(ids: list[str], url: str = "", home: Path | None = None) -> dict[str,
 
     chosen = Settings(home=home, database_url=url) if home else Settings(database_url=url)
     with open_store(chosen) as store:
-        shown: dict[str, object] = {wid: store.load(wid).to_dict() for wid in ids}
-        shown["events"] = [r.to_dict() for r in store.audit_events()]
-        shown["list"] = store.list_all()
+        shown: dict[str, object] = {wid: store.workflows.load(wid).to_dict() for wid in ids}
+        shown["events"] = [r.to_dict() for r in store.audit.audit_events()]
+        shown["list"] = store.workflows.list_all()
     return shown
 
 
@@ -87,7 +87,7 @@ def test_an_online_backup_restores_into_an_empty_home_and_reads_the_same(
     other = Settings(home=tmp_path / "restored" / ".vmware")
     assert restore(other, file).workflows == 3
     with open_store(other) as store:
-        report = store.verify_audit()
+        report = store.audit.verify_audit()
     assert report.ok and report.checked > 0
     assert _reads(ids, home=other.home_path) == before
     assert other.home_path.stat().st_mode & 0o777 == 0o700

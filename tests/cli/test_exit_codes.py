@@ -116,7 +116,7 @@ def test_done_refused_and_usage_through_the_entry_point(settings: Settings) -> N
     )
     assert created.returncode == 0, created.stderr
     with open_store(settings) as store:
-        (row,) = store.list_all()
+        (row,) = store.workflows.list_all()
     refused = _run("vmware-pilot", "approve", str(row["id"]), "--yes")  # steps before the gate unacknowledged
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr.startswith("error: ") and "hint: " in refused.stderr

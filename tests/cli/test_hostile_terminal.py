@@ -70,10 +70,10 @@ def hostile(settings: Settings) -> dict[str, str]:
         other_vm = {**OFF, "params": {**OFF["params"], "vm_name": f"db {EVIL}"}}  # the waiting one holds web
         failed = service.create_workflow(agent, f"failed {EVIL}", EVIL, [GATE, other_vm])["workflow_id"]
         asyncio.run(service.run_workflow(agent, failed))
-        wf = app.store.load(failed)
+        wf = app.store.workflows.load(failed)
         wf.steps[1].result = {"error": f"skill says {EVIL}"}
         wf.blocked_reason = f"blocked {EVIL}"
-        app.store.save(wf)
+        app.store.workflows.save(wf)
         draft = service.design_workflow(agent, f"goal {EVIL}", EVIL)["workflow_id"]
         folder = settings.home / "workflows"
         folder.mkdir(parents=True, exist_ok=True)

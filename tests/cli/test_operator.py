@@ -265,9 +265,9 @@ def test_approve_refuses_an_expired_gate_and_reject_still_works(pilot: PilotApp)
 
 def test_approve_refuses_a_plan_changed_since_the_gate(pilot: PilotApp) -> None:
     wid = at_gate(pilot)
-    wf = pilot.store.load(wid)  # another writer of the database changes the released step
+    wf = pilot.store.workflows.load(wid)  # another writer of the database changes the released step
     wf.steps[1].params["vm_name"] = "db-01"
-    pilot.store.save(wf)
+    pilot.store.workflows.save(wf)
     result = invoke("approve", wid, "--yes")
     assert result.exit_code == 1 and "changed" in result.stderr
     assert "approved" not in actions(pilot, wid)
@@ -405,7 +405,7 @@ def test_the_rollback_preview_speaks_plainly(pilot: PilotApp) -> None:
     wid = at_gate(pilot, READ, GATE, OFF)
     shown = invoke("rollback", wid, COLUMNS="200").stdout
     assert "rollback preview: the workflow would end" in shown and "Nothing to roll back" in shown
-    wf = pilot.store.load(wid)  # as after a run that powered web-01 off and then failed
+    wf = pilot.store.workflows.load(wid)  # as after a run that powered web-01 off and then failed
     wf.steps[2].status = StepStatus.SUCCESS
     radius = result_of(
         BlastRadius, rollback_blast_radius(wf, pilot.service.catalog, acknowledge_unknown_effects=False)

@@ -125,7 +125,7 @@ def test_run_stops_at_the_gate_and_asks_the_person(settings: Settings) -> None:
     assert "aiops.acknowledge_vcenter_alarm" in term.seen
     app = build_app(settings)
     try:
-        (row,) = app.store.list_all()
+        (row,) = app.store.workflows.list_all()
         assert app.service.get_workflow_status(row["id"])["approved_by"] == ME
     finally:
         app.close()

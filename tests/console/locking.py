@@ -67,7 +67,7 @@ def serving(settings: Settings) -> Iterator[InProcess]:
     # With an issuer, OAuth access tokens and the console's OIDC sign-in too (keys fetched when used).
     oauth = OAuthConfig.from_settings(settings, f"{public_base(options, port, settings.public_url)}/mcp")
     jwt = JwtVerifier(oauth, IssuerKeys(oauth.issuer)) if oauth is not None else None
-    asgi = build_http_app(app, options, port, token_store(settings), role_book(settings), jwt)
+    asgi = build_http_app(app, options, port, token_store(settings, app.store), role_book(settings), jwt)
     config = uvicorn.Config(asgi, ws="none", lifespan="on", log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -93,11 +93,11 @@ def write_begins(app: PilotApp) -> Iterator[threading.Event]:
         if statement.strip().upper() == "BEGIN IMMEDIATE":
             asking.set()
 
-    event.listen(app.store.engine, "before_cursor_execute", before)
+    event.listen(app.store.database.engine, "before_cursor_execute", before)
     try:
         yield asking
     finally:
-        event.remove(app.store.engine, "before_cursor_execute", before)
+        event.remove(app.store.database.engine, "before_cursor_execute", before)
 
 
 @contextmanager

@@ -102,9 +102,9 @@ def test_an_approval_of_a_plan_that_changed_after_the_page_was_shown_is_refused_
         assert digest and VM_OF[wid] in page.text and "Current state not known" in page.text
         app = build_app(Settings(home=handback.pilot_home))
         try:
-            wf = app.store.load(wid)
+            wf = app.store.workflows.load(wid)
             wf.steps[1].params["vm_name"] = "db-01"
-            app.store.save(wf)
+            app.store.workflows.save(wf)
         finally:
             app.close()
         refused = client.post(

@@ -33,7 +33,7 @@ def replicas(database: Database, pilot_home: Path) -> Iterator[list[PilotProcess
         env["VMWARE_PILOT_DATABASE_URL"] = database.settings_url
         # with a database URL the replicas read their tokens from the database
         with open_store(Settings(home=home, database_url=database.settings_url)) as store:
-            tokens = {"alice": DbTokenStore(store).create("alice", "admin")}
+            tokens = {"alice": DbTokenStore(store.tokens).create("alice", "admin")}
     (folder / "alice.token").write_text(tokens["alice"])
     with ExitStack() as stack:
         yield [stack.enter_context(start_server(folder, ["--transport", "http"], env=env)) for _ in range(2)]

@@ -63,33 +63,36 @@ def test_stale_reason_compares_the_cache_with_what_is_installed() -> None:
 def test_a_stale_catalog_is_refreshed_once_then_left_alone(skills_bin: Path, pilot_home: Path) -> None:
     settings = Settings(home=pilot_home, skill_commands={"vks": PAGED})
     assert not settings.catalog_cache_path.exists()
-    report = refresh_stale_catalog(settings)
+    report = refresh_stale_catalog(settings, None)
     assert report is not None and [(r.skill, r.status) for r in report.results if r.skill == "vks"] == [
         ("vks", "discovered")
     ]
     data = json.loads(settings.catalog_cache_path.read_text())
     assert data["installed"] == installed_skills(settings.skill_commands)
     assert Catalog.load(settings.catalog_cache_path).tool("vks", "tool_3") is not None  # still readable
-    assert refresh_stale_catalog(settings) is None  # current: no server started
+    assert refresh_stale_catalog(settings, None) is None  # current: no server started
     moved = Settings(home=pilot_home, skill_commands={"vks": PAGED + " --other"})
-    assert refresh_stale_catalog(moved) is not None  # its command changed
+    assert refresh_stale_catalog(moved, None) is not None  # its command changed
 
 
 def test_the_catalog_cache_in_the_database_is_refreshed_too(
     database: object, skills_bin: Path, pilot_home: Path
 ) -> None:
     # ``database`` first: its PostgreSQL starts before PATH holds only the test's skills.
-    from vmware_pilot.app import catalog_cache
-    from vmware_pilot.store.sql import open_store
+    from vmware_pilot.app import catalog_cache, shared_store
 
     settings = Settings(home=pilot_home, skill_commands={"vks": PAGED})  # the URL from the environment
-    assert refresh_stale_catalog(settings) is not None
-    if settings.database_url:
-        with open_store(settings) as store:
+    store = shared_store(settings)  # the process's one store (None: the SQLite home, the file cache)
+    try:
+        assert refresh_stale_catalog(settings, store) is not None
+        if store is not None:
             shared = catalog_cache(settings, store)
             assert shared is not None and shared.catalog().tool("vks", "tool_3") is not None
-        assert not settings.catalog_cache_path.exists()
-    assert refresh_stale_catalog(settings) is None
+            assert not settings.catalog_cache_path.exists()
+        assert refresh_stale_catalog(settings, store) is None
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _release(tier: str) -> ReleasedStep:

@@ -29,7 +29,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.store.sql import SqlStore
+from vmware_pilot.store.workflows import Workflows
 
 STEP = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 READ = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
@@ -45,13 +45,13 @@ PLANS: dict[str, list[dict[str, Any]]] = {
 
 def after_each_commit(act: Callable[[Workflow], None]) -> None:
     """Call ``act`` with the saved workflow right after each commit of the store's ``save``."""
-    save = SqlStore.save
+    save = Workflows.save
 
-    def save_then_act(self: SqlStore, wf: Workflow, *args: Any, **kwargs: Any) -> None:
+    def save_then_act(self: Workflows, wf: Workflow, *args: Any, **kwargs: Any) -> None:
         save(self, wf, *args, **kwargs)
         act(wf)
 
-    SqlStore.save = save_then_act  # type: ignore[method-assign]
+    Workflows.save = save_then_act  # type: ignore[method-assign]
 
 
 def die_after_first_step() -> None:

@@ -29,7 +29,7 @@ WRITE = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm
 def _hold_first_save(app: PilotApp, until: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
     """``app``'s next save waits (in its worker thread) until ``until`` is set: its approval holds
     the run lease while the other replica's approval comes in."""
-    save = app.store.save
+    save = app.store.workflows.save
     held = threading.Event()
 
     def waiting(wf: Workflow, *args: Any, **kwargs: Any) -> None:

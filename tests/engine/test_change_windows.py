@@ -153,7 +153,7 @@ async def test_an_exception_is_approved_only_by_a_role_the_window_names(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
 ) -> None:
     wid = await held_at_gate(dapp, "lab-vm1")
-    before = dapp.store.load(wid).version
+    before = dapp.store.workflows.load(wid).version
     vera = Actor("vera", kind="token", role="viewer")
     # A door asks check_approval before asking a person (the CLI's prompt, the form): refused there already.
     with pytest.raises(StateRefused) as asked:
@@ -165,7 +165,7 @@ async def test_an_exception_is_approved_only_by_a_role_the_window_names(
     assert refusal["refused"] == "window_exception" and refusal["approvers"] == ["operator"]
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
     assert "only operator may, and token:vera holds viewer" in refusal["error"]
-    assert dapp.store.load(wid).version == before, "nothing recorded"
+    assert dapp.store.workflows.load(wid).version == before, "nothing recorded"
 
     out = await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)
     assert out["outcome"] == "completed", "approved as an exception while the window is closed"
@@ -189,13 +189,13 @@ async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_
             "workflow_id"
         ]
     )
-    before = dapp.store.load(wid)
+    before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
         await dapp.service.run_workflow(Actor("alice"), wid)
     refusal = caught.value.payload()
     assert refusal["refused"] == "outside_change_window" and refusal["step_index"] == 1
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
-    after = dapp.store.load(wid)
+    after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state) and sent(dispatcher) == []
     clock.at = SATURDAY_0600_BERLIN
     assert (await dapp.service.run_workflow(Actor("alice"), wid))["outcome"] == "completed"
@@ -214,7 +214,7 @@ async def test_the_window_of_the_policy_file_in_the_pilot_home_holds_the_write(
     app = build_app(settings, dispatcher=dispatcher)
     try:
         if settings.database_url:
-            app.store.put_policy(text, policy_from_text(text).digest, "tester")
+            app.store.policy.put_policy(text, policy_from_text(text).digest, "tester")
         monkeypatch.setattr(app.store, "now", Clock(WEDNESDAY))
         wid = await held_at_gate(app, "lab-vm1")
         (gate,) = app.service.get_workflow_status(wid)["gates"]

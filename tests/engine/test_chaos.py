@@ -230,7 +230,7 @@ def _settle(settings: Settings, since: float) -> float:
     store = open_store(settings)
     try:
         while True:
-            states = Counter(str(s["state"]) for s in store.list_all(limit=1000))
+            states = Counter(str(s["state"]) for s in store.workflows.list_all(limit=1000))
             if not states["running"] and not states["rolling_back"]:
                 return time.monotonic() - since
             assert time.monotonic() - since < 60, f"workflows still running: {states}"
@@ -278,10 +278,13 @@ async def test_replicas_killed_at_random_lose_nothing_run_no_write_twice_and_set
             store = open_store(settings)
             try:
                 deadline = time.monotonic() + 60  # every outbox row delivered (guard, not a timing claim)
-                while store.notice_counts().get("pending"):
-                    assert time.monotonic() < deadline, f"notifications left: {store.notice_counts()}"
+                while store.outbox.notice_counts().get("pending"):
+                    assert time.monotonic() < deadline, f"notifications left: {store.outbox.notice_counts()}"
                     await asyncio.sleep(0.2)
-                records = {wid: store.load(wid) for wid in (s["id"] for s in store.list_all(limit=1000))}
+                records = {
+                    wid: store.workflows.load(wid)
+                    for wid in (s["id"] for s in store.workflows.list_all(limit=1000))
+                }
             finally:
                 store.close()
             with database.raw() as conn:

@@ -48,10 +48,10 @@ async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice"
 
 
 async def refused_run(app: PilotApp, wid: str, who: str = "bob") -> dict[str, Any]:
-    before = app.store.load(wid)
+    before = app.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
         await app.service.run_workflow(Actor(who), wid)
-    after = app.store.load(wid)
+    after = app.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state), "nothing was changed"
     return caught.value.payload()
 
@@ -75,7 +75,7 @@ def test_the_objects_locked_are_those_of_write_steps_by_kind_target_and_name(app
             "params": {"vm_name": "__from_step_0__:name"},
         },
     ]
-    wf = app.store.load(create(app, steps))
+    wf = app.store.workflows.load(create(app, steps))
     assert conflicts.locked_objects(wf, app.service.catalog) == {
         "vm||vm-a": "vm vm-a",
         "vm|vc2|vm-a": "vm vm-a on vc2",
@@ -127,8 +127,8 @@ async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_
     other = build_app(settings, dispatcher=ScriptedDispatcher())
     try:
         first = create(other, [on("vm-a")])
-        wf = other.store.load(first)
-        fence = other.store.acquire_lease(run_key(first), "deadhost/1/x", 60)
+        wf = other.store.workflows.load(first)
+        fence = other.store.leases.acquire_lease(run_key(first), "deadhost/1/x", 60)
         assert fence is not None
         assert await _take(other, wf) is None
         _save(other, wf, lambda w: conductor.start_run(w, "alice", other.store.now()))
@@ -137,10 +137,10 @@ async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     assert (await refused_run(dapp, second))["held_by"]["state"] == "running"
     # Its Pilot dies: the lease is no longer held and lapses (released here: expired at once).
-    dapp.store.release_lease(run_key(first), "deadhost/1/x", fence)
+    dapp.store.leases.release_lease(run_key(first), "deadhost/1/x", fence)
     assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
     held = [(run_key(first), "deadhost/1/x", fence)]
-    assert dapp.store.hold_leases(held, 60) is None, "the dead run cannot take its lease again"
+    assert dapp.store.leases.hold_leases(held, 60) is None, "the dead run cannot take its lease again"
 
 
 async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running(dapp: PilotApp) -> None:
@@ -148,9 +148,9 @@ async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running
     the run's live lease is what holds its objects; once that lapses they are free and the run
     that took them is fenced off (its save under the old fence would be refused)."""
     starting = create(dapp, [on("vm-a")])
-    fence = dapp.store.acquire_lease(run_key(starting), "host/1/run", 60)
+    fence = dapp.store.leases.acquire_lease(run_key(starting), "host/1/run", 60)
     assert fence is not None
-    assert await _take(dapp, dapp.store.load(starting)) is None  # still 'pending'
+    assert await _take(dapp, dapp.store.workflows.load(starting)) is None  # still 'pending'
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     assert (await refused_run(dapp, second))["held_by"] == {
         "workflow_id": starting,
@@ -158,9 +158,9 @@ async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running
         "owner": "alice",
         "object": "vm vm-a",
     }
-    dapp.store.release_lease(run_key(starting), "host/1/run", fence)  # that run stopped (lapsed)
+    dapp.store.leases.release_lease(run_key(starting), "host/1/run", fence)  # that run stopped (lapsed)
     assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
-    assert dapp.store.hold_leases([(run_key(starting), "host/1/run", fence)], 60) is None
+    assert dapp.store.leases.hold_leases([(run_key(starting), "host/1/run", fence)], 60) is None
 
 
 async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refused_and_not_recorded(
@@ -170,12 +170,12 @@ async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refus
     with database.raw() as conn:  # it reached its gate before locks existed: it holds nothing
         conn.execute(text("DELETE FROM object_locks WHERE workflow_id = :id"), {"id": waiting})
     holder = await at_gate(dapp, [GATE, on("vm-a")], who="alice")
-    before = dapp.store.load(waiting)
+    before = dapp.store.workflows.load(waiting)
     with pytest.raises(StateRefused) as caught:
         await dapp.service.approve(Actor("bob"), waiting, approver="carol")
     assert caught.value.fields["held_by"]["workflow_id"] == holder
     assert caught.value.message.startswith(f"Refusing to approve workflow '{waiting}'")
-    after = dapp.store.load(waiting)
+    after = dapp.store.workflows.load(waiting)
     assert (after.version, after.state) == (before.version, WorkflowState.AWAITING_APPROVAL)
 
 
@@ -263,7 +263,7 @@ async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_go
             "outcome"
         ] == "completed"
         assert await sweeper.sweep() == [waiting]
-        assert second.store.load(waiting).state is WorkflowState.COMPLETED
+        assert second.store.workflows.load(waiting).state is WorkflowState.COMPLETED
         assert [c[1] for c in one.step_calls] == ["power_on_vm"]
         assert [c[1] for c in two.step_calls] == ["power_on_vm"]
     finally:

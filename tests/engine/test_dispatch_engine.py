@@ -515,9 +515,9 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
     wid = create(dapp, actor, [READ, GATE, use])
     await dapp.service.run_workflow(actor, wid)
-    wf = dapp.store.load(wid)  # staged: real parts cannot roll a read back
+    wf = dapp.store.workflows.load(wid)  # staged: real parts cannot roll a read back
     wf.steps[0].status = StepStatus.ROLLED_BACK
-    dapp.store.save(wf)
+    dapp.store.workflows.save(wf)
     out = await dapp.service.approve(actor, wid, approver="alice")
     assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"]
@@ -528,16 +528,18 @@ async def test_literal_secrets_are_refused_when_pilots_share_the_database(
 ) -> None:
     if database.backend == "sqlite":
         wid = create(dapp, actor, [GATE, guest_command_with_password()])
-        assert dapp.store.load(wid).steps[1].params["password"] == "***", "kept in memory, masked at rest"
+        assert dapp.store.workflows.load(wid).steps[1].params["password"] == "***", (
+            "kept in memory, masked at rest"
+        )
         return
     with pytest.raises(PilotError) as info:
         create(dapp, actor, [GATE, guest_command_with_password()])
     assert "literal secret" in info.value.message and "step 1 params.password" in info.value.message
     assert '{"$env": "VC_PASSWORD"}' in info.value.hint
-    assert dapp.store.list_all() == [], "nothing was stored"
+    assert dapp.store.workflows.list_all() == [], "nothing was stored"
     ref = guest_command_with_password()
     ref["params"]["password"] = {"$env": "GUEST_PASSWORD"}
-    assert dapp.store.load(create(dapp, actor, [GATE, ref])).steps[1].params["password"] == {
+    assert dapp.store.workflows.load(create(dapp, actor, [GATE, ref])).steps[1].params["password"] == {
         "$env": "GUEST_PASSWORD"
     }
 
@@ -554,6 +556,6 @@ async def test_literal_secrets_are_refused_whenever_a_database_url_is_set(
         with pytest.raises(PilotError) as info:
             create(app, actor, [GATE, guest_command_with_password()])
         assert "literal secret" in info.value.message and '{"$env": "VC_PASSWORD"}' in info.value.hint
-        assert app.store.list_all() == [], "nothing was stored"
+        assert app.store.workflows.list_all() == [], "nothing was stored"
     finally:
         app.close()

@@ -94,7 +94,7 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
         (3, "succeeds"),
     ]
     # Announced with its own event, with the gate as for any approval request.
-    wf = dapp.store.load(wid)
+    wf = dapp.store.workflows.load(wid)
     (announced,) = events_for(WorkflowState.RUNNING, wf)
     assert announced["event"] == "drift_detected" and announced["step"] == 0
     assert announced["hold"]["details"]["changes"][0]["now"] == "poweredOff"

@@ -89,8 +89,8 @@ async def _sweep_until_continued(app: PilotApp, wid: str) -> list[str]:
         continued = await sweeper.sweep()
         if continued:
             return continued
-        lease = app.store.lease(run_key(wid))
-        assert lease is not None and app.store.load(wid).state is WorkflowState.RUNNING
+        lease = app.store.leases.lease(run_key(wid))
+        assert lease is not None and app.store.workflows.load(wid).state is WorkflowState.RUNNING
         assert time.monotonic() < deadline, "the workflow was never continued"
         await asyncio.sleep(0.1)
 
@@ -100,12 +100,14 @@ async def test_a_read_in_flight_runs_again_on_another_replica_which_takes_the_ru
 ) -> None:
     dispatcher = ScriptedDispatcher()
     with survivor(settings, dispatcher) as app, replica(settings, "read") as (proc, wid):
-        _poll(lambda: app.store.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight")
+        _poll(
+            lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight"
+        )
         proc.kill()
         proc.wait(timeout=30)
         assert await _sweep_until_continued(app, wid) == [wid]
 
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert wf.state is WorkflowState.AWAITING_APPROVAL
         assert wf.steps[0].status is StepStatus.SUCCESS
         assert [c[1] for c in dispatcher.step_calls] == ["get_events"]
@@ -115,7 +117,7 @@ async def test_a_read_in_flight_runs_again_on_another_replica_which_takes_the_ru
         out = await app.service.approve(actor, wid, approver="alice")  # on the surviving replica
         assert out["outcome"] == "completed"
         assert [c[1] for c in dispatcher.step_calls] == ["get_events", "power_on_vm"]
-        assert app.store.verify_audit().ok
+        assert app.store.audit.verify_audit().ok
 
 
 async def test_a_replica_killed_between_two_steps_is_continued_from_the_next_step(
@@ -124,16 +126,16 @@ async def test_a_replica_killed_between_two_steps_is_continued_from_the_next_ste
     dispatcher = ScriptedDispatcher()
     with survivor(settings, dispatcher) as app, replica(settings, "between") as (proc, wid):
         proc.wait(timeout=60)  # it killed itself right after recording step 0
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert wf.state is WorkflowState.RUNNING
         assert [s.status for s in wf.steps[:2]] == [StepStatus.SUCCESS, StepStatus.PENDING]
 
         assert await _sweep_until_continued(app, wid) == [wid]
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert wf.state is WorkflowState.AWAITING_APPROVAL
         assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"], "step 0 was not run again"
         assert "read_step_restarted" not in [e.action for e in wf.audit_log]
-        assert app.store.verify_audit().ok
+        assert app.store.audit.verify_audit().ok
 
 
 async def test_a_write_in_flight_is_never_run_again_its_workflow_stops_interrupted(
@@ -141,19 +143,21 @@ async def test_a_write_in_flight_is_never_run_again_its_workflow_stops_interrupt
 ) -> None:
     dispatcher = ScriptedDispatcher()
     with survivor(settings, dispatcher) as app, replica(settings, "write") as (proc, wid):
-        _poll(lambda: app.store.load(wid).steps[0].status is StepStatus.RUNNING, "the write in flight")
+        _poll(
+            lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the write in flight"
+        )
         proc.kill()
         proc.wait(timeout=30)
         assert await _sweep_until_continued(app, wid) == [wid]
 
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert (wf.state, wf.steps[0].status) == (WorkflowState.FAILED, StepStatus.INTERRUPTED)
         # Settling reads the VM, its tasks and events; the write itself is never sent again.
         resent = [c for c in dispatcher.step_calls if c[1] == "power_on_vm"]
         assert resent == [], "the write whose effect is unknown was not started again"
         assert [e.action for e in wf.audit_log].count("interrupted_step_detected") == 1
         assert await Sweeper(lambda: app.service.runner, 0.1).sweep() == []
-        assert app.store.verify_audit().ok
+        assert app.store.audit.verify_audit().ok
 
 
 async def test_a_live_run_is_never_taken_over_and_a_pilot_without_dispatch_sweeps_nothing(
@@ -165,15 +169,17 @@ async def test_a_live_run_is_never_taken_over_and_a_pilot_without_dispatch_sweep
         survivor(settings, None) as handback,
         replica(settings, "read") as (proc, wid),
     ):
-        _poll(lambda: app.store.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight")
+        _poll(
+            lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight"
+        )
         for _ in range(4 * LEASE):  # the live replica renews its leases all along
             assert await Sweeper(lambda: app.service.runner, 0.1).sweep() == []
             await asyncio.sleep(1 / 3)
         proc.kill()
         proc.wait(timeout=30)
-        _poll(lambda: app.store.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
+        _poll(lambda: app.store.leases.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
         assert await Sweeper(lambda: handback.service.runner, 0.1).sweep() == []
-        assert app.store.load(wid).steps[0].status is StepStatus.RUNNING
+        assert app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING
         assert dispatcher.step_calls == []
 
 

@@ -112,24 +112,24 @@ async def test_a_replica_paused_between_marking_a_write_running_and_sending_it_s
     log = tmp_path / "calls.log"
     log.touch()
     with pilot(settings, ScriptedDispatcher()) as b, paused_replica(settings, log) as (a, wid):
-        assert b.store.load(wid).steps[0].status is StepStatus.RUNNING
+        assert b.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING
         await sweep_until_continued(b, wid)
-        wf = b.store.load(wid)
+        wf = b.store.workflows.load(wid)
         assert (wf.state, wf.steps[0].status) == (WorkflowState.FAILED, StepStatus.INTERRUPTED)
-        taken = b.store.lease(wid)
+        taken = b.store.leases.lease(wid)
         assert taken is not None
 
         os.kill(a.pid, signal.SIGCONT)  # A wakes up, after B took over
         _, stderr = a.communicate(timeout=GUARD)
         assert a.returncode != 0 and "taken over by another Pilot process" in stderr, stderr[-2000:]
         assert "power_on_vm" not in log.read_text(), "A sent nothing"
-        after = b.store.load(wid)
+        after = b.store.workflows.load(wid)
         assert after.version == wf.version, "A wrote nothing more"
-        lease = b.store.lease(wid)
+        lease = b.store.leases.lease(wid)
         assert lease is not None and (lease.owner, lease.fence) == (taken.owner, taken.fence), (
             "A took nothing"
         )
-        assert b.store.verify_audit(wid).ok
+        assert b.store.audit.verify_audit(wid).ok
 
 
 async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome(
@@ -151,7 +151,7 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
 
     dispatcher = ScriptedDispatcher(answers={"power_on_vm": returned_then_database_restarts})
     with pilot(settings, dispatcher, lease=10) as app:
-        save = app.store.save
+        save = app.store.workflows.save
 
         def watched(wf: Workflow, *args: Any, **kwargs: Any) -> None:
             try:
@@ -160,7 +160,7 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
                 failed.set()
                 raise
 
-        app.store.save = watched  # type: ignore[method-assign]
+        app.store.workflows.save = watched  # type: ignore[method-assign]
         wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")])["workflow_id"])
         try:
             out = await app.service.run_workflow(actor, wid)
@@ -168,11 +168,11 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
             failed.set()
             assert restarted.wait(GUARD), "the server came back"
         assert out["outcome"] == "completed", out
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert [s.status for s in wf.steps] == [StepStatus.SUCCESS, StepStatus.SUCCESS]
         assert [e.action for e in wf.audit_log].count("step_completed") == 2
         assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a", "b"], "nothing sent twice"
-        assert app.store.verify_audit(wid).ok
+        assert app.store.audit.verify_audit(wid).ok
 
 
 async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its_run(
@@ -196,7 +196,7 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
         async with sweeping(sweeper):
             run = asyncio.create_task(app.service.run_workflow(actor, wid))
             await asyncio.wait_for(skill.went_out.wait(), GUARD)
-            fence = app.store.lease(run_key(wid))
+            fence = app.store.leases.lease(run_key(wid))
             await asyncio.to_thread(pg_server.halt)
             await asyncio.sleep(3 * 1.5)  # the outage: longer than the lease
             await asyncio.to_thread(pg_server.resume)
@@ -209,8 +209,8 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
             out = await asyncio.wait_for(run, GUARD)
         assert out["outcome"] == "completed", out
         assert all(p == [] for p in passes), "its own sweeper never continued its live run"
-        wf = app.store.load(wid)
+        wf = app.store.workflows.load(wid)
         assert "interrupted_step_detected" not in [e.action for e in wf.audit_log]
-        lease = app.store.lease(run_key(wid))
+        lease = app.store.leases.lease(run_key(wid))
         assert fence is not None and lease is not None and lease.fence > fence.fence, "taken again"
         assert skill.sent == ["power_on_vm", "power_on_vm"]

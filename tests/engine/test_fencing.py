@@ -60,16 +60,16 @@ def pilot(settings: Settings, skill: SteppedDispatcher) -> Iterator[PilotApp]:
 
 def lapse(store: Store, key: str) -> int:
     """Let lease ``key`` expire, as a pause or an outage longer than the lease does; its fence."""
-    lease = store.lease(key)
+    lease = store.leases.lease(key)
     assert lease is not None and not lease.expired
-    store.release_lease(key, lease.owner, lease.fence)
+    store.leases.release_lease(key, lease.owner, lease.fence)
     return lease.fence
 
 
 def take_over(store: Store, key: str) -> int:
     """Another replica takes lease ``key`` once it expired; the new fence."""
     fence = lapse(store, key)
-    taken = store.acquire_lease(key, REPLICA_B, 30)
+    taken = store.leases.acquire_lease(key, REPLICA_B, 30)
     assert taken == fence + 1
     return taken
 
@@ -85,14 +85,14 @@ async def test_a_call_whose_leases_were_taken_while_its_session_started_is_never
     skill.ready["power_on_vm"] = asyncio.Event()
     run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
     await asyncio.wait_for(skill.arrived.wait(), GUARD)  # marked running; the session starts
-    marked = pilot.store.load(wid)
+    marked = pilot.store.workflows.load(wid)
     take_over(pilot.store, run_key(wid))
     take_over(pilot.store, wid)
     skill.ready["power_on_vm"].set()
     with pytest.raises(StateRefused, match="taken over by another Pilot process"):
         await within(run)
     assert skill.sent == [], "nothing was sent once the leases were another replica's"
-    after = pilot.store.load(wid)
+    after = pilot.store.workflows.load(wid)
     assert after.version == marked.version and after.steps[0].status is StepStatus.RUNNING
 
 
@@ -108,7 +108,7 @@ async def test_losing_the_leases_cancels_every_call_not_yet_sent(
     with pytest.raises(StateRefused, match="taken over"):
         await within(run)
     assert skill.sent == []
-    steps = pilot.store.load(wid).steps
+    steps = pilot.store.workflows.load(wid).steps
     assert [s.status for s in steps] == [StepStatus.RUNNING, StepStatus.RUNNING], "left to the taker"
 
 
@@ -119,12 +119,12 @@ async def test_a_save_under_a_run_lease_another_replica_took_writes_nothing_and_
     skill.answer["power_on_vm"] = asyncio.Event()
     run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
     await asyncio.wait_for(skill.went_out.wait(), GUARD)
-    in_flight = pilot.store.load(wid)
+    in_flight = pilot.store.workflows.load(wid)
     take_over(pilot.store, run_key(wid))  # only the run lease: its step lease is still this run's
     skill.answer["power_on_vm"].set()
     with pytest.raises(StateRefused, match="taken over"):
         await within(run)
-    after = pilot.store.load(wid)
+    after = pilot.store.workflows.load(wid)
     assert after.version == in_flight.version, "the outcome was not saved over the new holder's fence"
     assert [s.status for s in after.steps] == [StepStatus.RUNNING, StepStatus.PENDING]
     assert skill.sent == ["power_on_vm"], "step 1 was never sent"
@@ -141,30 +141,30 @@ async def test_a_lapsed_lease_nobody_took_is_taken_again_with_the_next_fence_bef
     skill.ready["power_on_vm"].set()
     out = await within(run)
     assert out["outcome"] == "completed" and skill.sent == ["power_on_vm"]
-    run_lease, step_lease = pilot.store.lease(run_key(wid)), pilot.store.lease(wid)
+    run_lease, step_lease = pilot.store.leases.lease(run_key(wid)), pilot.store.leases.lease(wid)
     assert run_lease is not None and run_lease.fence == run_fence + 1, "taken again, never renewed"
     assert step_lease is not None and step_lease.fence == step_fence + 1
-    assert pilot.store.verify_audit(wid).ok
+    assert pilot.store.audit.verify_audit(wid).ok
 
 
 async def test_an_expired_lease_is_never_renewed_only_taken_again_while_nobody_took_it(
     app: PilotApp,
 ) -> None:
     store, mine, other = app.store, new_run_owner(), new_run_owner()
-    assert store.acquire_lease("k1", mine, 30) == 1
-    assert store.hold_leases([("k1", mine, 1)], 30) == [1], "a live lease is renewed"
-    store.release_lease("k1", mine, 1)  # lapsed
-    assert store.hold_leases([("k1", mine, 1)], 30) == [2], "a lapsed one is taken again"
+    assert store.leases.acquire_lease("k1", mine, 30) == 1
+    assert store.leases.hold_leases([("k1", mine, 1)], 30) == [1], "a live lease is renewed"
+    store.leases.release_lease("k1", mine, 1)  # lapsed
+    assert store.leases.hold_leases([("k1", mine, 1)], 30) == [2], "a lapsed one is taken again"
     # That retake's answer lost (the connection dropped at its commit): holding with the fence
     # known before is not a loss, the lease is still this run's.
-    assert store.hold_leases([("k1", mine, 1)], 30) == [2]
-    store.release_lease("k1", mine, 2)
-    assert store.acquire_lease("k1", other, 30) == 3
-    assert store.hold_leases([("k1", mine, 2)], 30) is None, "another owner took it"
-    assert store.acquire_lease("k2", mine, 30) == 1
-    store.release_lease("k2", mine, 1)
-    assert store.hold_leases([("k2", mine, 1), ("k1", mine, 2)], 30) is None
-    k2 = store.lease("k2")
+    assert store.leases.hold_leases([("k1", mine, 1)], 30) == [2]
+    store.leases.release_lease("k1", mine, 2)
+    assert store.leases.acquire_lease("k1", other, 30) == 3
+    assert store.leases.hold_leases([("k1", mine, 2)], 30) is None, "another owner took it"
+    assert store.leases.acquire_lease("k2", mine, 30) == 1
+    store.leases.release_lease("k2", mine, 1)
+    assert store.leases.hold_leases([("k2", mine, 1), ("k1", mine, 2)], 30) is None
+    k2 = store.leases.lease("k2")
     assert k2 is not None and k2.expired and k2.fence == 1, "all or nothing: k2 was not taken again"
 
 
@@ -177,25 +177,29 @@ async def test_this_pilot_never_takes_its_own_run_for_a_dead_pilots(
     await asyncio.wait_for(skill.went_out.wait(), GUARD)
     lapse(pilot.store, run_key(wid))  # as a database outage longer than the lease leaves them
     lapse(pilot.store, wid)
-    before = pilot.store.load(wid)
+    before = pilot.store.workflows.load(wid)
     assert await Sweeper(lambda: pilot.service.runner, 0.1).sweep() == []
-    assert pilot.store.load(wid).version == before.version, "its own sweeper left the live run alone"
+    assert pilot.store.workflows.load(wid).version == before.version, (
+        "its own sweeper left the live run alone"
+    )
     skill.answer["power_on_vm"].set()
     out = await within(run)
     assert out["outcome"] == "completed"
-    assert [e.action for e in pilot.store.load(wid).audit_log].count("interrupted_step_detected") == 0
+    assert [e.action for e in pilot.store.workflows.load(wid).audit_log].count(
+        "interrupted_step_detected"
+    ) == 0
 
 
 def left_running(app: PilotApp, actor: Actor, plan: list[dict[str, Any]], index: int) -> str:
     """A workflow whose step ``index`` a dead Pilot left running (its lease long expired)."""
     wid = str(app.service.create_workflow(actor, "ops", "t", plan)["workflow_id"])
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     fire(wf, Event.START_RUN)
     for step in wf.steps[:index]:
         step.status = StepStatus.SUCCESS
     wf.steps[index].status = StepStatus.RUNNING
     wf.steps[index].started_at = utcnow()
-    app.store.save(wf)
+    app.store.workflows.save(wf)
     return wid
 
 
@@ -212,7 +216,7 @@ async def test_the_sweeper_goes_through_every_page_of_running_workflows(
     monkeypatch.setattr(sweeper_module, "_PAGE", 2)
     wids = {left_running(pilot, actor, [on("a")], 0) for _ in range(5)}
     assert set(await Sweeper(lambda: pilot.service.runner, 0.1).sweep()) == wids
-    assert {pilot.store.load(w).state for w in wids} == {WorkflowState.FAILED}
+    assert {pilot.store.workflows.load(w).state for w in wids} == {WorkflowState.FAILED}
 
 
 async def _at_gate_with_a_failed_release(
@@ -221,7 +225,7 @@ async def _at_gate_with_a_failed_release(
     """A workflow run to its gate on ``pilot`` whose run lease's release failed once (a database
     blip at that moment); its id."""
     wid = str(pilot.service.create_workflow(actor, "ops", "t", [READ, GATE, on("a")])["workflow_id"])
-    release = pilot.store.release_lease
+    release = pilot.store.leases.release_lease
     failed: list[str] = []
 
     def blip_once(key: str, owner: str, fence: int) -> None:
@@ -254,7 +258,7 @@ async def test_a_run_lease_whose_release_failed_is_released_when_the_database_an
     try:
         wid = await _at_gate_with_a_failed_release(pilot, actor, monkeypatch)
         deadline = asyncio.get_running_loop().time() + GUARD
-        while not (lease := other.store.lease(run_key(wid))) or not lease.expired:
+        while not (lease := other.store.leases.lease(run_key(wid))) or not lease.expired:
             assert asyncio.get_running_loop().time() < deadline, "the run lease was never released"
             await asyncio.sleep(0.05)
         out = await other.service.approve(actor, wid, approver="alice")  # on another replica
@@ -268,7 +272,7 @@ async def test_a_run_lease_held_in_this_process_is_never_named_another_pilot_pro
     app: PilotApp, actor: Actor
 ) -> None:
     wid = str(app.service.create_workflow(actor, "ops", "t", [READ, GATE])["workflow_id"])
-    assert app.store.acquire_lease(run_key(wid), new_run_owner(), 30) is not None  # another run here
+    assert app.store.leases.acquire_lease(run_key(wid), new_run_owner(), 30) is not None  # another run here
     with pytest.raises(StateRefused) as info:
         await app.service.run_workflow(actor, wid)
     assert "another run in this Pilot process" in info.value.message
@@ -280,7 +284,7 @@ def failing_saves(
 ) -> list[int]:
     """Make the next ``times`` saves for which ``when(wf)`` holds fail as a database blip does:
     before the commit, or (``land``) after it, the answer lost. Returns the failures so far."""
-    save = store.save
+    save = store.workflows.save
     failures: list[int] = []
 
     def blip(wf: Workflow, *args: Any, **kwargs: Any) -> None:
@@ -310,9 +314,9 @@ async def test_a_known_outcome_survives_a_database_blip_and_is_recorded_once(
     failures = failing_saves(pilot.store, monkeypatch, outcome_save, 2, land)
     out = await pilot.service.run_workflow(actor, wid)
     assert failures and out["outcome"] == "completed"
-    actions = [e.action for e in pilot.store.load(wid).audit_log]
+    actions = [e.action for e in pilot.store.workflows.load(wid).audit_log]
     assert actions.count("step_completed") == 2, "each outcome recorded exactly once"
-    assert pilot.store.verify_audit(wid).ok
+    assert pilot.store.audit.verify_audit(wid).ok
 
 
 async def test_a_run_stopped_by_a_database_outage_never_says_nothing_was_changed(

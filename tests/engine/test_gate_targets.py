@@ -275,9 +275,9 @@ async def test_the_reference_starts_again_when_the_plan_changes(
     power["now"] = "suspended"
     (changed,) = (await dapp.service.show_gate(actor, wid))["targets"]
     assert any(c.startswith("CHANGED since the gate was first shown") for c in changed["changes"])
-    wf = dapp.store.load(wid)
+    wf = dapp.store.workflows.load(wid)
     wf.steps[1].params["force"] = True  # a new plan: what it is compared with is read again
-    dapp.store.save(wf)
+    dapp.store.workflows.save(wf)
     (fresh,) = (await dapp.service.show_gate(actor, wid))["targets"]
     assert fresh["changes"] == [] and fresh["reference_at"] != changed["reference_at"]
 

@@ -77,9 +77,9 @@ async def test_each_released_step_shows_params_masked_risk_and_what_a_rollback_w
 
 async def test_the_digest_covers_the_shown_params(dapp: PilotApp, actor: Actor) -> None:
     wid, view = await at_gate(dapp, actor, [GATE, off()])
-    wf = dapp.store.load(wid)
+    wf = dapp.store.workflows.load(wid)
     wf.steps[1].params["vm_name"] = "db-01"  # what the page showed is no longer the plan
-    dapp.store.save(wf)
+    dapp.store.workflows.save(wf)
     changed = dapp.service.pending_gate(wid)
     assert changed["gate"]["plan_changed"] and changed["releases"][0]["params"]["vm_name"] == "db-01"
     try:

@@ -62,7 +62,7 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
     wid = await at_gate(app, actor)
     status = app.service.get_workflow_status(wid)
     (record,) = status["gates"]
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     assert record["digest"] == gate_records.plan_digest(wf, 0)
     assert record["digest"].startswith("sha256:") and len(record["digest"]) == 7 + 64
     assert record["approvals_required"] == 1 and record["approvals"] == []
@@ -75,7 +75,7 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
 @pytest.mark.backends("sqlite")  # literal secrets: see _secret_as_the_backend_allows
 def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: PilotApp, actor: Actor) -> None:
     out = app.service.create_workflow(actor, "off-web", "d", [gate(), OFF])
-    wf = app.store.load(out["workflow_id"])
+    wf = app.store.workflows.load(out["workflow_id"])
     base = gate_records.plan_digest(wf, 0)
     wf.steps[1].params["vc_password"] = "another-secret"  # masked either way: same digest
     assert gate_records.plan_digest(wf, 0) == base
@@ -87,7 +87,7 @@ def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: Pilo
         lambda w: w.steps[0].params.__setitem__("approvals_required", 1),
     ]
     for change in changes:
-        fresh = app.store.load(out["workflow_id"])
+        fresh = app.store.workflows.load(out["workflow_id"])
         change(fresh)
         assert gate_records.plan_digest(fresh, 0) != base
 
@@ -97,9 +97,9 @@ async def test_approve_refuses_when_the_released_plan_changed_after_the_gate(
 ) -> None:
     wid = await at_gate(app, actor)
     # Nothing in Pilot edits a workflow waiting at a gate; another writer of the database can.
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     wf.steps[1].params["vm_name"] = "db-01"
-    app.store.save(wf)
+    app.store.workflows.save(wf)
     with pytest.raises(StateRefused) as info:
         await app.service.approve(actor, wid, approver="alice")
     payload = info.value.payload()
@@ -235,7 +235,7 @@ async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
     wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"})[
         "workflow_id"
     ]
-    assert app.store.load(wid).steps[0].params["approvals_required"] == 2
+    assert app.store.workflows.load(wid).steps[0].params["approvals_required"] == 2
     await app.service.run_workflow(actor, wid)
     (record,) = app.service.get_workflow_status(wid)["gates"]
     assert record["approvals_required"] == 2 and record["expires_at"]
@@ -276,4 +276,4 @@ async def test_token_callers_are_named_in_the_audit_trail_and_secrets_beside_the
     assert ("rejected", "token:dave rejected the gate at step 0: password=*** leaked in the plan") in audit(
         app, other
     )
-    assert app.store.verify_audit().ok
+    assert app.store.audit.verify_audit().ok

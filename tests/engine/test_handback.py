@@ -93,9 +93,9 @@ async def test_gate_only_workflow_completes_without_dispatch(app: PilotApp, acto
 
 async def test_crash_left_running_step_is_marked_interrupted(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     wf.steps[0].status = StepStatus.RUNNING  # what a process killed mid-dispatch leaves behind
-    app.store.save(wf)
+    app.store.workflows.save(wf)
     out = await app.service.run_workflow(actor, wid)
     assert out["outcome"] == "failed" and out["state"] == "failed"
     assert out["steps"][0]["status"] == "interrupted"
@@ -171,11 +171,11 @@ async def test_rerun_relists_handed_out_steps(app: PilotApp, actor: Actor) -> No
 
 async def test_concurrent_writer_is_not_overwritten(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    stale = app.store.load(wid)
+    stale = app.store.workflows.load(wid)
     await app.service.run_workflow(actor, wid)  # moves on without the stale copy
     stale.steps[0].status = StepStatus.SKIPPED
     with pytest.raises(PilotError):
-        app.store.save(stale)
+        app.store.workflows.save(stale)
     assert app.service.get_workflow_status(wid)["steps"][0]["status"] == "not_executed"
 
 
@@ -184,7 +184,7 @@ def test_state_machine_guards_the_runner(app: PilotApp, actor: Actor) -> None:
     from vmware_pilot.domain.transitions import fire
 
     wid = create(app, actor)
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     with pytest.raises(InvalidTransition):
         fire(wf, Event.APPROVE)
 

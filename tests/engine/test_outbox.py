@@ -123,14 +123,14 @@ async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pend
             conn.execute(
                 text("UPDATE notifications SET status = 'dropped' WHERE event_id = :e"), {"e": other[0]}
             )
-        app.store.enqueue_notices([("pending-1", "wf", b"{}")])
+        app.store.outbox.enqueue_notices([("pending-1", "wf", b"{}")])
         _age(database, 3 * 3600)
-        app.store.enqueue_notices([("pending-2", "wf", b"{}")])
+        app.store.outbox.enqueue_notices([("pending-2", "wf", b"{}")])
         try:
-            assert app.store.prune_notices(4 * 3600) == 0, "nothing is past a retention of 4 h"
-            assert app.store.prune_notices(2 * 3600) == 2
+            assert app.store.outbox.prune_notices(4 * 3600) == 0, "nothing is past a retention of 4 h"
+            assert app.store.outbox.prune_notices(2 * 3600) == 2
             assert sorted(r[0] for r in rows(database)) == ["pending-1", "pending-2"]
-            assert app.store.notice_counts() == {"pending": 2}
+            assert app.store.outbox.notice_counts() == {"pending": 2}
         finally:
             app.close()
     assert delivered[1] == "delivered"

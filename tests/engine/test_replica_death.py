@@ -51,25 +51,27 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
         assert replica.stdout is not None
         wid = replica.stdout.readline().strip()
         assert wid, "the replica created its workflow"
-        _poll(lambda: survivor.store.load(wid).steps[0].status is StepStatus.RUNNING, "step running")
+        _poll(
+            lambda: survivor.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "step running"
+        )
         replica.kill()
         replica.wait(timeout=30)
 
         with pytest.raises(StateRefused, match="running in another Pilot process"):
             await survivor.service.run_workflow(actor, wid)  # while the dead replica's lease lasts
-        lease = survivor.store.lease(wid)
+        lease = survivor.store.leases.lease(wid)
         assert lease is not None and lease.fence == 1
-        _poll(lambda: survivor.store.lease(wid).expired, "the lease expired")  # type: ignore[union-attr]
-        _poll(lambda: survivor.store.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
+        _poll(lambda: survivor.store.leases.lease(wid).expired, "the lease expired")  # type: ignore[union-attr]
+        _poll(lambda: survivor.store.leases.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
 
         out = await survivor.service.run_workflow(actor, wid)
         assert (out["outcome"], out["steps"][0]["status"]) == ("failed", "interrupted")
         # Settling reads the VM, its tasks and events; the step itself is never sent again.
         resent = [c for c in dispatcher.step_calls if c[1] == "power_on_vm"]
         assert resent == [], "the step whose effect is unknown was not started again"
-        actions = [e.action for e in survivor.store.load(wid).audit_log]
+        actions = [e.action for e in survivor.store.workflows.load(wid).audit_log]
         assert actions.count("interrupted_step_detected") == 1
-        assert survivor.store.verify_audit().ok
+        assert survivor.store.audit.verify_audit().ok
     finally:
         if replica.poll() is None:
             replica.kill()

@@ -49,10 +49,10 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, READ, GATE, WRITE])["workflow_id"])
-    with transactions(dapp.store.engine) as run:
+    with transactions(dapp.store.database.engine) as run:
         out = await dapp.service.run_workflow(actor, wid)
     assert out["outcome"] == "awaiting_approval"
-    with transactions(dapp.store.engine) as approve:
+    with transactions(dapp.store.database.engine) as approve:
         out = await dapp.service.approve(actor, wid, approver="alice")
     assert out["outcome"] == "completed"
     saves = [tx for tx in run + approve if "UPDATE workflows SET" in tx]
@@ -70,4 +70,4 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
             body = body[:-1]
         assert body in (["UPDATE workflows SET"], ["UPDATE workflows SET", "INSERT INTO audit_events"]), tx
     assert counted == 1
-    assert dapp.store.verify_audit().ok
+    assert dapp.store.audit.verify_audit().ok

@@ -30,12 +30,12 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
     other = build_app(settings, dispatcher=ScriptedDispatcher())  # another replica's sweeper
     seen: list[tuple[str, bool]] = []
     swept: list[list[str]] = []
-    save = dapp.store.save
+    save = dapp.store.workflows.save
 
     def watching(wf: Workflow, *args: Any, **kwargs: Any) -> None:
         save(wf, *args, **kwargs)
         if wf.state is WorkflowState.RUNNING:
-            lease = dapp.store.lease(run_key(wf.id))
+            lease = dapp.store.leases.lease(run_key(wf.id))
             seen.append((wf.steps[0].status.value, lease is not None and not lease.expired))
 
     async def sweep_elsewhere(*_: Any) -> Any:
@@ -55,7 +55,7 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
         other.close()
     assert len(seen) >= 6 and all(live for _, live in seen), seen
     assert swept and all(s == [] for s in swept), "no sweep took over the live run"
-    lease = dapp.store.lease(run_key(wid))
+    lease = dapp.store.leases.lease(run_key(wid))
     assert lease is not None and lease.expired, "released when the run stopped"
 
 
@@ -63,9 +63,9 @@ async def test_a_run_whose_run_lease_another_pilot_holds_is_refused_and_nothing_
     dapp: PilotApp, actor: Actor
 ) -> None:
     wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, GATE])["workflow_id"])
-    assert dapp.store.acquire_lease(run_key(wid), "otherhost/4242/abc", 60) is not None
-    before = dapp.store.load(wid)
+    assert dapp.store.leases.acquire_lease(run_key(wid), "otherhost/4242/abc", 60) is not None
+    before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused, match=r"running in another Pilot process \(pid 4242 on otherhost\)"):
         await dapp.service.run_workflow(actor, wid)
-    after = dapp.store.load(wid)
+    after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state)

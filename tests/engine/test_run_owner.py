@@ -38,15 +38,15 @@ def running_elsewhere(app: PilotApp, actor: Actor, lease_seconds: float | None) 
     """A workflow whose step 1 replica B marked running, holding a lease for ``lease_seconds``
     (negative: already expired; None: no lease at all, as left by an older Pilot)."""
     wid: str = app.service.create_workflow(actor, "ops", "t", [GATE, on("a")])["workflow_id"]
-    wf = app.store.load(wid)
+    wf = app.store.workflows.load(wid)
     fire(wf, Event.START_RUN)
     wf.steps[0].status = StepStatus.SUCCESS
     wf.steps[1].status = StepStatus.RUNNING
     wf.steps[1].started_at = utcnow()
     wf.run_owner = RunOwner(host="replica-b.example", pid=4242, owner=REPLICA_B)
     if lease_seconds is not None:
-        assert app.store.acquire_lease(wid, REPLICA_B, lease_seconds) == 1
-    app.store.save(wf)
+        assert app.store.leases.acquire_lease(wid, REPLICA_B, lease_seconds) == 1
+    app.store.workflows.save(wf)
     return wid
 
 
@@ -54,14 +54,14 @@ async def test_a_step_under_another_replicas_live_lease_is_not_taken_for_a_crash
     app: PilotApp, actor: Actor
 ) -> None:
     wid = running_elsewhere(app, actor, lease_seconds=30)
-    before = app.store.load(wid)
+    before = app.store.workflows.load(wid)
     with pytest.raises(StateRefused) as info:
         await app.service.run_workflow(actor, wid)
     assert "pid 4242 on replica-b.example" in info.value.message
     assert "get_workflow_status" in info.value.hint and "expires within" in info.value.hint
-    after = app.store.load(wid)
+    after = app.store.workflows.load(wid)
     assert (after.version, after.steps[1].status) == (before.version, StepStatus.RUNNING), "nothing changed"
-    lease = app.store.lease(wid)
+    lease = app.store.leases.lease(wid)
     assert lease is not None and (lease.owner, lease.fence) == (REPLICA_B, 1)
 
 
@@ -72,8 +72,8 @@ async def test_a_step_whose_lease_expired_is_a_crash_whatever_host_or_pid(
     wid = running_elsewhere(app, actor, lease_seconds)
     out = await app.service.run_workflow(actor, wid)
     assert (out["outcome"], out["steps"][1]["status"]) == ("failed", "interrupted")
-    assert app.store.load(wid).run_owner is None
-    lease = app.store.lease(wid)
+    assert app.store.workflows.load(wid).run_owner is None
+    lease = app.store.leases.lease(wid)
     assert lease is not None and lease.expired, "the verdict's lease was released"
     assert lease.fence == (2 if lease_seconds is not None else 1), "taking the lease bumped its fence"
 
@@ -85,7 +85,7 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     seen: list[Any] = []
 
     def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-        seen.append((dapp.store.load(wid).run_owner, dapp.store.lease(wid)))
+        seen.append((dapp.store.workflows.load(wid).run_owner, dapp.store.leases.lease(wid)))
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = record
@@ -95,8 +95,8 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     [(owner, lease)] = seen
     assert owner == this_process(lease.owner), "this process's host and pid, and the run's lease owner"
     assert lease is not None and not lease.expired
-    assert dapp.store.load(wid).run_owner is None
-    after = dapp.store.lease(wid)
+    assert dapp.store.workflows.load(wid).run_owner is None
+    after = dapp.store.leases.lease(wid)
     assert after is not None and after.expired and after.fence == lease.fence
 
 
@@ -112,7 +112,7 @@ async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
         leases: list[Any] = []
 
         def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-            leases.append(app.store.lease(wid))  # answered after the 4 s call: 2.7 lease times
+            leases.append(app.store.leases.lease(wid))  # answered after the 4 s call: 2.7 lease times
             return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
         dispatcher.answers["power_on_vm"] = record
@@ -132,23 +132,23 @@ async def test_a_run_whose_lease_was_taken_mid_call_writes_nothing_more(
     try:
 
         def stalled_then_taken_over(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-            during.append(replica_b.store.load(wid).version)
+            during.append(replica_b.store.workflows.load(wid).version)
             # This run stalled past its lease; replica B takes the expired lease over.
-            lease = replica_b.store.lease(wid)
+            lease = replica_b.store.leases.lease(wid)
             assert lease is not None
-            replica_b.store.release_lease(wid, lease.owner, lease.fence)
-            assert replica_b.store.acquire_lease(wid, REPLICA_B, 30) == lease.fence + 1
+            replica_b.store.leases.release_lease(wid, lease.owner, lease.fence)
+            assert replica_b.store.leases.acquire_lease(wid, REPLICA_B, 30) == lease.fence + 1
             return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
         dispatcher.answers["power_on_vm"] = stalled_then_taken_over
         with pytest.raises(StateRefused, match="taken over by another Pilot process"):
             await dapp.service.run_workflow(actor, wid)
-        after = replica_b.store.load(wid)
+        after = replica_b.store.workflows.load(wid)
         assert after.version == during[0], "nothing was written after the step started"
         assert after.steps[0].status is StepStatus.RUNNING and after.steps[1].status is StepStatus.PENDING
         assert "step_completed" not in [e.action for e in after.audit_log]
         assert [c[2]["vm_name"] for c in dispatcher.calls] == ["a"]
-        lease = replica_b.store.lease(wid)
+        lease = replica_b.store.leases.lease(wid)
         assert lease is not None and lease.owner == REPLICA_B, "this run's release did not free B's lease"
     finally:
         replica_b.close()
@@ -160,10 +160,10 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     wid: str = dapp.service.create_workflow(actor, "ops", "t", [GATE, on("a"), on("b")])["workflow_id"]
 
     def meanwhile_failed_elsewhere(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
-        wf = dapp.store.load(wid)  # another Pilot declared the run dead and failed the workflow
+        wf = dapp.store.workflows.load(wid)  # another Pilot declared the run dead and failed the workflow
         wf.steps[1].status = StepStatus.INTERRUPTED
         fire(wf, Event.FAIL)
-        dapp.store.save(wf)
+        dapp.store.workflows.save(wf)
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = meanwhile_failed_elsewhere
@@ -171,20 +171,20 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     with pytest.raises(StateRefused, match="changed by another caller"):
         await dapp.service.approve(actor, wid, approver="alice")
     assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "step 2 was never dispatched"
-    assert dapp.store.load(wid).steps[2].status is StepStatus.PENDING
+    assert dapp.store.workflows.load(wid).steps[2].status is StepStatus.PENDING
 
 
 async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
     app: PilotApp, actor: Actor
 ) -> None:
     wid = running_elsewhere(app, actor, lease_seconds=30)
-    before = app.store.load(wid).version
+    before = app.store.workflows.load(wid).version
     with pytest.raises(StateRefused, match="running in another Pilot process"):
         await app.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     with pytest.raises(StateRefused, match="running in another Pilot process"):
         await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
-    assert app.store.load(wid).version == before, "nothing changed"
-    app.store.release_lease(wid, REPLICA_B, 1)  # replica B's lease ran out
+    assert app.store.workflows.load(wid).version == before, "nothing changed"
+    app.store.leases.release_lease(wid, REPLICA_B, 1)  # replica B's lease ran out
     out = await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
     assert out["state"] == "cancelled", "once the lease expired the acknowledgement applies"
 
@@ -203,6 +203,6 @@ async def test_an_approval_at_another_replica_continues_the_run_there(
     assert out["outcome"] == "completed"
     assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "the first replica ran up to the gate"
     assert [c[2]["vm_name"] for c in elsewhere.step_calls] == ["b"], "the approving replica ran the rest"
-    lease = dapp.store.lease(wid)
+    lease = dapp.store.leases.lease(wid)
     assert lease is not None and lease.expired and lease.fence == 2, "each run leased its step in turn"
-    assert dapp.store.verify_audit(wid).ok
+    assert dapp.store.audit.verify_audit(wid).ok

@@ -147,11 +147,11 @@ async def test_a_power_off_that_did_not_land_is_unknown_at_first_then_not_applie
         first = ran["steps"][1]["result"]["settled"]
         assert first["effect"] == "unknown" and "may still land" in first["reason"], first
         # A lease time later (the step started a minute ago), the same read settles it.
-        wf = dapp.store.load(wid)
+        wf = dapp.store.workflows.load(wid)
         started = wf.steps[1].started_at
         assert started is not None
         wf.steps[1].started_at = started - timedelta(seconds=60)
-        dapp.store.save(wf)
+        dapp.store.workflows.save(wf)
         preview = (await client.ok("rollback", workflow_id=wid))["blast_radius"]
         assert preview["unknown_effects_count"] == 0 and preview["unmeasured"] == []
         assert preview["would_roll_back"] == [] and preview["left_in_place"] == []
@@ -210,11 +210,11 @@ async def test_the_step_a_dead_pilot_left_running_is_settled_when_its_run_is_rec
     vcenter.power = "poweredOff"  # the dead Pilot's call landed
     async with connect(dapp) as client:
         wid = await client.custom([GATE, POWER_OFF])
-        wf = dapp.store.load(wid)
+        wf = dapp.store.workflows.load(wid)
         wf.steps[0].status = StepStatus.SUCCESS
         wf.steps[1].status = StepStatus.RUNNING  # what a Pilot killed mid-dispatch leaves
         wf.steps[1].started_at = dapp.store.now() - timedelta(minutes=5)
-        dapp.store.save(wf)
+        dapp.store.workflows.save(wf)
         ran = await client.call("run_workflow", workflow_id=wid)
         assert ran.payload["steps"][1]["status"] == "interrupted"
         assert ran.payload["steps"][1]["result"]["settled"]["effect"] == "applied"

@@ -108,8 +108,8 @@ def _verify(home: Path) -> None:
     assert verified.returncode == 0, verified.stdout + verified.stderr
     app = build_app(Settings(home=home / ".vmware"))
     try:
-        for summary in app.service.store.list_all():
-            app.service.store.load(summary["id"])
+        for summary in app.service.store.workflows.list_all():
+            app.service.store.workflows.load(summary["id"])
     finally:
         app.close()
 

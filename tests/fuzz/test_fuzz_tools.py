@@ -51,12 +51,12 @@ def _verify_store(settings: Settings) -> None:
     """The audit chain verifies and every stored workflow loads (the HTTP fuzz uses the CLI)."""
     app = build_app(settings)
     try:
-        report = app.service.store.verify_audit()
+        report = app.service.store.audit.verify_audit()
         assert report.ok, report.description
-        summaries = app.service.store.list_all()
+        summaries = app.service.store.workflows.list_all()
         assert summaries
         for summary in summaries:
-            app.service.store.load(summary["id"])
+            app.service.store.workflows.load(summary["id"])
     finally:
         app.close()
 

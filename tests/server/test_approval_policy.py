@@ -230,9 +230,9 @@ async def test_elicit_refuses_unacknowledged_handed_out_steps_before_asking(elic
 async def test_a_plan_changed_while_the_form_was_open_is_refused(elicit_app: PilotApp) -> None:
     async def edit_then_approve(params: ElicitRequestFormParams) -> ElicitResult:
         # Another writer of the database changes the released step while the person reads.
-        wf = elicit_app.store.load(wf_id[0])
+        wf = elicit_app.store.workflows.load(wf_id[0])
         wf.steps[1].params["vm_name"] = "db-01"
-        await asyncio.to_thread(elicit_app.store.save, wf)
+        await asyncio.to_thread(elicit_app.store.workflows.save, wf)
         return ElicitResult(action="accept", content={"decision": "approve", "approver": "carol"})
 
     wf_id: list[str] = []
@@ -268,9 +268,9 @@ async def test_a_plan_changed_after_the_gate_is_refused_without_asking(elicit_ap
     person = Person({"decision": "approve", "approver": "carol"})
     async with session(elicit_app, person) as client:
         wf = await at_gate(client)
-        stored = elicit_app.store.load(wf)
+        stored = elicit_app.store.workflows.load(wf)
         stored.steps[1].rollback_tool = ""
-        elicit_app.store.save(stored)
+        elicit_app.store.workflows.save(stored)
         out = await client.refused("approve", workflow_id=wf)
     assert out["refused"] == "plan_changed" and person.forms == []
 

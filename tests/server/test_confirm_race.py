@@ -67,7 +67,7 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
             worker.wait()
     try:
         for wid in ids:
-            wf = app.store.load(wid)
+            wf = app.store.workflows.load(wid)
             if wf.state.value != "draft":
                 assert not gating.gate_violations(wf, app.service.catalog), f"{wid} was confirmed ungated"
         assert confirmed > 0

@@ -48,6 +48,6 @@ async def test_calls_fail_retryably_while_the_database_is_down_and_work_again_af
             own_pg.halt()
             own_pg.resume()
             assert (await client.status(wid))["state"] == "pending"
-        assert app.store.verify_audit().ok
+        assert app.store.audit.verify_audit().ok
     finally:
         app.close()

@@ -66,7 +66,7 @@ async def test_the_decision_names_the_agent_a_person_asked_through(pilot_app: Pi
         templated = await client.incident()
     assert decision["requested_by"] == "alice" and decision["requested_via"] == "Claude Code"
     for other in (drafted["workflow_id"], templated):
-        assert pilot_app.store.load(other).requested_via == "Claude Code"
+        assert pilot_app.store.workflows.load(other).requested_via == "Claude Code"
 
 
 async def test_the_decision_lists_the_predicted_changes(pilot_app: PilotApp) -> None:
@@ -120,9 +120,9 @@ async def test_eligibility_of_an_expired_or_changed_gate(pilot_app: PilotApp) ->
         changed = await at_gate(client, gate(), off("web-02"))
         await asyncio.sleep(0.1)
         expired = (await client.status(expiring))["decision"]
-    stored = pilot_app.store.load(changed)
+    stored = pilot_app.store.workflows.load(changed)
     stored.steps[1].rollback_tool = ""
-    pilot_app.store.save(stored)
+    pilot_app.store.workflows.save(stored)
     assert expired["expired"] is True and expired["seconds_left"] == 0
     assert _why(pilot_app, BOB, expiring) == (False, "gate_expired")
     assert pilot_app.service.eligibility(BOB, expiring).may_reject

@@ -175,9 +175,9 @@ async def test_nesting_at_the_limit_is_accepted(client: Client) -> None:
 async def test_a_failed_run_is_a_result_and_keeps_every_step(client: Client, pilot_app: PilotApp) -> None:
     wf_id = await client.custom([READ_STEP] * 150, name="long-read")
     # A Pilot process that died mid-dispatch leaves its step 'running'; real parts cannot stage that.
-    wf = pilot_app.store.load(wf_id)
+    wf = pilot_app.store.workflows.load(wf_id)
     wf.steps[0].status = StepStatus.RUNNING
-    pilot_app.store.save(wf)
+    pilot_app.store.workflows.save(wf)
     reply = await client.call("run_workflow", workflow_id=wf_id)
     assert reply.is_error and reply.payload["outcome"] == "failed"
     assert len(reply.payload["steps"]) == 150 and "truncated" not in reply.payload

@@ -110,7 +110,7 @@ async def test_a_stored_plan_that_cannot_resolve_is_reported_and_never_run_or_ha
         {"custom": True},
     )
     for wf, kind, index in ((broken, "bad_step_reference", 1), (odd_gate, "bad_gate_option", 0)):
-        pilot_app.store.create(wf)
+        pilot_app.store.workflows.create(wf)
         review = await client.ok("review_workflow", workflow_id=wf.id)
         assert review["verdict"] == "needs_revision"
         assert [(f["kind"], f["step_index"]) for f in review["findings"] if f["kind"] == kind] == [
@@ -125,7 +125,7 @@ async def test_a_stored_plan_that_cannot_resolve_is_reported_and_never_run_or_ha
 
 async def test_a_stored_empty_plan_does_not_complete(client: Client, pilot_app: PilotApp) -> None:
     empty = Workflow.new("legacy-empty", WorkflowState.PENDING, [], {"custom": True})
-    pilot_app.store.create(empty)
+    pilot_app.store.workflows.create(empty)
     out = await client.refused("run_workflow", workflow_id=empty.id)
     assert "no steps" in out["error"]
     assert (await client.status(empty.id))["state"] == "pending"
@@ -193,7 +193,7 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
     other = build_app(pilot_app.settings)
     wid = (await client.ok("design_workflow", goal="tidy up"))["workflow_id"]
     await client.ok("update_draft", workflow_id=wid, steps=[READ_STEP])
-    save = pilot_app.store.save
+    save = pilot_app.store.workflows.save
     raced: list[dict[str, Any]] = []
 
     def save_after_the_other_pilot(wf: Workflow, *args: Any, **kwargs: Any) -> None:
@@ -201,11 +201,11 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
             raced.append(other.service.update_draft(Actor("mallory"), wid, steps=[DELETE_STEP]))
         save(wf, *args, **kwargs)
 
-    pilot_app.store.save = save_after_the_other_pilot  # type: ignore[method-assign]
+    pilot_app.store.workflows.save = save_after_the_other_pilot  # type: ignore[method-assign]
     try:
         out = await client.refused("confirm_draft", workflow_id=wid, save_as_template=False)
     finally:
-        pilot_app.store.save = save  # type: ignore[method-assign]
+        pilot_app.store.workflows.save = save  # type: ignore[method-assign]
         other.close()
     assert raced and raced[0]["approval_gate_violations"], "the other Pilot's ungated plan was stored"
     assert "changed by another caller" in out["error"] and "confirm_draft again" in out["hint"]
@@ -228,10 +228,10 @@ async def test_a_stored_plan_that_went_bad_after_a_gate_runs_and_hands_out_nothi
     wid = await client.custom([READ_STEP, GATE, use("__from_step_0__"), GATE, READ_STEP])
     waiting = await client.ok("run_workflow", workflow_id=wid)
     assert waiting["outcome"] == "awaiting_approval"
-    wf = pilot_app.store.load(wid)  # a record written before these rules held
+    wf = pilot_app.store.workflows.load(wid)  # a record written before these rules held
     edit(wf.steps)
     wf.gates[1].digest = gate_records.plan_digest(wf, 1)  # reached with this plan
-    pilot_app.store.save(wf)
+    pilot_app.store.workflows.save(wf)
     out = await client.call("approve", workflow_id=wid, approver="alice", acknowledge_not_executed=True)
     assert out.payload.get("outcome") == "failed", out.payload
     assert "pending_dispatch" not in out.payload

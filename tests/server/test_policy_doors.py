@@ -87,7 +87,7 @@ async def test_a_denied_step_is_refused_at_create_and_update(
     )
     _denied(refused, "no-vm-deletes", "create")
     assert refused["tool"] == "aiops.delete_vm" and refused["step_index"] == 2
-    assert pilot_app.store.count_active() == 0  # nothing was created
+    assert pilot_app.store.workflows.count_active() == 0  # nothing was created
     draft = await client.ok("design_workflow", goal="clean up")
     refused = await client.refused(
         "update_draft", workflow_id=draft["workflow_id"], steps=[GATE, DELETE_PROD]

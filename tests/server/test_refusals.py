@@ -20,9 +20,9 @@ async def test_run_refuses_a_custom_plan_without_its_gate_even_when_forced(
     client: Client, pilot_app: PilotApp
 ) -> None:
     wid = await client.custom([READ_STEP, GATE, DELETE_STEP])
-    wf = pilot_app.store.load(wid)
+    wf = pilot_app.store.workflows.load(wid)
     wf.steps = steps_from_dicts([READ_STEP, DELETE_STEP])  # a record from before the gate rule
-    pilot_app.store.save(wf)
+    pilot_app.store.workflows.save(wf)
     before = await client.stored(wid)
     out = await client.refused("run_workflow", workflow_id=wid, force=True)
     assert out["error"].startswith("Refusing to run custom workflow 'custom-test'")
@@ -41,9 +41,9 @@ async def test_run_refuses_a_builtin_with_blocking_findings_unless_forced(
         "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
     )
     wid = created["workflow_id"]
-    wf = pilot_app.store.load(wid)
+    wf = pilot_app.store.workflows.load(wid)
     wf.steps = steps_from_dicts([READ_STEP, DELETE_STEP, GATE])  # e.g. a record edited by hand
-    pilot_app.store.save(wf)
+    pilot_app.store.workflows.save(wf)
     before = await client.stored(wid)
     out = await client.refused("run_workflow", workflow_id=wid)
     assert set(out) == {"error", "blocking_findings", "hint"}

@@ -68,9 +68,9 @@ async def _at_gate_acknowledged(client: Client) -> str:
 async def _crashed_step(client: Client, app: PilotApp) -> str:
     """A pending workflow whose first step was left 'running' by a Pilot process that died."""
     wf_id = await client.incident()
-    wf = app.store.load(wf_id)
+    wf = app.store.workflows.load(wf_id)
     wf.steps[0].status = StepStatus.RUNNING
-    app.store.save(wf)
+    app.store.workflows.save(wf)
     return wf_id
 
 

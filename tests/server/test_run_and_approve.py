@@ -77,9 +77,9 @@ async def test_run_refuses_a_draft(client: Client) -> None:
 async def test_run_detects_a_step_left_running_by_a_crash(client: Client, pilot_app: PilotApp) -> None:
     wf_id = await client.incident()
     # A Pilot process that died mid-dispatch leaves its step 'running'; real parts cannot stage that.
-    wf = pilot_app.store.load(wf_id)
+    wf = pilot_app.store.workflows.load(wf_id)
     wf.steps[0].status = StepStatus.RUNNING
-    pilot_app.store.save(wf)
+    pilot_app.store.workflows.save(wf)
     reply = await client.call("run_workflow", workflow_id=wf_id)
     assert reply.is_error
     assert (reply.payload["outcome"], reply.payload["state"]) == ("failed", "failed")

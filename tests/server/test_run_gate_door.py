@@ -23,7 +23,7 @@ def _store(app: PilotApp, workflow_type: str, params: dict[str, Any], *, gate_fi
     for i, step in enumerate(steps):
         step.index = i
     wf = Workflow.new(workflow_type, WorkflowState.PENDING, steps, params, created_by="tester")
-    app.store.create(wf)
+    app.store.workflows.create(wf)
     return wf.id
 
 
@@ -31,7 +31,7 @@ async def test_run_refuses_an_ungated_custom_workflow_even_with_force(
     client: Client, pilot_app: PilotApp
 ) -> None:
     wf_id = _store(pilot_app, "legacy", {"custom": True}, gate_first=False)
-    before = pilot_app.store.load(wf_id).version
+    before = pilot_app.store.workflows.load(wf_id).version
     for force in (False, True):
         out = await client.refused("run_workflow", workflow_id=wf_id, force=force)
         assert out["error"].startswith("Refusing to run custom workflow 'legacy'")
@@ -43,7 +43,7 @@ async def test_run_refuses_an_ungated_custom_workflow_even_with_force(
         assert out["fix"]["step"]["action"] == "require_approval"
         assert [f["kind"] for f in out["blocking_findings"]] == ["ungated_destructive"]
         assert "require_approval step before step 0" in out["hint"]
-    after = pilot_app.store.load(wf_id)
+    after = pilot_app.store.workflows.load(wf_id)
     assert (after.state, after.version, after.audit_log) == (WorkflowState.PENDING, before, [])
 
 
@@ -55,7 +55,7 @@ async def test_a_built_in_type_with_a_blocking_finding_runs_only_when_forced_and
     assert "approval_gate_violations" not in out  # a built-in is not under the gate rule
     assert [f["kind"] for f in out["blocking_findings"]] == ["ungated_destructive"]
     assert "force=True" in out["hint"]
-    assert pilot_app.store.load(wf_id).audit_log == []
+    assert pilot_app.store.workflows.load(wf_id).audit_log == []
 
     forced = await client.ok("run_workflow", workflow_id=wf_id, force=True)
     assert forced["outcome"] == "dispatch_required"

@@ -8,24 +8,24 @@ from vmware_pilot.store.sql import SqlStore
 
 def test_versions_move_with_every_save_and_skip_unknown_ids(store: SqlStore) -> None:
     wf = sample_workflow()
-    store.create(wf)
-    before = store.versions([wf.id, "wf-missing"])
+    store.workflows.create(wf)
+    before = store.workflows.versions([wf.id, "wf-missing"])
     assert list(before) == [wf.id]
-    wf = store.load(wf.id)
+    wf = store.workflows.load(wf.id)
     wf.log("note", "something happened", "alice")
-    store.save(wf)
-    assert store.versions([wf.id])[wf.id] > before[wf.id]
-    assert store.versions([]) == {}
+    store.workflows.save(wf)
+    assert store.workflows.versions([wf.id])[wf.id] > before[wf.id]
+    assert store.workflows.versions([]) == {}
 
 
 def test_workflow_ids_match_a_literal_prefix_newest_first(store: SqlStore) -> None:
     created = []
     for _ in range(3):
         wf = sample_workflow()
-        store.create(wf)
+        store.workflows.create(wf)
         created.append(wf.id)
-    assert store.workflow_ids("wf-") == list(reversed(created))
-    assert store.workflow_ids(created[0]) == [created[0]]
-    assert store.workflow_ids("wf-", limit=2) == list(reversed(created))[:2]
+    assert store.workflows.workflow_ids("wf-") == list(reversed(created))
+    assert store.workflows.workflow_ids(created[0]) == [created[0]]
+    assert store.workflows.workflow_ids("wf-", limit=2) == list(reversed(created))[:2]
     # LIKE wildcards in what was typed are taken literally.
-    assert store.workflow_ids("wf%") == [] and store.workflow_ids("w_-") == []
+    assert store.workflows.workflow_ids("wf%") == [] and store.workflows.workflow_ids("w_-") == []

@@ -30,8 +30,8 @@ def test_the_database_clock_is_one_statement_without_a_transaction_of_its_own(
         def on_execute(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
             sent.append(statement)
 
-        event.listen(store.engine, "begin", on_begin)
-        event.listen(store.engine, "after_cursor_execute", on_execute)
+        event.listen(store.database.engine, "begin", on_begin)
+        event.listen(store.database.engine, "after_cursor_execute", on_execute)
         with database.raw() as conn:
             before = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
         read = store.now()
@@ -41,7 +41,7 @@ def test_the_database_clock_is_one_statement_without_a_transaction_of_its_own(
         assert sent == ["SELECT clock_timestamp()"]
         assert begun == ["AUTOCOMMIT"]  # SQLAlchemy's bookkeeping only: no BEGIN is sent
         # The same pooled connection then serves the store's transactions as before.
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             assert conn.execute(text("SHOW transaction_isolation")).scalar_one() == "read committed"
-        event.remove(store.engine, "after_cursor_execute", on_execute)
-        assert store.count_active() == 0 and store.verify_audit().ok
+        event.remove(store.database.engine, "after_cursor_execute", on_execute)
+        assert store.workflows.count_active() == 0 and store.audit.verify_audit().ok

@@ -28,9 +28,9 @@ def test_nothing_secret_reaches_the_database_in_clear(store: SqlStore, database:
     wf.newer_keys = {"approval": {"client_secret": "topsecret-extra"}}
     wf.gates = {1: GateRecord(index=1, policy={"rule": "r", "client_secret": "topsecret-extra"})}
     wf.log("step_failed", "Step 0: get_vm_info → login failed: password=vc-pass-9", actor="alice")
-    store.create(wf)
+    store.workflows.create(wf)
     wf.log("cancelled", "reason with token=tok-123")
-    store.save(wf)
+    store.workflows.save(wf)
 
     with database.raw() as conn:
         document = conn.execute(
@@ -166,10 +166,10 @@ def test_corrupt_row_in_the_database_raises_on_load_and_leaves_others_readable(
     store: SqlStore, database: Database
 ) -> None:
     bad, good = sample_workflow(), sample_workflow()
-    store.create(bad)
-    store.create(good)
+    store.workflows.create(bad)
+    store.workflows.create(good)
     with database.raw() as conn:
         conn.execute(text("UPDATE workflows SET document = '{not json' WHERE id = :id"), {"id": bad.id})
     with pytest.raises(CorruptRecord):
-        store.load(bad.id)
-    assert store.load(good.id).state is WorkflowState.PENDING
+        store.workflows.load(bad.id)
+    assert store.workflows.load(good.id).state is WorkflowState.PENDING

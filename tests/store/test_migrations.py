@@ -46,7 +46,7 @@ def _old_database(settings: Settings, version: int) -> None:
 
 
 def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(settings: Settings) -> None:
-    with open_store(settings) as store, store.engine.connect() as conn:
+    with open_store(settings) as store, store.database.engine.connect() as conn:
         assert current_version(conn) == LATEST
         found = inspect(conn)
         for table in metadata.sorted_tables:
@@ -70,11 +70,11 @@ def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings,
 
     with open_store(settings) as store:
         # Version 2 backfilled the active flag from the state; version 3 made events append-only.
-        assert [row["id"] for row in store.list_active()] == ["wf-a"]
-        assert store.count_active() == 1
-        assert [row["id"] for row in store.list_all(states=[WorkflowState.COMPLETED])] == ["wf-b"]
+        assert [row["id"] for row in store.workflows.list_active()] == ["wf-a"]
+        assert store.workflows.count_active() == 1
+        assert [row["id"] for row in store.workflows.list_all(states=[WorkflowState.COMPLETED])] == ["wf-b"]
         # Version 5 listed both in the ledger.
-        assert store.verify_audit().ok and store.verify_audit().workflows == 2
+        assert store.audit.verify_audit().ok and store.audit.verify_audit().workflows == 2
     with database.raw() as conn:
         assert {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))} == (
             recorded_schema(LATEST)
@@ -92,7 +92,7 @@ def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings,
 
 def test_opening_again_applies_nothing_twice(settings: Settings) -> None:
     open_store(settings).close()
-    with open_store(settings) as store, store.engine.connect() as conn:
+    with open_store(settings) as store, store.database.engine.connect() as conn:
         assert current_version(conn) == LATEST
 
 
@@ -153,7 +153,7 @@ def test_this_build_keeps_serving_a_database_the_next_release_expanded(
 ) -> None:
     with open_store(settings) as store:
         before = sample_workflow("before")
-        store.create(before)
+        store.workflows.create(before)
     engine = make_engine(settings.resolved_database_url)
     with engine.begin() as conn:
         assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 1
@@ -161,15 +161,15 @@ def test_this_build_keeps_serving_a_database_the_next_release_expanded(
     # What every build reads is unchanged; the applied count is a row of its own.
     assert _meta(database) == recorded_schema(LATEST + 1)
     assert _meta(database)["schema_version"] == str(needed_version(LATEST))
-    with open_store(settings) as store, store.engine.connect() as conn:
+    with open_store(settings) as store, store.database.engine.connect() as conn:
         assert schema_version(conn) == SchemaVersion(LATEST + 1, needed_version(LATEST))
         assert current_version(conn) == LATEST + 1
         # this build reads and writes rows of the expanded schema
-        assert store.load(before.id).workflow_type == "before"
+        assert store.workflows.load(before.id).workflow_type == "before"
         after = sample_workflow("after")
-        store.create(after)
-        assert {row["id"] for row in store.list_all()} == {before.id, after.id}
-        assert store.verify_audit().ok
+        store.workflows.create(after)
+        assert {row["id"] for row in store.workflows.list_all()} == {before.id, after.id}
+        assert store.audit.verify_audit().ok
     assert _meta(database) == recorded_schema(LATEST + 1)
 
 

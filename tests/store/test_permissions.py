@@ -33,7 +33,7 @@ def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
     with open_store(settings) as store:
         wf = sample_workflow()
         wf.log("created")
-        store.create(wf)
+        store.workflows.create(wf)
         home = settings.home_path
         files = [home / name for name in ("pilot.db", "pilot.db-wal", "pilot.db-shm")]
         assert all(f.exists() for f in files)  # WAL mode is on while the store is open
@@ -59,7 +59,7 @@ def test_custom_sqlite_url_gets_a_private_file_in_a_new_folder(tmp_path: Path, l
     target = tmp_path / "elsewhere" / "pilot.sqlite"
     settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{target}")
     with open_store(settings) as store:
-        store.create(sample_workflow())
+        store.workflows.create(sample_workflow())
     assert _mode(target.parent) == 0o700
     assert _mode(target) == 0o600
 

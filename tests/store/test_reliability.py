@@ -48,18 +48,18 @@ def _spawn(procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[s
 
 def _counter_workflow(store: SqlStore) -> Workflow:
     wf = Workflow.new("counter", WorkflowState.PENDING, params={"counter": 0})
-    store.create(wf)
+    store.workflows.create(wf)
     return wf
 
 
 def _assert_consistent(store: SqlStore, workflow_id: str) -> int:
     """The counter, one audit event per committed increment, and an intact chain."""
-    wf = store.load(workflow_id)
+    wf = store.workflows.load(workflow_id)
     counter = int(wf.params["counter"])
     values = [int(e.detail.rsplit("-> ", 1)[1]) for e in wf.audit_log]
     assert values == list(range(1, counter + 1))  # each value committed once, in order
     assert wf.version == counter + 1
-    report = store.verify_audit()
+    report = store.audit.verify_audit()
     assert report.ok, report.description
     return counter
 
@@ -80,7 +80,7 @@ def test_two_processes_incrementing_one_workflow_lose_no_update(
 
     with open_store(settings) as store:
         assert _assert_consistent(store, wf.id) == 2 * PER_PROCESS
-        actors = {e.actor for e in store.load(wf.id).audit_log}
+        actors = {e.actor for e in store.workflows.load(wf.id).audit_log}
     assert len(actors) == 2
     print(f"{2 * PER_PROCESS} increments by 2 processes, {conflicts} conflicts retried")
 
@@ -107,10 +107,10 @@ def test_writer_killed_at_a_random_moment_leaves_the_last_committed_state(
         counter = _assert_consistent(store, wf.id)
         # Committed but killed before it could write its report, at most one more.
         assert reported <= counter <= reported + 1
-        again = store.load(wf.id)
+        again = store.workflows.load(wf.id)
         again.params["counter"] = counter + 1
         again.log("increment", f"parent -> {counter + 1}")
-        store.save(again)
+        store.workflows.save(again)
         assert _assert_consistent(store, wf.id) == counter + 1
 
 
@@ -126,7 +126,7 @@ def test_writer_killed_inside_its_commit_leaves_nothing_half_written(
     with open_store(settings) as store:
         # The 25th transaction had written its row and event but never committed.
         assert _assert_consistent(store, wf.id) == 24
-        assert len(list(store.audit_events(wf.id))) == 24
+        assert len(list(store.audit.audit_events(wf.id))) == 24
 
 
 def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
@@ -149,4 +149,4 @@ def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
         )
     with open_store(settings) as store:
         wf = _counter_workflow(store)
-        assert store.verify_audit(wf.id).ok
+        assert store.audit.verify_audit(wf.id).ok

@@ -19,7 +19,7 @@ def test_verify_and_load_raise_no_false_alarm_while_another_thread_writes(store:
     for _ in range(3):
         wf = sample_workflow()
         wf.log("created", "x")
-        store.create(wf)
+        store.workflows.create(wf)
         workflows.append(wf)
     stop = threading.Event()
     saves = 0
@@ -30,7 +30,7 @@ def test_verify_and_load_raise_no_false_alarm_while_another_thread_writes(store:
             for wf in workflows:
                 wf.log("note", f"save {saves}")
                 wf.log("note", "second event of the same change")
-                store.save(wf)
+                store.workflows.save(wf)
                 saves += 1
 
     writer = threading.Thread(target=write)
@@ -38,15 +38,15 @@ def test_verify_and_load_raise_no_false_alarm_while_another_thread_writes(store:
     try:
         reports = []
         for _ in range(40):
-            reports.append(store.verify_audit())
-            loaded = store.load(workflows[0].id)
+            reports.append(store.audit.verify_audit())
+            loaded = store.workflows.load(workflows[0].id)
             assert len(loaded.audit_log) == 1 + 2 * (loaded.version - 1)
     finally:
         stop.set()
         writer.join(timeout=60)
     assert saves > 0, "the writer ran"
     assert all(r.ok for r in reports), [r.description for r in reports if not r.ok][:1]
-    assert store.verify_audit().ok
+    assert store.audit.verify_audit().ok
 
 
 @pytest.mark.slow  # two writers racing on each backend (~6 s); the full suite runs it
@@ -56,13 +56,13 @@ def test_event_numbers_follow_commit_order(store: SqlStore) -> None:
     first, second = sample_workflow(), sample_workflow()
     for wf in (first, second):
         wf.log("created", "x")
-        store.create(wf)
+        store.workflows.create(wf)
     first_inserted, second_committed = threading.Event(), threading.Event()
     seqs: dict[str, list[int]] = {}
     overtaken: list[bool] = []
     pausing = threading.local()
 
-    @event.listens_for(store.engine, "after_cursor_execute")
+    @event.listens_for(store.database.engine, "after_cursor_execute")
     def _pause(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
         if statement.startswith("INSERT INTO audit_events") and getattr(pausing, "on", False):
             pausing.on = False
@@ -74,7 +74,7 @@ def test_event_numbers_follow_commit_order(store: SqlStore) -> None:
         pausing.on = pause
         wf.log("note", name)
         pending = list(wf.new_events)
-        store.save(wf)
+        store.workflows.save(wf)
         seqs[name] = [e.seq or 0 for e in pending]
         if name == "second":
             second_committed.set()
@@ -86,7 +86,7 @@ def test_event_numbers_follow_commit_order(store: SqlStore) -> None:
     b.start()
     a.join(timeout=60)
     b.join(timeout=60)
-    event.remove(store.engine, "after_cursor_execute", _pause)
+    event.remove(store.database.engine, "after_cursor_execute", _pause)
     assert overtaken == [False], "the later-numbered change committed while the earlier one was open"
     assert seqs["first"][0] < seqs["second"][0]
-    assert store.verify_audit().ok
+    assert store.audit.verify_audit().ok

@@ -35,9 +35,9 @@ def test_create_then_load_round_trips_every_field(store: SqlStore) -> None:
     wf.requested_via = "Claude Code"
     wf.newer_keys = {"gate_digest": "abc"}
     wf.log("run_started", actor="alice")
-    store.create(wf)
+    store.workflows.create(wf)
 
-    loaded = store.load(wf.id)
+    loaded = store.workflows.load(wf.id)
 
     expected = copy.deepcopy(wf.to_dict())
     expected["steps"][1]["params"]["password"] = "***"
@@ -54,45 +54,45 @@ def test_create_then_load_round_trips_every_field(store: SqlStore) -> None:
 def test_create_and_save_commit_new_events_and_fill_seq_and_hash(store: SqlStore) -> None:
     wf = sample_workflow()
     first = wf.log("created", "plan made", actor="alice")
-    store.create(wf)
+    store.workflows.create(wf)
     assert wf.new_events == []
     assert first.seq is not None and len(first.hash) == 64
 
     fire(wf, Event.START_RUN)
     second = wf.log("run_started", actor="alice")
-    store.save(wf)
+    store.workflows.save(wf)
 
     assert wf.version == 2
     assert second.seq is not None and second.seq > first.seq
-    loaded = store.load(wf.id)
+    loaded = store.workflows.load(wf.id)
     assert loaded.state is S.RUNNING
     assert [(e.action, e.seq, e.hash) for e in loaded.audit_log] == [
         ("created", first.seq, first.hash),
         ("run_started", second.seq, second.hash),
     ]
-    events = list(store.audit_events(wf.id))
+    events = list(store.audit.audit_events(wf.id))
     assert events[1].prev_hash == events[0].hash
 
 
 def test_stale_writer_gets_conflict_and_database_keeps_the_first_save(store: SqlStore) -> None:
     wf = sample_workflow()
-    store.create(wf)
-    first = store.load(wf.id)
-    second = store.load(wf.id)
+    store.workflows.create(wf)
+    first = store.workflows.load(wf.id)
+    second = store.workflows.load(wf.id)
 
     first.params["winner"] = "first"
     first.log("edited", "by first", actor="a")
-    store.save(first)
+    store.workflows.save(first)
 
     second.params["winner"] = "second"
     second.log("edited", "by second", actor="b")
     with pytest.raises(ConcurrencyConflict) as caught:
-        store.save(second)
+        store.workflows.save(second)
 
     assert caught.value.retryable
     assert (caught.value.expected, caught.value.actual) == (1, 2)
     assert second.version == 1 and len(second.new_events) == 1  # untouched: reload and reapply
-    stored = store.load(wf.id)
+    stored = store.workflows.load(wf.id)
     assert stored.params["winner"] == "first"
     assert [e.detail for e in stored.audit_log] == ["by first"]
     assert stored.version == 2
@@ -100,49 +100,49 @@ def test_stale_writer_gets_conflict_and_database_keeps_the_first_save(store: Sql
 
 def test_save_of_unknown_workflow_and_load_of_unknown_id_raise_not_found(store: SqlStore) -> None:
     with pytest.raises(WorkflowNotFound):
-        store.load("wf-20260101-000000-abcdef")
+        store.workflows.load("wf-20260101-000000-abcdef")
     wf = sample_workflow()
     with pytest.raises(StoreError, match="never stored"):
-        store.save(wf)
+        store.workflows.save(wf)
     wf.version = 1
     with pytest.raises(WorkflowNotFound):
-        store.save(wf)
+        store.workflows.save(wf)
 
 
 def test_create_refuses_a_stored_workflow_and_a_duplicate_id(store: SqlStore) -> None:
     wf = sample_workflow()
-    store.create(wf)
+    store.workflows.create(wf)
     with pytest.raises(StoreError, match="already stored"):
-        store.create(wf)
+        store.workflows.create(wf)
     twin = sample_workflow()
     twin.id = wf.id
     with pytest.raises(StoreError, match="already exists") as caught:
-        store.create(twin)
+        store.workflows.create(twin)
     assert caught.value.hint
     assert twin.version == 0
 
 
 def test_another_store_sees_writes_at_once_no_process_cache(settings: Settings, store: SqlStore) -> None:
     wf = sample_workflow()
-    store.create(wf)
+    store.workflows.create(wf)
     other = open_store(settings)
     try:
-        assert other.load(wf.id).version == 1
-        theirs = other.load(wf.id)
+        assert other.workflows.load(wf.id).version == 1
+        theirs = other.workflows.load(wf.id)
         theirs.params["seen"] = True
-        other.save(theirs)
-        assert store.load(wf.id).params["seen"] is True
+        other.workflows.save(theirs)
+        assert store.workflows.load(wf.id).params["seen"] is True
         # The first store's instance is now stale and must not overwrite.
         wf.params["seen"] = False
         with pytest.raises(ConcurrencyConflict):
-            store.save(wf)
+            store.workflows.save(wf)
     finally:
         other.close()
 
 
 def _at(minutes: int, state: WorkflowState, store: SqlStore) -> Workflow:
     wf = Workflow.new("t", state, now=datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=minutes))
-    store.create(wf)
+    store.workflows.create(wf)
     return wf
 
 
@@ -151,60 +151,63 @@ def test_list_active_is_newest_first_without_terminal_states_and_pages(store: Sq
     made = [_at(i, state, store) for i, state in enumerate(states)]
     active = [wf.id for wf in reversed(made) if wf.state not in (S.COMPLETED, S.FAILED, S.CANCELLED)]
 
-    listed = store.list_active()
+    listed = store.workflows.list_active()
 
     assert [row["id"] for row in listed] == active
     assert set(listed[0]) == {"id", "type", "state", "created_at", "updated_at"}
     assert listed[0]["state"] == "awaiting_approval"
-    assert store.count_active() == 4
-    assert [r["id"] for r in store.list_active(limit=2)] == active[:2]
-    assert [r["id"] for r in store.list_active(limit=2, offset=2)] == active[2:4]
-    assert [r["id"] for r in store.list_active(offset=3)] == active[3:]
-    assert store.list_active(limit=0) == []
+    assert store.workflows.count_active() == 4
+    assert [r["id"] for r in store.workflows.list_active(limit=2)] == active[:2]
+    assert [r["id"] for r in store.workflows.list_active(limit=2, offset=2)] == active[2:4]
+    assert [r["id"] for r in store.workflows.list_active(offset=3)] == active[3:]
+    assert store.workflows.list_active(limit=0) == []
 
 
 def test_list_active_follows_state_changes_saved_later(store: SqlStore) -> None:
     wf = _at(0, S.PENDING, store)
     fire(wf, Event.CANCEL)
-    store.save(wf)
-    assert store.list_active() == []
-    assert store.count_active() == 0
+    store.workflows.save(wf)
+    assert store.workflows.list_active() == []
+    assert store.workflows.count_active() == 0
 
 
 def test_list_all_filters_by_state_and_pages(store: SqlStore) -> None:
     made = [_at(i, state, store) for i, state in enumerate([S.PENDING, S.COMPLETED, S.FAILED])]
-    assert [r["id"] for r in store.list_all()] == [wf.id for wf in reversed(made)]
-    assert [r["id"] for r in store.list_all(states=[S.COMPLETED, S.FAILED])] == [made[2].id, made[1].id]
-    assert [r["id"] for r in store.list_all(limit=1, offset=1)] == [made[1].id]
+    assert [r["id"] for r in store.workflows.list_all()] == [wf.id for wf in reversed(made)]
+    assert [r["id"] for r in store.workflows.list_all(states=[S.COMPLETED, S.FAILED])] == [
+        made[2].id,
+        made[1].id,
+    ]
+    assert [r["id"] for r in store.workflows.list_all(limit=1, offset=1)] == [made[1].id]
 
 
 @pytest.mark.parametrize(("limit", "offset"), [(-1, 0), (None, -5)])
 def test_negative_paging_is_refused_with_a_hint(store: SqlStore, limit: int | None, offset: int) -> None:
     with pytest.raises(InvalidInput) as caught:
-        store.list_active(limit=limit, offset=offset)
+        store.workflows.list_active(limit=limit, offset=offset)
     assert caught.value.hint
 
 
 def test_load_renames_old_tool_names_in_stored_steps(store: SqlStore) -> None:
     wf = Workflow.new("t", S.PENDING, [make_step(0, "a", "aiops", "power_on_vm")])
-    store.create(wf)
+    store.workflows.create(wf)
     # A step stored under a pre-2.0 name (as an imported record would be).
     wf.steps[0].tool = "vm_power_on"
     wf.steps[0].rollback_tool = "vm_power_off"
-    store.save(wf)
-    loaded = store.load(wf.id)
+    store.workflows.save(wf)
+    loaded = store.workflows.load(wf.id)
     assert (loaded.steps[0].tool, loaded.steps[0].rollback_tool) == ("power_on_vm", "power_off_vm")
 
 
 def test_active_count_is_maintained_by_every_write_and_matches_a_scan(store: SqlStore) -> None:
     made = [_at(i, S.PENDING, store) for i in range(5)]
     _at(9, S.COMPLETED, store)
-    assert store.count_active() == 5
+    assert store.workflows.count_active() == 5
     fire(made[0], Event.CANCEL)
-    store.save(made[0])
+    store.workflows.save(made[0])
     made[1].params["touched"] = True  # a save that keeps the workflow active leaves the count
-    store.save(made[1])
-    assert store.count_active() == 4 == len(store.list_active())
+    store.workflows.save(made[1])
+    assert store.workflows.count_active() == 4 == len(store.workflows.list_active())
 
 
 def test_active_count_stays_exact_under_concurrent_writers(settings: Settings, store: SqlStore) -> None:
@@ -217,13 +220,13 @@ def test_active_count_stays_exact_under_concurrent_writers(settings: Settings, s
     def work(mine: SqlStore, n: int) -> None:
         try:
             for i, original in enumerate(shared):
-                wf = mine.load(original.id)
+                wf = mine.workflows.load(original.id)
                 if wf.state is S.PENDING:
                     fire(wf, Event.CANCEL)
                     with contextlib.suppress(ConcurrencyConflict):
-                        mine.save(wf)
+                        mine.workflows.save(wf)
                 if i % 3 == n % 3:
-                    mine.create(Workflow.new("t", S.PENDING))
+                    mine.workflows.create(Workflow.new("t", S.PENDING))
         except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
@@ -236,4 +239,4 @@ def test_active_count_stays_exact_under_concurrent_writers(settings: Settings, s
         w.close()
     assert errors == []
     created = sum(1 for n in range(4) for i in range(30) if i % 3 == n % 3)
-    assert store.count_active() == len(store.list_active()) == created
+    assert store.workflows.count_active() == len(store.workflows.list_active()) == created

@@ -34,12 +34,12 @@ def increment(store: SqlStore, workflow_id: str, label: str) -> tuple[int, int]:
     """One increment that is never lost: reload and reapply on conflict. (new value, conflicts)"""
     conflicts = 0
     while True:
-        wf = store.load(workflow_id)
+        wf = store.workflows.load(workflow_id)
         value = int(wf.params["counter"]) + 1
         wf.params["counter"] = value
         wf.log("increment", f"{label} -> {value}", actor=label)
         try:
-            store.save(wf)
+            store.workflows.save(wf)
         except ConcurrencyConflict:
             conflicts += 1
             continue
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
         go = Path(argv[3])
         go.with_name(f"ready-{os.getpid()}").touch()
         _wait_for(go)
-        with open_store(Settings()) as opened, opened.engine.connect() as conn:
+        with open_store(Settings()) as opened, opened.database.engine.connect() as conn:
             print(json.dumps({"version": current_version(conn)}))
         return
     store = open_store(Settings())
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> None:
         target = int(arg)
         saves = 0
 
-        @event.listens_for(store.engine, "after_cursor_execute")
+        @event.listens_for(store.database.engine, "after_cursor_execute")
         def _maybe_die(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
             nonlocal saves
             if statement.startswith("INSERT INTO audit_events"):

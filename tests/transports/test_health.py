@@ -78,7 +78,7 @@ async def test_readyz_fails_when_the_database_schema_is_not_the_one_this_build_n
 ) -> None:
     from sqlalchemy import text
 
-    with pilot_app.store.engine.begin() as conn:
+    with pilot_app.store.database.engine.begin() as conn:
         conn.execute(text("UPDATE schema_meta SET value = '999' WHERE key = 'schema_version'"))
     async with _client(pilot_app, pilot_home) as client:
         ready = await client.get("/readyz?verbose")
@@ -94,7 +94,7 @@ async def test_readyz_passes_on_a_schema_the_next_release_expanded(
     from vmware_pilot.store.migrations import LATEST
 
     # As store/migrations.py records an expansion: schema_version stays, schema_applied moves on.
-    with pilot_app.store.engine.begin() as conn:
+    with pilot_app.store.database.engine.begin() as conn:
         conn.execute(text("DELETE FROM schema_meta WHERE key = 'schema_applied'"))
         conn.execute(
             text("INSERT INTO schema_meta (key, value) VALUES ('schema_applied', :v)"), {"v": str(LATEST + 1)}

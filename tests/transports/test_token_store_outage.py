@@ -19,7 +19,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.store.connection import OutageLog, make_engine
-from vmware_pilot.store.sql import SqlStore
+from vmware_pilot.store import Database, TokenRows
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import DbTokenStore
@@ -43,14 +43,18 @@ def pilot_app(settings: Settings) -> Iterator[PilotApp]:
 
 @pytest.fixture
 async def client(pilot_app: PilotApp, pilot_home: Path) -> AsyncIterator[httpx.AsyncClient]:
-    store = SqlStore(make_engine(_dead_url(), Settings(home=pilot_home, database_connect_timeout=2)))
+    database = Database(make_engine(_dead_url(), Settings(home=pilot_home, database_connect_timeout=2)))
     asgi = build_http_app(
-        pilot_app, HttpOptions("http"), 8080, DbTokenStore(store), RoleBook(pilot_home / "r.yaml", TOOL_NAMES)
+        pilot_app,
+        HttpOptions("http"),
+        8080,
+        DbTokenStore(TokenRows(database)),
+        RoleBook(pilot_home / "r.yaml", TOOL_NAMES),
     )
     transport = httpx.ASGITransport(app=asgi)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as c:
         yield c
-    store.close()
+    database.close()
 
 
 async def test_a_bearer_gets_503_with_retry_after_while_the_token_store_cannot_be_read(

@@ -74,7 +74,7 @@ def tar_of(members: dict[str, bytes]) -> bytes:
 def test_captures_are_kept_listed_unpacked_and_removed_in_the_database(
     store: SqlStore, database: Database, pilot_home: Path, tmp_path: Path
 ) -> None:
-    shelf = CaptureShelf(pilot_home, store)
+    shelf = CaptureShelf(pilot_home, store.captures)
     assert shelf.where == "the database"
     made = tmp_path / "made"
     old = shelf.keep(folder_capture(made, "lab-20260101T000000Z", "2026-01-01T00:00:00Z"))
@@ -122,7 +122,7 @@ def test_captures_are_kept_listed_unpacked_and_removed_in_the_database(
 def test_a_stored_capture_that_is_not_what_its_record_says_is_refused_unpacked(
     store: SqlStore, database: Database, pilot_home: Path, tmp_path: Path
 ) -> None:
-    shelf = CaptureShelf(pilot_home, store)
+    shelf = CaptureShelf(pilot_home, store.captures)
     kept = shelf.keep(folder_capture(tmp_path / "made", "lab-20260102T000000Z", "2026-01-02T00:00:00Z"))
     bodies = {
         # Another inventory under the same record: its digest differs.
@@ -149,21 +149,21 @@ def test_a_capture_over_the_size_limit_is_refused_and_nothing_stored(
 ) -> None:
     made = folder_capture(tmp_path / "made", "lab-20260102T000000Z", "2026-01-02T00:00:00Z")
     (made.objects_dir / "0002-VirtualMachine-vm-58.xml").write_bytes(os.urandom(64 * 1024))
-    small = CaptureShelf(pilot_home, store, max_bytes=16 * 1024)
+    small = CaptureShelf(pilot_home, store.captures, max_bytes=16 * 1024)
     with pytest.raises(PilotError) as refused:
         small.keep(made)
     assert "a capture kept in the database may be at most 16384 bytes; nothing was stored" in (
         refused.value.message
     )
     assert "VMWARE_PILOT_TWIN_MEMORY_MB" in refused.value.hint
-    assert small.list() == [] and store.capture_rows() == []
+    assert small.list() == [] and store.captures.capture_rows() == []
     assert len(pack(made.objects_dir)) > 64 * 1024  # the default limit takes it
 
 
 def test_a_rehearsal_from_a_stored_capture_that_fails_its_digest_is_unknown_and_leaves_nothing(
     store: SqlStore, database: Database, pilot_home: Path, tmp_path: Path, scratch: Path
 ) -> None:
-    shelf = CaptureShelf(pilot_home, store)
+    shelf = CaptureShelf(pilot_home, store.captures)
     kept = shelf.keep(folder_capture(tmp_path / "made", "lab-20260102T000000Z", "2026-01-02T00:00:00Z"))
     with database.raw() as conn:
         body = tar_of({"objects/0000-ServiceInstance-ServiceInstance.xml": b"<other/>"})

@@ -102,7 +102,7 @@ async def test_a_rehearsal_loads_a_capture_from_the_database_and_out_of_memory_i
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    shelf = CaptureShelf(pilot_home, store)
+    shelf = CaptureShelf(pilot_home, store.captures)
     shelf.keep(saved)
     # A step the twin does not run: the twin starts on the unpacked capture, the gate's state is
     # put on it with govc, its objects are saved before and after, and nothing changed.
@@ -154,12 +154,12 @@ def test_twin_capture_keeps_the_capture_in_the_database(
     assert (record["target"], record["objects"]) == ("lab", saved.objects)
     assert record["vcenter"] == f"{vcenter.hostname}:{vcenter.port}"
     assert not (pilot_home / "twins").exists()  # kept in the database, not the Pilot home
-    (row,) = store.capture_rows()
+    (row,) = store.captures.capture_rows()
     assert {k: row[k] for k in record} == record and row["size"] > 0
     assert str(vcenter.password).encode() not in database.stored_bytes()
     # What was stored is what govc saved: unpacked, the same files (the same digest as a save
     # of the same inventory a moment before, but for the objects that time moves).
-    shelf = CaptureShelf(pilot_home, store)
+    shelf = CaptureShelf(pilot_home, store.captures)
     unpacked = shelf.materialise(shelf.list()[0], pilot_home / "unpacked")
     assert sorted(p.name for p in unpacked.objects_dir.iterdir()) == sorted(
         p.name for p in saved.objects_dir.iterdir()

@@ -12,7 +12,7 @@ from vmware_pilot.cli.refusals import starting
 from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import json_text, say
 from vmware_pilot.errors import PilotError, WorkflowNotFound
-from vmware_pilot.store.sql import SqlStore, open_store
+from vmware_pilot.store import SqlStore, open_store
 
 __all__ = ["ExportFormat", "app"]
 
@@ -44,7 +44,7 @@ def verify(workflow: WorkflowOption = None, json_output: JsonOption = False) -> 
     """Check every audit event's hash chain. Exit 0 when intact, 1 naming the first bad event."""
     try:
         with _store() as store:
-            report = store.verify_audit(workflow)
+            report = store.audit.verify_audit(workflow)
     except PilotError as exc:
         fail(exc, json_output, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")
     Output(json_output).result(
@@ -81,7 +81,7 @@ def export(
     """Print the stored audit events, oldest first (seq, workflow_id, ts, actor, action, detail, hashes)."""
     try:
         with _store() as store:
-            for record in store.audit_events(workflow):
+            for record in store.audit.audit_events(workflow):
                 typer.echo(json_text(record.to_dict(), indent=None))
     except PilotError as exc:
         fail(exc, hint=_UNKNOWN_ID if isinstance(exc, WorkflowNotFound) else "")

@@ -43,14 +43,14 @@ def backup(file: FileArg, json_output: JsonOption = False) -> None:
 
 def restore(file: FileArg, json_output: JsonOption = False) -> None:
     """Restore a backup FILE into an empty pilot home, then verify its audit trail."""
+    from vmware_pilot.store import open_store
     from vmware_pilot.store.backup import restore as copy
-    from vmware_pilot.store.sql import open_store
 
     chosen = settings()
     try:
         done = copy(chosen, file)
         with open_store(chosen) as store:
-            report = store.verify_audit()
+            report = store.audit.verify_audit()
     except PilotError as exc:
         fail(exc, json_output)
     out = Output(json_output)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -82,28 +84,28 @@ def refresh(
     settings = common.settings()
     skills = list(skill) if skill else list(SKILLS)
     cache = settings.catalog_cache_path
-    shared = _shared_cache(settings)
-    try:
-        if shared is None:
-            # Find out now, not after probing every server, that the cache cannot be written.
-            cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not os.access(cache.parent, os.W_OK):
-                raise PermissionError(f"{cache.parent} is not writable")
-        say(f"Probing {len(skills)} skill(s)…", err=True)
-        report = asyncio.run(
-            refresh_catalog(
-                settings, skills=skills, server_timeout=timeout, on_result=_progress, cache_store=shared
+    with _shared_cache(settings) as shared:
+        try:
+            if shared is None:
+                # Find out now, not after probing every server, that the cache cannot be written.
+                cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if not os.access(cache.parent, os.W_OK):
+                    raise PermissionError(f"{cache.parent} is not writable")
+            say(f"Probing {len(skills)} skill(s)…", err=True)
+            report = asyncio.run(
+                refresh_catalog(
+                    settings, skills=skills, server_timeout=timeout, on_result=_progress, cache_store=shared
+                )
             )
-        )
-    except PilotError as exc:
-        refuse(f"cannot write the catalog cache in the database: {exc.message}", exc.hint, EXIT_USAGE)
-    except OSError as exc:
-        refuse(
-            f"cannot write the catalog cache {cache}: {exc}",
-            "point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
-            "the previous cache (if any) is unchanged.",
-            EXIT_USAGE,
-        )
+        except PilotError as exc:
+            refuse(f"cannot write the catalog cache in the database: {exc.message}", exc.hint, EXIT_USAGE)
+        except OSError as exc:
+            refuse(
+                f"cannot write the catalog cache {cache}: {exc}",
+                "point VMWARE_PILOT_HOME at a folder you can write, or fix its permissions; "
+                "the previous cache (if any) is unchanged.",
+                EXIT_USAGE,
+            )
     if as_json:
         typer.echo(json_text(report.payload()))
     else:
@@ -123,17 +125,21 @@ def refresh(
         raise typer.Exit(1)
 
 
-def _shared_cache(settings: Settings) -> DbCatalogCache | None:
+@contextlib.contextmanager
+def _shared_cache(settings: Settings) -> Iterator[DbCatalogCache | None]:
     """The database's catalog cache when VMWARE_PILOT_DATABASE_URL is set (refused when it
-    cannot be opened); None: the file in the pilot home."""
-    if not settings.database_url:
-        return None
-    from vmware_pilot.app import catalog_cache
+    cannot be opened; closed after the command); None: the file in the pilot home."""
+    from vmware_pilot.app import catalog_cache, shared_store
 
     try:
-        return catalog_cache(settings)
+        store = shared_store(settings)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
+    try:
+        yield catalog_cache(settings, store)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _tool_view(catalog: Catalog, info: ToolInfo, *, full: bool) -> dict[str, Any]:
@@ -177,15 +183,15 @@ def show(
 ) -> None:
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
     settings = common.settings()
-    shared = _shared_cache(settings)
-    where = "the database" if shared is not None else str(settings.catalog_cache_path)
-    if shared is None:
-        catalog = Catalog.load(settings.catalog_cache_path)
-    else:
-        try:
-            catalog = shared.catalog()
-        except PilotError as exc:
-            refuse(exc.message, exc.hint, EXIT_USAGE)
+    with _shared_cache(settings) as shared:
+        where = "the database" if shared is not None else str(settings.catalog_cache_path)
+        if shared is None:
+            catalog = Catalog.load(settings.catalog_cache_path)
+        else:
+            try:
+                catalog = shared.catalog()
+            except PilotError as exc:
+                refuse(exc.message, exc.hint, EXIT_USAGE)
     console = terminal_console()
     if skill is None:
         views = [_skill_view(catalog, s, full=as_json) for s in catalog.skills()]

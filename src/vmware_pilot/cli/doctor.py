@@ -62,7 +62,7 @@ def _settings_rows() -> tuple[list[Row], Settings | None]:
 
 def _database_row(settings: Settings) -> list[Row]:
     from vmware_pilot.errors import PilotError
-    from vmware_pilot.store.sql import database_state
+    from vmware_pilot.store import database_state
 
     where = "PostgreSQL" if settings.database_url.startswith("postgresql") else "SQLite"
     try:

@@ -28,24 +28,19 @@ from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
 from vmware_pilot.transports.tokens import TOKENS_FILE, DbTokenStore, Tokens, TokenStore
 
 if TYPE_CHECKING:
-    from vmware_pilot.store.sql import SqlStore
+    from vmware_pilot.store import SqlStore
 
 __all__ = ["http_options", "role_book", "serve_network", "token_store"]
 
 _log = logging.getLogger("vmware_pilot")
 
 
-def token_store(settings: Settings, store: SqlStore | None = None) -> Tokens:
+def token_store(settings: Settings, store: SqlStore | None) -> Tokens:
     """The tokens file in the pilot home, or, when a database URL is set (several replicas may share
-    it), the database's token table, read through ``store`` (opened when not given); raises
-    ``PilotError`` when that database cannot be opened."""
-    if not settings.database_url:
+    it), the token table of ``store``, the process's one store (``app.shared_store``)."""
+    if not settings.database_url or store is None:
         return TokenStore(settings.home_path / TOKENS_FILE)
-    if store is None:
-        from vmware_pilot.store.sql import open_store
-
-        store = open_store(settings)
-    return DbTokenStore(store)
+    return DbTokenStore(store.tokens)
 
 
 def role_book(settings: Settings) -> RoleBook:
@@ -106,9 +101,12 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         raise refused(exc) from None
     roles = role_book(settings)
     try:
-        tokens = starting(lambda: token_store(settings))
-        # One store, so one connection pool in this process, for the tokens and the app.
-        store = tokens.store if isinstance(tokens, DbTokenStore) else None
+        # One store, so one connection pool in this process, for the tokens, the app and the
+        # catalog's refresh.
+        from vmware_pilot.app import shared_store
+
+        store = starting(lambda: shared_store(settings))
+        tokens = token_store(settings, store)
         entries = starting(tokens.entries)
     except PilotError as exc:
         raise refused(exc) from None
@@ -160,7 +158,7 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         # The skill catalog brought up to date with the installed skills, beside serving (the
         # catalog is read again when its cache changes).
         threading.Thread(
-            target=refresh_catalog_if_stale, args=(settings,), name="catalog", daemon=True
+            target=refresh_catalog_if_stale, args=(settings, lambda: app.store), name="catalog", daemon=True
         ).start()
 
     async def run() -> None:

@@ -142,7 +142,7 @@ def workflows(
 
     def fetch(app: PilotApp) -> WorkflowPage:
         # One row more than the page tells whether another page follows, without counting the table.
-        rows = app.store.list_all(limit + 1, offset, state or None)
+        rows = app.store.workflows.list_all(limit + 1, offset, state or None)
         page = app.service.flag_expired(rows[:limit])
         more = len(rows) > limit
         return WorkflowPage.model_validate(
@@ -267,7 +267,7 @@ def approve(
             out.show(
                 "Once approved, Pilot runs the released steps here."
                 if app.dispatcher is not None
-                else release_notice(app.store.load(workflow_id), dispatching=False)
+                else release_notice(app.store.workflows.load(workflow_id), dispatching=False)
             )
         allowed = _decision(app, workflow_id, person, out)
         if not allowed.may_approve:

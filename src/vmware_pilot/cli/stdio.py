@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from vmware_pilot.cli.logs import configure_logging
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from vmware_pilot.config import Settings
     from vmware_pilot.domain.actor import Actor
     from vmware_pilot.ondemand import AppOnDemand
+    from vmware_pilot.store import SqlStore
 
 __all__ = ["configure_logging", "load_settings", "refresh_catalog_if_stale", "serve", "stdio_args"]
 
@@ -89,14 +90,15 @@ async def _sweep(app: AppOnDemand) -> None:
     await Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds).run()
 
 
-def refresh_catalog_if_stale(settings: Settings) -> None:
+def refresh_catalog_if_stale(settings: Settings, store: Callable[[], SqlStore | None]) -> None:
     """With dispatch: bring the skill catalog up to date with the installed skills when its cache is
-    missing or older than them (``app.refresh_stale_catalog``). Blocking: run it in a worker thread;
-    a failure is logged, the catalog stays as it was."""
+    missing or older than them (``app.refresh_stale_catalog``; with a database URL its row in
+    ``store()``, the process's one store). Blocking: run it in a worker thread; a failure is
+    logged, the catalog stays as it was."""
     from vmware_pilot.app import refresh_stale_catalog
 
     try:
-        refresh_stale_catalog(settings)
+        refresh_stale_catalog(settings, store())
     except PilotError as exc:
         logging.getLogger("vmware_pilot").warning("the skill catalog was not refreshed: %s", exc.message)
     except Exception:  # a daemon thread's failure must not pass unseen
@@ -110,7 +112,7 @@ async def _serve(app: AppOnDemand, actor: Actor) -> None:
         # Beside the handshake, off the event loop (it starts the skills' servers); the first tool
         # call waits for it. A daemon thread: a client that leaves early is not kept waiting (the
         # cache is replaced atomically or not at all).
-        app.prepare(refresh_catalog_if_stale)
+        app.prepare(lambda settings: refresh_catalog_if_stale(settings, app.shared_store))
     sweeping = asyncio.create_task(_sweep(app)) if app.dispatching else None
     try:
         await serve_stdio(app, actor)

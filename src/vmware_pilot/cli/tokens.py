@@ -8,6 +8,8 @@ name, a role or the token file is the operator's to fix (a usage error).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -17,9 +19,11 @@ from vmware_pilot.cli.common import EXIT_USAGE, JsonOption, Output, refuse
 from vmware_pilot.cli.network import role_book, token_store
 from vmware_pilot.cli.style import group
 from vmware_pilot.cli.terminal import json_text, say
+from vmware_pilot.config import Settings
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.roles import RoleBook
+from vmware_pilot.transports.tokens import Tokens
 
 __all__ = ["app"]
 
@@ -27,6 +31,20 @@ app = group("Bearer tokens and roles for `vmware-pilot mcp --transport https|htt
 
 Name = Annotated[str, typer.Argument(help="Token name: who the caller is in workflows and the audit trail.")]
 RoleArg = Annotated[str, typer.Argument(help="admin, reader, or a role from roles.yaml in the pilot home.")]
+
+
+@contextmanager
+def _tokens(settings: Settings) -> Iterator[Tokens]:
+    """The tokens file, or with a database URL the database's token rows (closed after the command);
+    raises ``PilotError`` when that database cannot be opened."""
+    from vmware_pilot.app import shared_store
+
+    store = shared_store(settings)
+    try:
+        yield token_store(settings, store)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _check_role(book: RoleBook, role: str) -> None:
@@ -52,7 +70,8 @@ def create(
     settings = common.settings()
     _check_role(role_book(settings), role)
     try:
-        secret = token_store(settings).create(name, role)
+        with _tokens(settings) as tokens:
+            secret = tokens.create(name, role)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
     if json_output:  # the secret is the result: printed as it is, this once
@@ -71,7 +90,8 @@ def list_tokens(json_output: JsonOption = False) -> None:
     """Token names with their role and creation time (never the secrets)."""
     settings = common.settings()
     try:
-        entries = token_store(settings).entries()
+        with _tokens(settings) as tokens:
+            entries = tokens.entries()
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
     usable = role_book(settings).listing().roles
@@ -94,7 +114,8 @@ def list_tokens(json_output: JsonOption = False) -> None:
 def revoke(name: Name, json_output: JsonOption = False) -> None:
     """Delete a token; a running server refuses it from its next request (401)."""
     try:
-        token_store(common.settings()).revoke(name)
+        with _tokens(common.settings()) as tokens:
+            tokens.revoke(name)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
     Output(json_output).result({"name": name, "revoked": True})
@@ -107,7 +128,8 @@ def set_role(name: Name, role: RoleArg, json_output: JsonOption = False) -> None
     settings = common.settings()
     _check_role(role_book(settings), role)
     try:
-        token_store(settings).set_role(name, role)
+        with _tokens(settings) as tokens:
+            tokens.set_role(name, role)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
     Output(json_output).result({"name": name, "role": role})

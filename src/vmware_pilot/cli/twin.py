@@ -37,14 +37,14 @@ def _shelf(json_mode: bool) -> Iterator[CaptureShelf]:
     if not settings.database_url:
         yield CaptureShelf(settings.home_path)
         return
-    from vmware_pilot.store.sql import open_store
+    from vmware_pilot.store import open_store
 
     try:
         store = open_store(settings)
     except PilotError as exc:
         common.fail(exc, json_mode)
     try:
-        yield CaptureShelf(settings.home_path, store)
+        yield CaptureShelf(settings.home_path, store.captures)
     finally:
         store.close()
 

@@ -117,7 +117,7 @@ def conflicting(store: Store, wf: Workflow, catalog: Catalog) -> list[dict[str, 
         return []
     first = {key: (index, label) for index, key, label in reversed(named)}
     out: list[dict[str, object]] = []
-    for h in store.lock_holders(wf.id, list(first)):
+    for h in store.locks.lock_holders(wf.id, list(first)):
         index, label = first.get(h.key, (None, h.key))
         out.append(
             {
@@ -165,7 +165,7 @@ def take(store: Store, wf: Workflow, catalog: Catalog) -> Hold | None:
     objects = locked_objects(wf, catalog)
     if not objects:
         return None  # nothing to hold: no write transaction
-    holder = store.take_locks(wf.id, run_key(wf.id), list(objects))
+    holder = store.locks.take_locks(wf.id, run_key(wf.id), list(objects))
     if holder is None:
         return None
     return Hold(holder, objects.get(holder.key, holder.key))

@@ -90,7 +90,7 @@ class ServiceCore:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
 
     def load(self, workflow_id: str) -> Workflow:
-        return self.store.load(workflow_id)
+        return self.store.workflows.load(workflow_id)
 
     def refuse_denied(self, steps: Sequence[Step], door: str, workflow_id: str = "") -> None:
         """Refuse (``PolicyRefused``) steps the policy in force denies, at ``door`` (guard.DOORS)."""

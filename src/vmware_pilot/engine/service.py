@@ -621,8 +621,8 @@ class PilotService:
         if offset < 0:
             raise InvalidInput("offset must not be negative", field="offset", hint="Start at offset 0.")
         size = DEFAULT_PAGE if limit is None else limit
-        page = self.flag_expired(self.store.list_active(size, offset))
-        total = self.store.count_active()
+        page = self.flag_expired(self.store.workflows.list_active(size, offset))
+        total = self.store.workflows.count_active()
         return {
             "templates": self.templates.listing(),
             "active_workflows": page,

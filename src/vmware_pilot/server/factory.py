@@ -64,7 +64,7 @@ def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
 
 
 def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
-    return source.get().service.store.load(workflow_id)
+    return source.get().service.store.workflows.load(workflow_id)
 
 
 @contextlib.contextmanager

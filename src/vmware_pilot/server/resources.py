@@ -71,9 +71,9 @@ def canonical_uri(uri: str) -> str | None:
 
 
 def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
-    service.store.load(workflow_id)  # WorkflowNotFound for an unknown id
-    report = service.store.verify_audit(workflow_id)
-    events = [r.to_dict() for r in service.store.audit_events(workflow_id)]
+    service.store.workflows.load(workflow_id)  # WorkflowNotFound for an unknown id
+    report = service.store.audit.verify_audit(workflow_id)
+    events = [r.to_dict() for r in service.store.audit.audit_events(workflow_id)]
     return {"workflow_id": workflow_id, "intact": report.ok, "events": events}
 
 

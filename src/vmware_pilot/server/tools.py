@@ -487,7 +487,7 @@ def build_tools(
         if wait_seconds > 0:
 
             def versions(ids: list[str]) -> dict[str, int]:
-                return service().store.versions(ids)  # in the worker thread: may build the app
+                return service().store.workflows.versions(ids)  # in the worker thread: may build the app
 
             await _wait_for_change(versions, workflow_id, wait_seconds, watch)
         answer = await anyio.to_thread.run_sync(lambda: service().get_workflow_status(workflow_id))

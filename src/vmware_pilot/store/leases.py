@@ -14,13 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, select, text
 
 from vmware_pilot.errors import StoreError
 from vmware_pilot.store.tables import leases
 
-__all__ = ["Fence", "Lease", "LeaseLost", "acquire", "check_fences", "db_clock", "hold", "holder", "release"]
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
+
+__all__ = [
+    "Fence",
+    "Lease",
+    "LeaseLost",
+    "Leases",
+    "acquire",
+    "check_fences",
+    "db_clock",
+    "hold",
+    "holder",
+    "release",
+]
 
 # A lease row's key and the fencing number a save is made under.
 Fence = tuple[str, int]
@@ -125,3 +140,44 @@ def check_fences(conn: Connection, workflow_id: str, fences: Sequence[Fence]) ->
     for key, fence in fences:
         if current.get(key) != fence:
             raise LeaseLost(workflow_id, fence, current.get(key))
+
+
+class _Taken(StoreError):
+    """Inside ``Leases.hold_leases``: one of the leases is another owner's; undo the others."""
+
+    def __init__(self) -> None:
+        super().__init__("lease taken")
+
+
+class Leases:
+    """Run and step leases (this module) over the app's ``Database``."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def acquire_lease(self, workflow_id: str, owner: str, seconds: float) -> int | None:
+        """Take the run lease of ``workflow_id`` for ``seconds``; its fence, or None if held."""
+        with self._db.transaction(write=True) as conn:
+            return acquire(conn, workflow_id, owner, seconds)
+
+    def hold_leases(self, held: Sequence[tuple[str, str, int]], seconds: float) -> list[int] | None:
+        """Keep each lease (key, owner, fence) ``seconds`` more, in one transaction (``hold``):
+        their fences now (a lapsed one was taken again with the next); None, and nothing
+        changed, when any of them was taken by another owner."""
+        try:
+            with self._db.transaction(write=True) as conn:
+                kept = [hold(conn, key, owner, fence, seconds) for key, owner, fence in held]
+                if any(fence is None for fence in kept):
+                    raise _Taken  # rolls the others back
+        except _Taken:
+            return None
+        return [fence for fence in kept if fence is not None]
+
+    def release_lease(self, workflow_id: str, owner: str, fence: int) -> None:
+        with self._db.transaction(write=True) as conn:
+            release(conn, workflow_id, owner, fence)
+
+    def lease(self, workflow_id: str) -> Lease | None:
+        """The workflow's lease as stored (None: never leased)."""
+        with self._db.transaction(write=False) as conn:
+            return holder(conn, workflow_id)

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, bindparam, func, select, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["LOCKS_LOCK", "Holder", "holders", "release_all", "take"]
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
+
+__all__ = ["LOCKS_LOCK", "Holder", "Locks", "holders", "release_all", "take"]
 
 # The advisory lock key of object-lock takes on PostgreSQL (any fixed 64-bit number, unique to Pilot).
 LOCKS_LOCK = 0x766D_7069_6C6F_7403
@@ -113,3 +117,21 @@ def take(conn: Connection, me: str, run_key: str, keys: Sequence[str]) -> Holder
 def release_all(conn: Connection, workflow_id: str) -> None:
     """Let go of every object ``workflow_id`` holds (in the save that ends it)."""
     conn.execute(text("DELETE FROM object_locks WHERE workflow_id = :id"), {"id": workflow_id})
+
+
+class Locks:
+    """Object locks (this module) over the app's ``Database``."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def take_locks(self, workflow_id: str, run_key: str, keys: Sequence[str]) -> Holder | None:
+        """Take every object of ``keys`` for ``workflow_id`` (run lease ``run_key``) or none: the
+        live holder of one of them then, nothing changed."""
+        with self._db.transaction(write=True) as conn:
+            return take(conn, workflow_id, run_key, sorted(set(keys)))
+
+    def lock_holders(self, workflow_id: str, keys: Sequence[str]) -> list[Holder]:
+        """The live holders of ``keys`` other than ``workflow_id`` (what review reports)."""
+        with self._db.transaction(write=False) as conn:
+            return holders(conn, workflow_id, sorted(set(keys)))

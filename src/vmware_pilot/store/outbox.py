@@ -15,14 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
 from vmware_pilot.store.leases import db_clock
 
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
+
 __all__ = [
     "Claimed",
+    "Outbox",
     "claim",
     "enqueue",
     "finish",
@@ -114,3 +118,35 @@ def oldest_pending_age(conn: Connection) -> float:
     query = "SELECT CLOCK - MIN(created_at) FROM notifications WHERE status = 'pending'"
     age = conn.execute(text(query.replace("CLOCK", db_clock(conn)))).scalar()
     return max(0.0, float(age)) if age is not None else 0.0
+
+
+class Outbox:
+    """The notification outbox (this module) over the app's ``Database``; the workflow store
+    writes a change's notices in the change's own transaction (``enqueue``)."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None:
+        with self._db.transaction(write=True) as conn:
+            enqueue(conn, notices)
+
+    def claim_notice(self, lease_seconds: float) -> Claimed | None:
+        with self._db.transaction(write=True) as conn:
+            return claim(conn, lease_seconds)
+
+    def finish_notice(self, event_id: str, status: str, attempts: int) -> None:
+        with self._db.transaction(write=True) as conn:
+            finish(conn, event_id, status, attempts)
+
+    def retry_notice(self, event_id: str, attempts: int, delay: float) -> None:
+        with self._db.transaction(write=True) as conn:
+            retry_later(conn, event_id, attempts, delay)
+
+    def prune_notices(self, older_than: float) -> int:
+        with self._db.transaction(write=True) as conn:
+            return prune(conn, older_than)
+
+    def notice_counts(self) -> Mapping[str, int]:
+        with self._db.transaction(write=False) as conn:
+            return status_counts(conn)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, TextClause, text
 
 from vmware_pilot.store.leases import db_clock
 
-__all__ = ["SessionRow", "close", "find", "key_of", "open_session", "purge"]
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
+
+__all__ = ["SessionRow", "SessionRows", "close", "find", "key_of", "open_session", "purge"]
 
 
 def key_of(cookie: str) -> str:
@@ -78,3 +81,24 @@ def close(conn: Connection, cookie: str) -> bool:
 def purge(conn: Connection, older_than: float) -> int:
     """Delete sessions that expired more than ``older_than`` seconds ago; how many."""
     return int(conn.execute(_sql(conn, _PURGE), {"s": older_than}).rowcount or 0)
+
+
+class SessionRows:
+    """Console sign-in sessions (this module) over the app's ``Database``."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def open_session(self, cookie: str, identity: dict[str, Any], seconds: float, keep: float) -> None:
+        """Store a session for ``seconds``; sessions expired more than ``keep`` seconds ago go."""
+        with self._db.transaction(write=True) as conn:
+            purge(conn, keep)
+            open_session(conn, cookie, identity, seconds)
+
+    def find_session(self, cookie: str) -> SessionRow | None:
+        with self._db.transaction(write=False) as conn:
+            return find(conn, cookie)
+
+    def close_session(self, cookie: str) -> bool:
+        with self._db.transaction(write=True) as conn:
+            return close(conn, cookie)

@@ -134,7 +134,7 @@ api_tokens = Table(
     Column("created_at", String(40), nullable=False),
 )
 
-# Custom templates (store/shared.py): each one's YAML text, read through the folder loader's checks.
+# Custom templates (store/texts.py): each one's YAML text, read through the folder loader's checks.
 custom_templates = Table(
     "custom_templates",
     metadata,
@@ -144,7 +144,7 @@ custom_templates = Table(
     Column("updated_by", String(255), nullable=False),
 )
 
-# The skill catalog's discovery cache (store/shared.py): one row, the JSON of `catalog refresh`.
+# The skill catalog's discovery cache (store/texts.py): one row, the JSON of `catalog refresh`.
 catalog_cache = Table(
     "catalog_cache",
     metadata,
@@ -153,7 +153,7 @@ catalog_cache = Table(
     Column("updated_at", String(40), nullable=False),
 )
 
-# The policy (store/shared.py): its YAML text in one row, with the digest of its canonical form.
+# The policy (store/texts.py): its YAML text in one row, with the digest of its canonical form.
 policies = Table(
     "policies",
     metadata,

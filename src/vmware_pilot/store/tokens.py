@@ -6,9 +6,15 @@ Only the SHA-256 of a secret is stored (``sha256:<hex>``), as in the token file.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, text
+from typing import TYPE_CHECKING
 
-__all__ = ["TokenRow", "delete", "insert", "rows", "set_role"]
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import IntegrityError
+
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
+
+__all__ = ["TokenRow", "TokenRows", "delete", "insert", "rows", "set_role"]
 
 TokenRow = tuple[str, str, str, str]  # name, role, hash, created_at
 
@@ -38,3 +44,30 @@ def delete(conn: Connection, name: str) -> bool:
 def set_role(conn: Connection, name: str, role: str) -> bool:
     done = conn.execute(text("UPDATE api_tokens SET role = :r WHERE name = :n"), {"n": name, "r": role})
     return done.rowcount == 1
+
+
+class TokenRows:
+    """The bearer tokens' rows (this module) over the app's ``Database``."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def token_rows(self) -> list[TokenRow]:
+        with self._db.transaction(write=False) as conn:
+            return rows(conn)
+
+    def add_token(self, name: str, role: str, digest: str, created_at: str) -> bool:
+        """False when a token of that name exists (also one created at the same moment elsewhere)."""
+        try:
+            with self._db.transaction(write=True) as conn:
+                return insert(conn, name, role, digest, created_at)
+        except IntegrityError:
+            return False
+
+    def delete_token(self, name: str) -> bool:
+        with self._db.transaction(write=True) as conn:
+            return delete(conn, name)
+
+    def set_token_role(self, name: str, role: str) -> bool:
+        with self._db.transaction(write=True) as conn:
+            return set_role(conn, name, role)

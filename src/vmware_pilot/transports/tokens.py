@@ -35,7 +35,7 @@ from vmware_pilot.errors import DatabaseUnavailable, InvalidInput, PilotError
 from vmware_pilot.safety.duties import is_valid_name
 
 if TYPE_CHECKING:
-    from vmware_pilot.store.sql import SqlStore
+    from vmware_pilot.store import TokenRows
 
 __all__ = [
     "SECRET_PREFIX",
@@ -311,17 +311,17 @@ class TokenStore:
 
 
 class DbTokenStore:
-    """The tokens as rows of ``store``'s database (``api_tokens``), read on every call."""
+    """The tokens as rows of the app's database (``api_tokens``), read on every call."""
 
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
+    def __init__(self, rows: TokenRows) -> None:
+        self.rows = rows
         self._problem: str | None = None
 
     def entries(self) -> list[TokenEntry]:
         """Every token; raises ``StoreError`` when the database cannot be read (an outage is
         logged once by the store itself, other problems here once per problem)."""
         try:
-            rows = self.store.token_rows()
+            rows = self.rows.token_rows()
         except PilotError as exc:
             if not isinstance(exc, DatabaseUnavailable) and exc.message != self._problem:
                 _log.error("token table unreadable, every token is refused: %s", exc.message)
@@ -340,14 +340,14 @@ class DbTokenStore:
     def create(self, name: str, role: str) -> str:
         _check_name(name)
         secret, created = _new_secret()
-        if not self.store.add_token(name, role, hash_secret(secret), created):
+        if not self.rows.add_token(name, role, hash_secret(secret), created):
             raise _exists(name)
         return secret
 
     def revoke(self, name: str) -> None:
-        if not self.store.delete_token(name):
+        if not self.rows.delete_token(name):
             raise _missing(name)
 
     def set_role(self, name: str, role: str) -> None:
-        if not self.store.set_token_role(name, role):
+        if not self.rows.set_token_role(name, role):
             raise _missing(name)

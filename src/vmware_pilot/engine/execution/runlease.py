@@ -81,11 +81,11 @@ async def take_lease(runner: Leasing, key: str) -> tuple[str, int] | None:
     release failed; (owner, fence), or None while another owner holds it unexpired."""
     store, seconds = runner.store, runner.lease_seconds
     owner = new_run_owner()
-    fence = await asyncio.to_thread(store.acquire_lease, key, owner, seconds)
+    fence = await asyncio.to_thread(store.leases.acquire_lease, key, owner, seconds)
     mine = runner.leases.unreleased.get(key)
     if fence is None and mine is not None:
         owner = mine  # the same owner takes its own lease again (the next fence)
-        fence = await asyncio.to_thread(store.acquire_lease, key, owner, seconds)
+        fence = await asyncio.to_thread(store.leases.acquire_lease, key, owner, seconds)
     if fence is None:
         return None
     runner.leases.unreleased.pop(key, None)
@@ -97,7 +97,7 @@ async def release_lease(runner: Leasing, key: str, owner: str, fence: int) -> No
     a lease time, and the next run here takes it back meanwhile: a failed release never holds
     the workflow up for a lease time."""
     try:
-        await asyncio.to_thread(runner.store.release_lease, key, owner, fence)
+        await asyncio.to_thread(runner.store.leases.release_lease, key, owner, fence)
     except PilotError as exc:
         book = runner.leases
         book.unreleased[key] = owner
@@ -115,7 +115,7 @@ async def _release_later(runner: Leasing, key: str, owner: str, fence: int) -> N
         delay = min(delay * 2, 2.0)
         try:
             # Only while it is still (owner, fence): a run here that took it back has the next fence.
-            await asyncio.to_thread(runner.store.release_lease, key, owner, fence)
+            await asyncio.to_thread(runner.store.leases.release_lease, key, owner, fence)
         except PilotError:
             continue
         if runner.leases.unreleased.get(key) == owner:
@@ -207,7 +207,9 @@ class RunLease:
             held = [(run_key(self.workflow_id), self.owner, self.fence)]
             if step is not None:
                 held.append((self.workflow_id, step.owner, step.fence))
-            kept = await asyncio.to_thread(self.runner.store.hold_leases, held, self.runner.lease_seconds)
+            kept = await asyncio.to_thread(
+                self.runner.store.leases.hold_leases, held, self.runner.lease_seconds
+            )
             if kept is None:
                 lost = LeaseLost(self.workflow_id, self.fence, None)
                 self.lose(lost)
@@ -287,7 +289,7 @@ async def holding_run(runner: Leasing, workflow_id: str, state: str) -> AsyncIte
     another Pilot process's run holds it."""
     held = await RunLease.take(runner, workflow_id)
     if held is None:
-        lease = await asyncio.to_thread(runner.store.lease, run_key(workflow_id))
+        lease = await asyncio.to_thread(runner.store.leases.lease, run_key(workflow_id))
         owner = lease.owner if lease else ""
         host, _, rest = owner.partition("/")
         left = max(1, round(lease.remaining)) if lease else 1

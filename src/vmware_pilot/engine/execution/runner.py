@@ -204,7 +204,7 @@ class Runner:
                 self._write(wf, applied, fences)
             except ConcurrencyConflict:
                 _log.info("workflow %s changed concurrently; reloading and reapplying", wf.id)
-                wf = self.store.load(wf.id)
+                wf = self.store.workflows.load(wf.id)
                 continue
             return self._announce(wf, applied)
         raise ConcurrencyConflict(wf.id, wf.version, None)
@@ -221,7 +221,7 @@ class Runner:
 
     def _write(self, wf: Workflow, applied: _Applied[Any], fences: Sequence[Fence]) -> None:
         run = RunLease.current()
-        self.store.save(wf, [*fences, *(run.fences() if run is not None else ())], applied.notices)
+        self.store.workflows.save(wf, [*fences, *(run.fences() if run is not None else ())], applied.notices)
 
     def _announce(self, wf: Workflow, applied: _Applied[T]) -> tuple[Workflow, T]:
         if self.events is not None and (wf.state is not applied.before or applied.notices):
@@ -266,20 +266,20 @@ class Runner:
     async def _reload(self, workflow_id: str, waiting: _Patience) -> Workflow:
         while True:
             try:
-                return await asyncio.to_thread(self.store.load, workflow_id)
+                return await asyncio.to_thread(self.store.workflows.load, workflow_id)
             except DatabaseUnavailable as exc:
                 await waiting.wait(exc)
 
     # --- leases (ownership.py) -----------------------------------------------------------
     def refuse_if_running_elsewhere(self, wf: Workflow, step: Step) -> None:
         """Refuse while ``step`` (found running) is under another run's unexpired lease."""
-        refuse_held(wf, step, self.store.lease(wf.id))
+        refuse_held(wf, step, self.store.leases.lease(wf.id))
 
     async def _take_lease(self, wf: Workflow, step: Step) -> tuple[str, int]:
         """The step lease (row: the workflow id), or the refusal while another run holds it."""
         taken = await take_lease(self, wf.id)
         if taken is None:
-            refuse_held(wf, step, await asyncio.to_thread(self.store.lease, wf.id))
+            refuse_held(wf, step, await asyncio.to_thread(self.store.leases.lease, wf.id))
             raise StateRefused(  # the lease was released between the two reads: just retry
                 f"Workflow '{wf.id}' was busy in another Pilot process; nothing was changed",
                 hint="Try again.",
@@ -291,7 +291,7 @@ class Runner:
     def create(self, wf: Workflow) -> None:
         self.vault.remember(wf)
         wf.diff_report = build_diff_report(wf, self.catalog)
-        self.store.create(wf)
+        self.store.workflows.create(wf)
 
     # --- results ----------------------------------------------------------------------------
     def result(
@@ -411,7 +411,7 @@ class Runner:
             _log.warning("could not settle the interrupted steps of %s: %s", wf.id, exc.message)
         except Exception:
             _log.exception("settling the interrupted steps of %s raised", wf.id)
-        return await asyncio.to_thread(self.store.load, wf.id)
+        return await asyncio.to_thread(self.store.workflows.load, wf.id)
 
     async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> DispatchRefused | None:
         """With a dispatcher: the refusal to raise before changing anything, or None
@@ -635,7 +635,7 @@ class Runner:
             _log.warning("could not inspect the gate of %s: %s", wf.id, exc.message)
         except Exception:
             _log.exception("inspecting the gate of %s raised", wf.id)
-        return self.store.load(wf.id)
+        return self.store.workflows.load(wf.id)
 
     async def call_step(
         self,
@@ -829,7 +829,7 @@ class Runner:
                     if not holds_run:
                         raise
                     # Another Pilot recorded an approval since the load: this one is the last now.
-                    wf = await asyncio.to_thread(self.store.load, wf.id)
+                    wf = await asyncio.to_thread(self.store.workflows.load, wf.id)
             else:
                 raise ConcurrencyConflict(wf.id, wf.version, None)
         except PilotError as exc:
@@ -886,7 +886,7 @@ class Runner:
         if to is actor:
             return await self.run_until_checkpoint(wf, actor, progress)
         ran = await self.run_until_checkpoint(wf, to, progress)
-        stored = await asyncio.to_thread(self.store.load, wf.id)
+        stored = await asyncio.to_thread(self.store.workflows.load, wf.id)
         return self.released_result(stored, to, str(ran.get("outcome", "")))
 
     # --- rollback and cancel ----------------------------------------------------------------
@@ -928,7 +928,7 @@ class Runner:
         try:
             wf, _ = self.commit(wf, change)
         except _NothingToRecord:  # another Pilot recorded it first
-            return self.store.load(wf.id)
+            return self.store.workflows.load(wf.id)
         telemetry.count("gate_decisions", decision="expired")
         return wf
 

@@ -149,7 +149,10 @@ class Sweeper:
         running: list[str] = []
         while True:
             page = await asyncio.to_thread(
-                runner.store.list_all, limit=_PAGE, offset=len(running), states=[WorkflowState.RUNNING]
+                runner.store.workflows.list_all,
+                limit=_PAGE,
+                offset=len(running),
+                states=[WorkflowState.RUNNING],
             )
             running.extend(summary["id"] for summary in page)
             if len(page) < _PAGE:
@@ -188,14 +191,14 @@ class Sweeper:
         return None if still is not None else (gate.index, kind)
 
     async def _resume(self, runner: EntryPoints, workflow_id: str) -> bool:
-        wf = await asyncio.to_thread(runner.store.load, workflow_id)
+        wf = await asyncio.to_thread(runner.store.workflows.load, workflow_id)
         if await self._lifted(runner, wf) is None:  # cheap first look, without the lease
             return False
         held = await RunLease.take(runner, workflow_id)
         if held is None:
             return False
         async with held.walking():
-            wf = await asyncio.to_thread(runner.store.load, workflow_id)
+            wf = await asyncio.to_thread(runner.store.workflows.load, workflow_id)
             lifted = await self._lifted(runner, wf)  # again, under the run lease
             if lifted is None:
                 return False
@@ -215,7 +218,7 @@ class Sweeper:
         noticed = []
         for workflow_id in await _waiting_ids(runner):
             try:
-                wf = await asyncio.to_thread(runner.store.load, workflow_id)
+                wf = await asyncio.to_thread(runner.store.workflows.load, workflow_id)
                 version = wf.version
                 after = await asyncio.to_thread(runner.notice_expiry, wf)
             except DatabaseUnavailable:
@@ -242,7 +245,7 @@ class Sweeper:
 
     async def _continue(self, runner: EntryPoints, workflow_id: str) -> bool:
         try:
-            wf = await asyncio.to_thread(runner.store.load, workflow_id)
+            wf = await asyncio.to_thread(runner.store.workflows.load, workflow_id)
             if wf.state is not WorkflowState.RUNNING:  # it stopped just before we took the lease
                 return False
             wf = await self._rerun_reads(runner, wf)
@@ -352,7 +355,10 @@ async def _waiting_ids(runner: EntryPoints) -> list[str]:
     waiting: list[str] = []
     while True:
         page = await asyncio.to_thread(
-            runner.store.list_all, limit=_PAGE, offset=len(waiting), states=[WorkflowState.AWAITING_APPROVAL]
+            runner.store.workflows.list_all,
+            limit=_PAGE,
+            offset=len(waiting),
+            states=[WorkflowState.AWAITING_APPROVAL],
         )
         waiting.extend(summary["id"] for summary in page)
         if len(page) < _PAGE:

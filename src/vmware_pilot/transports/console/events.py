@@ -63,7 +63,7 @@ def workflow_events(
     app: PilotApp, workflow_id: str, request: Request, signed_in: SignedIn
 ) -> StreamingResponse:
     def snapshot() -> dict[str, Any]:
-        wf = app.store.load(workflow_id)
+        wf = app.store.workflows.load(workflow_id)
         gate = gate_records.pending_gate(wf)
         digest = gate_records.plan_digest(wf, gate.index) if gate is not None else ""
         approvals = len(gate_records.approver_names(gate_records.gate_record(wf, gate.index))) if gate else 0
@@ -74,7 +74,7 @@ def workflow_events(
 
 def workflows_events(app: PilotApp, request: Request, signed_in: SignedIn) -> StreamingResponse:
     def snapshot() -> dict[str, Any]:
-        rows = app.store.list_all(50, 0, None)
+        rows = app.store.workflows.list_all(50, 0, None)
         return {"version": "|".join(f"{r['id']}:{r['state']}:{r['updated_at']}" for r in rows)}
 
     return _stream(request, snapshot, signed_in)

@@ -141,7 +141,7 @@ class Console:
         self.oidc = oidc
         self.verifier = verifier
         self.role_of = role_of
-        self.sessions = SessionBook(app.store, app.settings.console_session_minutes)
+        self.sessions = SessionBook(app.store.sessions, app.settings.console_session_minutes)
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))
         self.templates.env.globals.update(
             change_lines=change_lines,
@@ -415,9 +415,9 @@ class Console:
         store, catalog = self.app.store, self.app.service.catalog
         now = store.now()
         rows = []
-        for summary_row in store.list_all(inbox.SCANNED, 0, states):
+        for summary_row in store.workflows.list_all(inbox.SCANNED, 0, states):
             try:
-                rows.append(inbox.row_of(store.load(str(summary_row["id"])), catalog, now))
+                rows.append(inbox.row_of(store.workflows.load(str(summary_row["id"])), catalog, now))
             except WorkflowNotFound:
                 continue  # deleted between the list and the load
         return inbox.sort_waiting_first(inbox.search(rows, query) if query.strip() else rows)
@@ -431,7 +431,7 @@ class Console:
         session = caller.session
         try:
             # The version before the read: a change in between makes the page update, never stick.
-            wf = await asyncio.to_thread(self.app.store.load, self._id(request))
+            wf = await asyncio.to_thread(self.app.store.workflows.load, self._id(request))
             version = wf.version
             raw = await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request))
             status = StatusView.model_validate(_details_named(raw, redact(raw)))
@@ -497,7 +497,7 @@ class Console:
         workflow_id = self._id(request)
         try:
             view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
-            wf = await asyncio.to_thread(self.app.store.load, workflow_id)
+            wf = await asyncio.to_thread(self.app.store.workflows.load, workflow_id)
         except WorkflowNotFound as exc:
             return self.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=session
@@ -529,7 +529,9 @@ class Console:
     def _refusal(self, caller: Caller, workflow_id: str) -> str:
         """Why this person may not approve the workflow (empty when they may): the role's rule."""
         try:
-            return approve_refusal(caller.role, caller.actor, self.app.store.load(workflow_id)) or ""
+            return (
+                approve_refusal(caller.role, caller.actor, self.app.store.workflows.load(workflow_id)) or ""
+            )
         except PilotError as exc:
             return exc.message
 
@@ -568,7 +570,10 @@ class Console:
         comment = fields.get("comment", "").strip()[:_REASON_MAX]
         try:
             store = self.app.store
-            wf, now = await asyncio.to_thread(store.load, workflow_id), await asyncio.to_thread(store.now)
+            wf, now = (
+                await asyncio.to_thread(store.workflows.load, workflow_id),
+                await asyncio.to_thread(store.now),
+            )
             precheck(
                 wf,
                 actor.label,

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
-from vmware_pilot.store.sql import SqlStore
+from vmware_pilot.store import SessionRows
 
 __all__ = [
     "COOKIE",
@@ -81,10 +81,10 @@ def _actor_of(identity: dict[str, Any]) -> Actor | None:
 
 
 class SessionBook:
-    """The signed-in sessions of the console, kept in ``store``'s database."""
+    """The signed-in sessions of the console, kept as rows of the app's database."""
 
-    def __init__(self, store: SqlStore, minutes: float) -> None:
-        self.store = store
+    def __init__(self, rows: SessionRows, minutes: float) -> None:
+        self.rows = rows
         self.lifetime = timedelta(minutes=minutes)
 
     def open(self, actor: Actor, token: str = "") -> tuple[str, Session]:
@@ -94,14 +94,14 @@ class SessionBook:
         key = secrets.token_urlsafe(32)
         seconds = self.lifetime.total_seconds()
         identity = {**asdict(actor), "token": token}
-        self.store.open_session(key, identity, seconds, KEEP_EXPIRED_SECONDS)
+        self.rows.open_session(key, identity, seconds, KEEP_EXPIRED_SECONDS)
         return key, Session(actor, csrf_of(key), utcnow() + self.lifetime, token)
 
     def get(self, key: str) -> tuple[Session | None, bool]:
         """(the live session for cookie value ``key``, whether it existed but has expired)."""
         if not key or len(key) > _COOKIE_MAX:
             return None, False
-        row = self.store.find_session(key)
+        row = self.rows.find_session(key)
         if row is None:
             return None, False
         actor = _actor_of(row.identity)
@@ -113,4 +113,4 @@ class SessionBook:
     def close(self, key: str) -> None:
         """End the session (writes the database: a worker thread's job, as ``open``)."""
         if key and len(key) <= _COOKIE_MAX:
-            self.store.close_session(key)
+            self.rows.close_session(key)

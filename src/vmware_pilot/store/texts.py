@@ -1,21 +1,34 @@
-"""Custom templates and the skill catalog cache as rows, shared by every replica of one database.
+"""The texts every replica of one database shares as rows: custom templates, the policy and the skill
+catalog's discovery cache (``TemplateRows``, ``PolicyRow``, ``CatalogRow``).
 
 ``custom_templates`` holds one row per template: its name and its YAML text, checked by the same
 loader as a file of the templates folder once per change of the text (``template_digests`` tells
 every replica which texts changed without sending them). ``catalog_cache`` holds the
 discovery cache of `vmware-pilot catalog refresh` (the JSON the file ``catalog.json`` holds on a
-single host) in its one row, ``discovered``. Both are used instead of the files whenever a database
+single host) in its one row, ``discovered``; ``policies`` the policy file's text in its one row,
+``current``. All are used instead of the files whenever a database
 URL is set (app.py, cli/).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, text
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import IntegrityError
+
+from vmware_pilot.domain.clock import iso
 from vmware_pilot.templates.custom import digest_of
+
+if TYPE_CHECKING:
+    from vmware_pilot.store.database import Database
 
 __all__ = [
     "CATALOG_KEY",
+    "CatalogRow",
+    "PolicyRow",
+    "TemplateRows",
     "catalog_row",
     "catalog_stamp",
     "delete_template",
@@ -149,3 +162,90 @@ def put_policy(conn: Connection, body: str, digest: str, at: str, by: str) -> No
             ),
             {"k": POLICY_KEY, "b": body, "d": digest, "at": at, "by": by},
         )
+
+
+def _now() -> str:
+    return iso(datetime.now(UTC))
+
+
+class TemplateRows:
+    """Custom templates' rows over the app's ``Database`` (``templates/registry.py``'s rows)."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def template_rows(self, name: str | None = None) -> list[tuple[str, str]]:
+        """(name, YAML text) of every stored template (only ``name``'s when given)."""
+        with self._db.transaction(write=False) as conn:
+            return template_rows(conn, name)
+
+    def template_digests(self) -> list[tuple[str, str]]:
+        """(name, SHA-256 of the YAML text) of every stored template: what changed, cheaply."""
+        with self._db.transaction(write=False) as conn:
+            return template_digests(conn)
+
+    def put_template(self, name: str, body: str, previous: str | None, by: str) -> bool:
+        """Write template ``name`` if it still holds ``previous`` (None: if there is none); False
+        when another writer got there first."""
+        try:
+            with self._db.transaction(write=True) as conn:
+                return put_template(conn, name, body, previous, _now(), by)
+        except IntegrityError:  # inserted by another writer at the same moment
+            return False
+
+    def delete_template(self, name: str, previous: str | None = None) -> bool:
+        with self._db.transaction(write=True) as conn:
+            return delete_template(conn, name, previous)
+
+
+class CatalogRow:
+    """The skill catalog's discovery cache as one row over the app's ``Database``."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def catalog_cache(self) -> tuple[str, str] | None:
+        """(JSON text, updated_at) of the catalog cache; None before the first refresh."""
+        with self._db.transaction(write=False) as conn:
+            return catalog_row(conn)
+
+    def catalog_stamp(self) -> str | None:
+        # Read before every save of a run (the diff report's catalog): one round trip.
+        with self._db.transaction(write=False, single=True) as conn:
+            return catalog_stamp(conn)
+
+    def put_catalog_cache(self, body: str) -> None:
+        for attempt in (1, 2):
+            try:
+                with self._db.transaction(write=True) as conn:
+                    put_catalog(conn, body, _now())
+                return
+            except IntegrityError:  # first written by another refresh at the same moment
+                if attempt == 2:
+                    raise
+
+
+class PolicyRow:
+    """The policy in force as one row over the app's ``Database`` (``policy/source.py``'s rows)."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def policy_row(self) -> tuple[str, str, str, str] | None:
+        """(YAML text, digest, updated_at, updated_by) of the stored policy; None without one."""
+        with self._db.transaction(write=False) as conn:
+            return policy_row(conn)
+
+    def policy_stamp(self) -> str | None:
+        with self._db.transaction(write=False) as conn:
+            return policy_stamp(conn)
+
+    def put_policy(self, body: str, digest: str, by: str) -> None:
+        for attempt in (1, 2):
+            try:
+                with self._db.transaction(write=True) as conn:
+                    put_policy(conn, body, digest, _now(), by)
+                return
+            except IntegrityError:  # first written by another import at the same moment
+                if attempt == 2:
+                    raise
