@@ -18,8 +18,8 @@ from tests.transports.server_proc import INIT
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES
-from vmware_pilot.store.connection import OutageLog, make_engine
 from vmware_pilot.store import Database, TokenRows
+from vmware_pilot.store.connection import OutageLog, make_engine
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import DbTokenStore
