@@ -38,7 +38,7 @@ def _hold_first_save(app: PilotApp, until: threading.Event, monkeypatch: pytest.
             until.wait(timeout=30)
         save(wf, *args, **kwargs)
 
-    monkeypatch.setattr(app.store, "save", waiting)
+    monkeypatch.setattr(app.store.workflows, "save", waiting)
 
 
 async def _approve_at_once(

@@ -234,7 +234,7 @@ async def _at_gate_with_a_failed_release(
             raise DatabaseUnavailable("The workflow database is unavailable (test): connection reset")
         release(key, owner, fence)
 
-    monkeypatch.setattr(pilot.store, "release_lease", blip_once)
+    monkeypatch.setattr(pilot.store.leases, "release_lease", blip_once)
     assert (await pilot.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
     assert failed, "the run lease's release failed"
     return wid
@@ -297,7 +297,7 @@ def failing_saves(
             )
         save(wf, *args, **kwargs)
 
-    monkeypatch.setattr(store, "save", blip)
+    monkeypatch.setattr(store.workflows, "save", blip)
     return failures
 
 

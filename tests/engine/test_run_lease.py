@@ -45,7 +45,7 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
     dispatcher = dapp.service.runner.dispatcher
     assert isinstance(dispatcher, ScriptedDispatcher)
     call = dispatcher.call
-    monkeypatch.setattr(dapp.store, "save", watching)
+    monkeypatch.setattr(dapp.store.workflows, "save", watching)
     monkeypatch.setattr(dispatcher, "call", sweep_elsewhere)
     try:
         wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, EVENTS, GATE, WRITE])["workflow_id"])

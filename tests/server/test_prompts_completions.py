@@ -176,7 +176,7 @@ async def test_a_completion_the_store_cannot_answer_is_an_internal_error_without
             f"The workflow database is unavailable (SQLite database {pilot_app.settings.home}/pilot.db)"
         )
 
-    monkeypatch.setattr(pilot_app.store, "workflow_ids", unavailable)
+    monkeypatch.setattr(pilot_app.store.workflows, "workflow_ids", unavailable)
     workflow = ResourceTemplateReference(type="ref/resource", uri="pilot://workflows/{workflow_id}")
     with pytest.raises(McpError) as refused:
         await client.session.complete(workflow, {"name": "workflow_id", "value": "wf-"})

@@ -54,7 +54,7 @@ class StoreGauges:
     outbox_oldest_age: float
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(eq=False)
 class SqlStore:
     """The narrow stores over one ``Database`` (``store.protocol.Store`` for the engine)."""
 
