@@ -129,7 +129,7 @@ def main() -> None:
         home = Path(tmp)
         (home / ".vmware").mkdir(mode=0o700)
         store = TokenStore(home / ".vmware" / "tokens.json")
-        secrets = [store.workflows.create(f"bench{i}", "admin") for i in range(max(levels))]
+        secrets = [store.create(f"bench{i}", "admin") for i in range(max(levels))]
         process, port, verify, log = _start(home, opts.transport)
         url = f"{opts.transport}://127.0.0.1:{port}/mcp"
         try:

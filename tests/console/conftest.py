@@ -91,7 +91,7 @@ def make_pilot_home(folder: Path, names: dict[str, str]) -> tuple[Path, dict[str
     (home / "roles.yaml").write_text(ROLES)
     (home / "roles.yaml").chmod(0o600)
     store = TokenStore(home / "tokens.json")
-    return home, {name: store.workflows.create(name, role) for name, role in names.items()}
+    return home, {name: store.create(name, role) for name, role in names.items()}
 
 
 def lab_pilot_env(lab: Lab, home: Path) -> dict[str, str]:

@@ -33,7 +33,7 @@ async def test_a_dispatched_run_records_the_callers_and_does_not_hold_up_other_c
     (pilot_home / "roles.yaml").write_text(ROLES)
     (pilot_home / "roles.yaml").chmod(0o600)
     store = TokenStore(pilot_home / "tokens.json")
-    carol, dave, erin = (store.workflows.create(n, "operator") for n in ("carol", "dave", "erin"))
+    carol, dave, erin = (store.create(n, "operator") for n in ("carol", "dave", "erin"))
     skill = {"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])}
     env = {"VMWARE_PILOT_SKILL_COMMANDS": json.dumps(skill)}
     with start_server(tmp_path, ["--transport", "http", "--dispatch"], env=env) as server:

@@ -65,8 +65,8 @@ async def test_fifty_callers_making_twenty_calls_each_see_no_errors_and_lose_no_
     pilot_home = tmp_path / ".vmware"
     pilot_home.mkdir(mode=0o700)
     store = TokenStore(pilot_home / "tokens.json")
-    lead = store.workflows.create("lead", "admin")
-    secrets = [store.workflows.create(f"c{i}", "admin") for i in range(CLIENTS)]
+    lead = store.create("lead", "admin")
+    secrets = [store.create(f"c{i}", "admin") for i in range(CLIENTS)]
     with start_server(tmp_path, ["--transport", "http"]) as server:
         async with connect_http(server.url, lead) as lead_client:
             draft = str(

@@ -84,11 +84,11 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     roles.chmod(0o600)
     store = TokenStore(pilot_home / "tokens.json")
     secrets = {
-        "alice": store.workflows.create("alice", "admin"),
-        "rita": store.workflows.create("rita", "reader"),
-        "carol": store.workflows.create("carol", "operator"),
-        "dave": store.workflows.create("dave", "operator"),
-        "erin": store.workflows.create("erin", "operator"),
+        "alice": store.create("alice", "admin"),
+        "rita": store.create("rita", "reader"),
+        "carol": store.create("carol", "operator"),
+        "dave": store.create("dave", "operator"),
+        "erin": store.create("erin", "operator"),
     }
     cert, key = make_cert(home)
     args = [

@@ -137,7 +137,7 @@ async def test_http_subscriber_hears_a_change_and_unknown_methods_get_method_not
     pilot_home = tmp_path / ".vmware"
     pilot_home.mkdir(mode=0o700)
     store = TokenStore(pilot_home / "tokens.json")
-    admin, reader = store.workflows.create("ann", "admin"), store.workflows.create("rita", "reader")
+    admin, reader = store.create("ann", "admin"), store.create("rita", "reader")
     with start_server(tmp_path, ["--transport", "http"], env=FAST) as server:
         updates = Updates()
         async with http_session(server.url, admin, updates) as session:

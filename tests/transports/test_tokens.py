@@ -19,7 +19,7 @@ def store(pilot_home: Path) -> TokenStore:
 
 
 def test_create_returns_a_secret_that_verifies_and_is_never_written(store: TokenStore) -> None:
-    secret = store.workflows.create("alice", "admin")
+    secret = store.create("alice", "admin")
     assert secret.startswith(SECRET_PREFIX) and len(secret) > 40
     text = store.path.read_text()
     assert secret not in text and secret[len(SECRET_PREFIX) :] not in text
@@ -29,15 +29,15 @@ def test_create_returns_a_secret_that_verifies_and_is_never_written(store: Token
 
 
 def test_the_file_is_private_and_no_temporary_file_is_left(store: TokenStore) -> None:
-    store.workflows.create("alice", "admin")
-    store.workflows.create("bob", "reader")
+    store.create("alice", "admin")
+    store.create("bob", "reader")
     assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
     assert not store.path.with_name("tokens.json.tmp").exists()
     assert [e["name"] for e in json.loads(store.path.read_text())["tokens"]] == ["alice", "bob"]
 
 
 def test_wrong_empty_or_oversized_secrets_are_refused(store: TokenStore) -> None:
-    secret = store.workflows.create("alice", "admin")
+    secret = store.create("alice", "admin")
     assert store.verify(secret + "x") is None
     assert store.verify(secret[:-1]) is None
     assert store.verify("") is None
@@ -45,7 +45,7 @@ def test_wrong_empty_or_oversized_secrets_are_refused(store: TokenStore) -> None
 
 
 def test_two_tokens_never_get_the_same_secret(store: TokenStore) -> None:
-    assert store.workflows.create("alice", "admin") != store.workflows.create("bob", "admin")
+    assert store.create("alice", "admin") != store.create("bob", "admin")
 
 
 def test_a_change_by_another_process_is_seen_on_the_next_verify(pilot_home: Path) -> None:
@@ -61,12 +61,12 @@ def test_a_change_by_another_process_is_seen_on_the_next_verify(pilot_home: Path
 
 
 def test_duplicate_and_invalid_names_are_refused_with_a_hint(store: TokenStore) -> None:
-    store.workflows.create("alice", "admin")
+    store.create("alice", "admin")
     with pytest.raises(InvalidInput, match="already exists") as dup:
-        store.workflows.create("alice", "reader")
+        store.create("alice", "reader")
     assert "revoke" in dup.value.hint
     with pytest.raises(InvalidInput, match="not valid"):
-        store.workflows.create("token:alice", "admin")
+        store.create("token:alice", "admin")
 
 
 def test_revoking_or_changing_an_unknown_token_is_refused(store: TokenStore) -> None:
@@ -77,7 +77,7 @@ def test_revoking_or_changing_an_unknown_token_is_refused(store: TokenStore) -> 
 
 
 def test_a_file_others_can_read_refuses_every_token(store: TokenStore) -> None:
-    secret = store.workflows.create("alice", "admin")
+    secret = store.create("alice", "admin")
     store.path.chmod(0o644)
     assert store.verify(secret) is None
     with pytest.raises(TokenStoreError, match="accessible to other users") as exc:
@@ -88,7 +88,7 @@ def test_a_file_others_can_read_refuses_every_token(store: TokenStore) -> None:
 
 
 def test_a_folder_others_can_write_refuses_every_token(store: TokenStore) -> None:
-    secret = store.workflows.create("alice", "admin")
+    secret = store.create("alice", "admin")
     store.path.parent.chmod(0o777)
     try:
         assert store.verify(secret) is None
