@@ -36,7 +36,7 @@ from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, StartupRefused, StoreError
 from vmware_pilot.policy.model import Policy
 from vmware_pilot.policy.source import PolicySource
-from vmware_pilot.store import CatalogRow, SqlStore, open_store
+from vmware_pilot.store import CatalogRow, SqlStore, Store, open_store
 from vmware_pilot.templates.registry import TemplateRegistry
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 from vmware_pilot.twin.shelf import CaptureShelf
@@ -156,12 +156,26 @@ class CatalogSource:
 
 @dataclass
 class PilotApp:
+    """What ``build_app`` assembled: the store (``Store``: SQL, or in memory for tests and
+    embedders) and the service over it, the dispatcher, the notifier and the policy in force."""
+
     settings: Settings
-    store: SqlStore
+    store: Store
     service: PilotService
     dispatcher: Dispatcher | None = None
     notifier: Notifier | None = None
     policies: PolicySource | None = None
+
+    @property
+    def sql(self) -> SqlStore:
+        """The store as the database it is, for what only a database keeps (console sessions,
+        tokens, gauges, the schema); refused for a store in memory."""
+        if not isinstance(self.store, SqlStore):
+            raise StoreError(
+                "this Pilot keeps its workflows in memory: there is no database to ask",
+                hint="Start it with a database (VMWARE_PILOT_HOME or VMWARE_PILOT_DATABASE_URL).",
+            )
+        return self.store
 
     async def aclose(self) -> None:
         """Release pooled sessions and the store; give queued notifications a bounded time to go out."""
@@ -244,24 +258,32 @@ def policy_source(settings: Settings, store: SqlStore | None) -> PolicySource:
 
 
 def build_app(
-    settings: Settings, dispatcher: Dispatcher | None = None, store: SqlStore | None = None
+    settings: Settings, dispatcher: Dispatcher | None = None, store: Store | None = None
 ) -> PilotApp:
-    """Wire store, catalog, templates, dispatcher and the service for these settings.
+    """Wire store, catalog, templates, dispatcher and the service for these settings: the one
+    place the app is assembled.
 
     ``dispatcher`` overrides the one ``settings.dispatch`` selects (embedders and tests); ``store``
-    is the store already open in this process (one connection pool per process), else one is opened.
+    is the store already open in this process (one connection pool per process: ``shared_store``),
+    or a ``MemoryStore`` (no database URL then), else one is opened.
     Child skill servers inherit this process's environment, which is also where secret
     references ``{"$env": NAME}`` are looked up at dispatch time.
     """
     own = store is None
     store = store if store is not None else open_store(settings)
+    sql = store if isinstance(store, SqlStore) else None
     try:
-        policies = policy_source(settings, store)
+        if settings.database_url and sql is None:
+            raise StartupRefused(
+                "a database URL is set, and the store given is not that database",
+                hint="Pass the store shared_store opened, or unset VMWARE_PILOT_DATABASE_URL.",
+            )
+        policies = policy_source(settings, sql)
     except StartupRefused:
         if own:
             store.close()
         raise
-    catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, store))
+    catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, sql))
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
     # With a database URL (several replicas may share it) custom templates are its rows too.
@@ -271,7 +293,7 @@ def build_app(
         settings.resolved_templates_dir,
         catalog,
         home=Path.home(),
-        rows=store.templates if settings.database_url else None,
+        rows=sql.templates if sql is not None and settings.database_url else None,
     )
     notifier = (
         Notifier(
@@ -312,7 +334,9 @@ def build_app(
                 skill_commands=settings.skill_commands,
             ),
             # With a database URL the captures are its rows, as templates and the policy are.
-            CaptureShelf(settings.home_path, store.captures if settings.database_url else None),
+            CaptureShelf(
+                settings.home_path, sql.captures if sql is not None and settings.database_url else None
+            ),
         )
 
     def in_force() -> Policy:  # asked each time: the runner's policy may be replaced

@@ -30,7 +30,7 @@ class AppOnDemand:
         self._lock = threading.Lock()
         self._preparing: threading.Thread | None = None
         self._store_lock = threading.Lock()
-        self._store: SqlStore | None = app.store if app is not None else None
+        self._store: SqlStore | None = None
 
     def prepare(self, work: Callable[[Settings], object]) -> None:
         """Start ``work(settings)`` in a daemon thread now (beside the handshake); the app's first
@@ -41,6 +41,8 @@ class AppOnDemand:
     def shared_store(self) -> SqlStore | None:
         """With a database URL, the process's one store (``app.shared_store``), opened at the first
         need: the catalog's refresh in ``prepare`` and the app's build use the same one."""
+        if self._app is not None:  # built (with a database URL its store is that database)
+            return self._app.sql if self.settings.database_url else None
         with self._store_lock:
             if self._store is None and self.settings.database_url:
                 from vmware_pilot.app import shared_store

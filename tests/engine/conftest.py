@@ -10,6 +10,7 @@ from tests.engine.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.store import MemoryStore
 
 
 @pytest.fixture
@@ -23,9 +24,19 @@ def actor() -> Actor:
     return Actor("tester")
 
 
+def _built(
+    request: pytest.FixtureRequest, pilot_home: Path, dispatcher: ScriptedDispatcher | None
+) -> PilotApp:
+    """The app over a ``MemoryStore`` (no database: the test runs once), or over the test's
+    database on each backend when the test also uses ``settings`` or ``database``."""
+    if "database" in request.fixturenames:
+        return build_app(request.getfixturevalue("settings"), dispatcher=dispatcher)
+    return build_app(Settings(home=pilot_home), dispatcher=dispatcher, store=MemoryStore())
+
+
 @pytest.fixture
-def app(settings: Settings) -> Iterator[PilotApp]:
-    built = build_app(settings)
+def app(request: pytest.FixtureRequest, pilot_home: Path) -> Iterator[PilotApp]:
+    built = _built(request, pilot_home, None)
     yield built
     built.close()
 
@@ -36,7 +47,9 @@ def dispatcher() -> ScriptedDispatcher:
 
 
 @pytest.fixture
-def dapp(settings: Settings, dispatcher: ScriptedDispatcher) -> Iterator[PilotApp]:
-    built = build_app(settings, dispatcher=dispatcher)
+def dapp(
+    request: pytest.FixtureRequest, pilot_home: Path, dispatcher: ScriptedDispatcher
+) -> Iterator[PilotApp]:
+    built = _built(request, pilot_home, dispatcher)
     yield built
     built.close()

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, event
 
 from tests.engine.fakes import ScriptedDispatcher
@@ -45,6 +46,7 @@ def transactions(engine: Engine) -> Iterator[list[list[str]]]:
         event.remove(engine, "after_cursor_execute", on_execute)
 
 
+@pytest.mark.usefixtures("database")  # two replicas of one database / its statements
 async def test_a_save_is_one_update_and_one_insert_for_its_events(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:

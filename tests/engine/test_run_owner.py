@@ -189,6 +189,7 @@ async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
     assert out["state"] == "cancelled", "once the lease expired the acknowledgement applies"
 
 
+@pytest.mark.usefixtures("database")  # two replicas of one database / its statements
 async def test_an_approval_at_another_replica_continues_the_run_there(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:

@@ -106,7 +106,7 @@ def _refresh_catalog(app: PilotApp) -> None:
     from vmware_pilot.app import refresh_stale_catalog
 
     try:
-        refreshed = refresh_stale_catalog(app.settings, app.store)
+        refreshed = refresh_stale_catalog(app.settings, app.sql)
     except PilotError as exc:
         report(f"the skill catalog was not refreshed: {exc.message}", exc.hint)
         return

@@ -158,7 +158,7 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         # The skill catalog brought up to date with the installed skills, beside serving (the
         # catalog is read again when its cache changes).
         threading.Thread(
-            target=refresh_catalog_if_stale, args=(settings, lambda: app.store), name="catalog", daemon=True
+            target=refresh_catalog_if_stale, args=(settings, lambda: app.sql), name="catalog", daemon=True
         ).start()
 
     async def run() -> None:

@@ -63,7 +63,7 @@ class Probes:
     async def _database(self) -> Check:
         try:
             version = await asyncio.wait_for(
-                asyncio.to_thread(self.app.store.database.schema_version), timeout=_DATABASE_SECONDS
+                asyncio.to_thread(self.app.sql.database.schema_version), timeout=_DATABASE_SECONDS
             )
         except (PilotError, TimeoutError) as exc:
             _log.debug("readiness: database check failed: %s", getattr(exc, "message", type(exc).__name__))

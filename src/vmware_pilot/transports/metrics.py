@@ -92,7 +92,7 @@ class _DatabaseCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily("pilot_database_up", "1 when the database answered this scrape.")
         try:
-            gauges = self.app.store.gauges()
+            gauges = self.app.sql.gauges()
         except PilotError as exc:
             _log.debug("metrics: the database did not answer: %s", exc.message)
             up.add_metric([], 0)

@@ -141,7 +141,7 @@ class Console:
         self.oidc = oidc
         self.verifier = verifier
         self.role_of = role_of
-        self.sessions = SessionBook(app.store.sessions, app.settings.console_session_minutes)
+        self.sessions = SessionBook(app.sql.sessions, app.settings.console_session_minutes)
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))
         self.templates.env.globals.update(
             change_lines=change_lines,
