@@ -347,7 +347,7 @@ class Claimed(Protocol):
 
 
 class Outbox(Protocol):
-    """The store's notification outbox (store/outbox.py through SqlStore)."""
+    """The store's notification outbox (store/outbox.py: ``Outbox``, ``MemoryStore``'s in memory)."""
 
     def enqueue_notices(self, notices: Sequence[tuple[str, str, bytes]]) -> None: ...
     def claim_notice(self, lease_seconds: float) -> Claimed | None: ...

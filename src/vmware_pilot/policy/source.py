@@ -35,7 +35,7 @@ def startup_refusal(exc: PolicyInvalid, where: str) -> StartupRefused:
 
 
 class PolicyRows(Protocol):
-    """The stored policy (``SqlStore``): one row of YAML text and the digest of its meaning."""
+    """The stored policy (``store.texts.PolicyRow``): one row of YAML text and the digest of its meaning."""
 
     def policy_row(self) -> tuple[str, str, str, str] | None: ...
     def policy_stamp(self) -> str | None: ...

@@ -48,7 +48,7 @@ _log = logging.getLogger(__name__)
 BUSY_TIMEOUT_S = 30.0
 # Execution option that makes a SQLite transaction take the write lock at BEGIN.
 WRITE_OPTION = "pilot_write"
-# PostgreSQL advisory lock held from the audit INSERT to COMMIT (see SqlStore._append).
+# PostgreSQL advisory lock held from the audit INSERT to COMMIT (see store/workflows.py, Workflows._append).
 AUDIT_ORDER_LOCK = 0x766D_7069_6C6F_7402
 _FILE_MODE = 0o600
 _SUFFIXES = ("", "-wal", "-shm", "-journal")

@@ -7,7 +7,7 @@ with its run lease unexpired on the database's clock: a run holds its objects fr
 that starts it (still ``pending``) on, and a Pilot that died mid-run holds nothing once its lease
 lapsed. A ``pending`` workflow no run walks holds nothing: without dispatch its last steps were
 handed to its agent, and Pilot has nothing more to walk. Rows of a workflow are deleted in the
-save that ends it (``SqlStore.save``); the liveness rule makes any other row that outlived its
+save that ends it (``Workflows.save``); the liveness rule makes any other row that outlived its
 holding harmless.
 
 ``take`` takes every object of one workflow at once or none (so two workflows never wait for

@@ -57,7 +57,7 @@ _log = logging.getLogger(__name__)
 
 
 class TemplateRows(Protocol):
-    """Stored custom templates (``SqlStore``): (name, YAML text) rows, written compare-and-set."""
+    """Stored custom templates (``store.texts.TemplateRows``): (name, YAML text) rows, written compare-and-set."""
 
     def template_rows(self, name: str | None = None) -> list[tuple[str, str]]: ...
     def template_digests(self) -> list[tuple[str, str]]: ...

@@ -43,7 +43,7 @@ _CHUNK: Final = 1024 * 1024
 
 
 class CaptureRows(Protocol):
-    """Stored captures (``SqlStore``): records (``store/captures.FIELDS``) and their tar.gz bodies."""
+    """Stored captures (``store.captures.CaptureRows``): records (``store/captures.FIELDS``) and their tar.gz bodies."""
 
     def capture_rows(self, target: str | None = None) -> list[dict[str, Any]]: ...
     def capture_body(self, capture_id: str) -> bytes | None: ...
