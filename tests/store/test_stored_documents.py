@@ -103,9 +103,9 @@ def test_the_store_writes_a_read_document_back_unchanged(
     store: SqlStore, database: Database, document: str
 ) -> None:
     wf = codec.decode(_id(document), document, version=0, audit_log=[])
-    store.create(wf)
-    again = store.load(wf.id)
-    store.save(again)
+    store.workflows.create(wf)
+    again = store.workflows.load(wf.id)
+    store.workflows.save(again)
     with database.raw() as conn:
         stored = conn.execute(
             text("SELECT document FROM workflows WHERE id = :id"), {"id": wf.id}
