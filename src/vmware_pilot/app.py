@@ -30,7 +30,6 @@ from vmware_pilot.engine.decision import decision_of
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.drift_check import drift_check
 from vmware_pilot.engine.execution.runner import Runner
-from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, StartupRefused, StoreError
@@ -349,9 +348,7 @@ def build_app(
     if notifier is not None:
         dispatching = dispatcher is not None
         notifier.sources = EventSources(
-            describe=lambda wf: GateView.model_validate(
-                gate_records.gate_view(wf, runner.catalog, store.now(), dispatching)
-            ),
+            describe=lambda wf: gate_records.gate_view(wf, runner.catalog, store.now(), dispatching),
             decide=lambda wf: decision_of(wf, runner.catalog, store.now(), dispatching),
             is_read=runner.is_read,
             console_url=settings.public_url,

@@ -1,11 +1,15 @@
 """The results of the 13 tools as typed models, one per tool (docs/contract.md#tools).
 
-The engine still builds each result as the dict the contract gives; ``result_of`` (below) turns it
-into its model at the door. The MCP layer declares every tool's ``outputSchema`` from these models
-and writes a model back as exactly the JSON the dict was: a ``Result`` is serialised with the keys
-it was built with, in the order it was built with (a key the engine leaves out, such as
-``pending_dispatch`` when nothing was handed out, stays out; the contract's key order stays).
-The CLI, the approval form and the webhook body read the models' attributes, never string keys.
+The engine builds each result as its model, once, where it decides the answer; the MCP layer
+declares every tool's ``outputSchema`` from these models and writes a model out once
+(``Result.payload``). What a client reads is the model: its set keys in the order the model
+declares them (a key the engine leaves unset, such as ``pending_dispatch`` when nothing was
+handed out, stays out; the declaration order is the contract's key order). The CLI, the console,
+the approval form and the webhook body read the models' attributes and predicates
+(``is_refusal``, ``is_terminal``, ``is_waiting``, …), never string keys.
+
+Every closed set of values is an enum (``WorkflowState``, ``StepStatus``, ``Outcome`` from the
+domain; ``Literal`` sets here), so the output schemas list the allowed values.
 
 A key a model does not declare is kept and passed through (the schemas allow it), so a key the
 engine adds later cannot break a tool; ``undeclared_keys`` finds such keys, and a test holds
@@ -18,20 +22,19 @@ plain objects, and each tool's schema holds every model it uses once, under ``$d
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterator
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
-    PrivateAttr,
     RootModel,
     SerializerFunctionWrapHandler,
     model_serializer,
-    model_validator,
 )
+
+from vmware_pilot.domain.enums import TERMINAL_STATES, Outcome, StepStatus, WorkflowState
 
 __all__ = [
     "ActiveWorkflow",
@@ -43,9 +46,11 @@ __all__ = [
     "CatalogSkill",
     "CatalogTool",
     "ConfirmDraftResult",
+    "ConflictsNote",
     "CreateResult",
     "Decision",
     "DecisionChange",
+    "DeniedStep",
     "DesignResult",
     "DraftResult",
     "DraftStep",
@@ -53,14 +58,18 @@ __all__ = [
     "Finding",
     "FromTemplateResult",
     "GateApproval",
+    "GateDemand",
     "GatePolicy",
     "GateStatus",
     "GateViolation",
     "Handout",
+    "HeldObject",
     "HeldStep",
     "InFlight",
     "ListResult",
+    "Outcome",
     "PlannedStep",
+    "PolicyExplanation",
     "PredictedChange",
     "PredictedStep",
     "Prediction",
@@ -75,17 +84,41 @@ __all__ = [
     "RunResult",
     "StatusView",
     "StepRef",
+    "StepStatus",
     "TemplateExample",
     "TemplateInfo",
     "TemplateParameter",
     "UndoEntry",
+    "WindowEntry",
     "WorkflowRecord",
     "WorkflowRef",
-    "result_of",
+    "WorkflowState",
     "undeclared_keys",
 ]
 
 M = TypeVar("M", bound=BaseModel)
+
+# The closed sets of values the results carry (the domain's states, statuses and outcomes above).
+Verdict = Literal["succeeds", "fails", "unknown"]
+Severity = Literal["low", "medium", "high"]
+ReviewVerdict = Literal["approved", "needs_revision"]
+Risk = Literal["low", "medium", "high", "critical"]
+TemplateKind = Literal["builtin", "custom"]
+ApprovalChannel = Literal["mcp", "elicit", "cli", "console"]
+UndoStatus = Literal["success", "partial", "failed", "unknown", "not_reversible", "skipped"]
+EndAction = Literal["cancelled", "rolled_back", "rollback_incomplete"]
+ApproveRefused = Literal[
+    "not_waiting",
+    "gate_expired",
+    "plan_changed",
+    "door_closed",
+    "role_cannot_approve",
+    "creator_four_eyes",
+    "author_four_eyes",
+    "no_creator",
+    "already_approved",
+    "policy",
+]
 
 
 def _compact(schema: dict[str, Any]) -> None:
@@ -99,43 +132,41 @@ def _compact(schema: dict[str, Any]) -> None:
 
 
 class Result(BaseModel):
-    """A typed result written back with exactly the keys it was built with, in that order."""
+    """A typed result. Written out with the keys that were set when it was built (explicitly,
+    even to a default value), in the order the model declares them; undeclared keys last."""
 
     model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_compact)
 
-    # The mapping the result was built from (its keys, in order), or () for one built otherwise.
-    _keys: Mapping[str, Any] | tuple[()] = PrivateAttr(default=())
-    # Set by ``result_of`` on the model it returns: the engine's plain mapping, which is already
-    # what ``payload`` would write (a frozen model cannot drift from it), so it is written as is.
-    _source: Mapping[str, Any] | None = PrivateAttr(default=None)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
-        made = handler(data)
-        if isinstance(data, Mapping) and isinstance(made, Result):
-            # Straight into the private store (not through __setattr__): this runs for every
-            # object inside a result, hundreds in a listing.
-            made.__pydantic_private__["_keys"] = data  # type: ignore[index]
-        return made
-
     @model_serializer(mode="wrap")
-    def _in_built_order(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _set_keys_in_declared_order(self, handler: SerializerFunctionWrapHandler) -> Any:
         out = handler(self)
         if not isinstance(out, dict):
             return out
-        keys = self._keys or tuple(k for k in type(self).model_fields if k in self.model_fields_set)
-        return {k: out[k] for k in keys if k in out}
+        return {k: out[k] for k in self._key_order() if k in out}
+
+    def _key_order(self) -> list[str]:
+        """The keys written out, in order: the set ones as declared, then undeclared ones."""
+        chosen = self.model_fields_set
+        return [*(k for k in type(self).model_fields if k in chosen), *(self.model_extra or {})]
 
     def has(self, key: str) -> bool:
         """Whether the result carries ``key`` at all (an optional key the engine may leave out)."""
-        return key in self._keys if self._keys else key in self.model_fields_set
+        return key in self.model_fields_set or key in (self.model_extra or {})
+
+    def but(self, **update: Any) -> Self:
+        """This result with ``update``'s keys set (and written out)."""
+        return self.model_copy(update=update)
+
+    @classmethod
+    def extending(cls, base: Result, **more: Any) -> Self:
+        """A ``cls`` carrying ``base``'s set keys and ``more``: a run's result as an approval's,
+        a rollback's or a cancel's."""
+        kept = {k: getattr(base, k) for k in type(base).model_fields if k in base.model_fields_set}
+        return cls.model_validate({**kept, **(base.model_extra or {}), **more})
 
     def payload(self) -> dict[str, Any]:
-        """The JSON object a client receives."""
-        if self._source is not None:
-            return dict(self._source)
-        dumped: dict[str, Any] = self.model_dump(mode="json")
+        """The JSON object a client receives (enums as their string values)."""
+        dumped: dict[str, Any] = self.model_dump()
         return dumped
 
 
@@ -157,16 +188,6 @@ def undeclared_keys(model: BaseModel, where: str = "") -> Iterator[str]:
                 yield from undeclared_keys(item, f"{where}{key}.")
 
 
-def result_of(model: type[M], payload: Mapping[str, Any] | M) -> M:
-    """``payload`` (the engine's dict) as ``model``; a model passes through."""
-    if isinstance(payload, model):
-        return payload
-    made = model.model_validate(payload)
-    if isinstance(made, Result):
-        made.__pydantic_private__["_source"] = payload  # type: ignore[index]
-    return made
-
-
 # --- the workflow record (docs/contract.md#the-workflow-record) -------------------------------
 class RecordStep(Result):
     index: int
@@ -174,7 +195,7 @@ class RecordStep(Result):
     skill: str
     tool: str
     params: dict[str, Any]
-    status: str
+    status: StepStatus
     result: Any = None
     started_at: str | None = None
     completed_at: str | None = None
@@ -193,10 +214,11 @@ class AuditLine(Result):
 class GateApproval(Result):
     approver: str
     at: str
-    channel: str = ""
+    channel: ApprovalChannel | Literal[""] = ""
     digest: str = ""
     # The prediction the approval was given for, and the reason given for approving despite a
     # failing one (``approve``'s ``acknowledge_predicted_failure``).
+    # The prediction's verdict, with the rehearsal's after ``|`` when there was one: not a closed set.
     verdict: str = ""
     acknowledged_failure: str = ""
     # The digest of the policy in force when the approval was judged (docs/policies.md).
@@ -231,11 +253,13 @@ class GatePolicy(Result):
 
 
 class GateStatus(Result):
-    """One approval gate a run reached (``gates``), or the pending one (``pending_gate``; ``{}``
-    for a workflow left awaiting approval with no pending gate, which a run result may show)."""
+    """One approval gate a run reached (``gates``), or the pending one (``pending_gate``)."""
+
+    # A run result may show ``{}`` (no key set) for a workflow left awaiting approval with no
+    # pending gate: hence the defaults, and ``status`` None.
 
     index: int = -1
-    status: str = ""
+    status: StepStatus | None = None
     message: str = ""
     digest: str = ""
     reached_at: str = ""
@@ -244,13 +268,13 @@ class GateStatus(Result):
     approvals_required: int = 1
     approvals: list[GateApproval] = Field(default_factory=list)
     approvals_missing: int = 0
-    plan_changed: bool = False
+    # With a policy in force: the rule that set the gate's quorum and who may approve.
+    policy: GatePolicy | None = None
     # A gate opened again by a check right before a write (engine/execution/holds.py): why, and
     # the records of the approvals given before it.
     hold: dict[str, Any] | None = None
     earlier: list[dict[str, Any]] = Field(default_factory=list)
-    # With a policy in force: the rule that set the gate's quorum and who may approve.
-    policy: GatePolicy | None = None
+    plan_changed: bool = False
 
 
 class StepRef(Result):
@@ -287,7 +311,7 @@ class RollbackEntry(Result):
 
     step: int
     tool: str
-    status: str
+    status: UndoStatus
     reason: str = ""
     error: str = ""
     left_behind: str = ""
@@ -297,7 +321,7 @@ class RollbackEntry(Result):
 class WorkflowRecord(Result):
     id: str
     workflow_type: str
-    state: str
+    state: WorkflowState
     steps: list[RecordStep]
     params: dict[str, Any]
     created_at: str
@@ -309,8 +333,27 @@ class WorkflowRecord(Result):
     rollback_results: list[RollbackEntry] = Field(default_factory=list)
     created_by: str = ""
     authors: list[str] = Field(default_factory=list)
-    gates: list[GateStatus] = Field(default_factory=list)
     in_flight: list[InFlight] = Field(default_factory=list)
+    gates: list[GateStatus] = Field(default_factory=list)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Completed, failed or cancelled: nothing more happens to the workflow."""
+        return self.state in TERMINAL_STATES
+
+    @property
+    def is_waiting(self) -> bool:
+        """Waiting at an approval gate."""
+        return self.state is WorkflowState.AWAITING_APPROVAL
+
+    @property
+    def is_running(self) -> bool:
+        return self.state is WorkflowState.RUNNING
+
+    @property
+    def has_completed(self) -> bool:
+        """Ended with every step done (the state ``completed``)."""
+        return self.state is WorkflowState.COMPLETED
 
 
 class PredictedChange(Result):
@@ -358,12 +401,13 @@ class Prediction(Result):
     """What approving the pending gate is predicted to do: one ``verdict``, a one-line ``summary``,
     the first failing step and what the steps before it leave (``fails``), and every step."""
 
-    verdict: Literal["succeeds", "fails", "unknown"]
+    verdict: Verdict
     summary: str = ""
     failing_step: int | None = None
     leaves: str = ""
-    at: str = ""
     steps: list[PredictedStep] = Field(default_factory=list)
+    # When the gate's targets were read for it (the inspection), then the rehearsal on a twin.
+    at: str = ""
     rehearsal: Rehearsal | None = None
 
 
@@ -389,7 +433,7 @@ class Decision(Result):
     workflow_id: str
     gate: int
     message: str = ""
-    verdict: Literal["succeeds", "fails", "unknown"]
+    verdict: Verdict
     verdict_summary: str = ""
     failing_step: int | None = None
     rehearsal: str = ""
@@ -416,9 +460,9 @@ class Eligibility(Result):
 
     may_approve: bool
     may_reject: bool
-    approve_refused: str = ""
+    approve_refused: ApproveRefused | Literal[""] = ""
     approve_why: str = ""
-    reject_refused: str = ""
+    reject_refused: Literal["not_waiting", "role_cannot_reject", ""] = ""
     reject_why: str = ""
 
 
@@ -434,7 +478,7 @@ class StatusView(WorkflowRecord):
 class WorkflowRef(Result):
     id: str
     type: str
-    state: str
+    state: WorkflowState
 
 
 class UndoEntry(StepRef):
@@ -447,7 +491,7 @@ class UndoEntry(StepRef):
 
 class BlastRadius(Result):
     workflow: WorkflowRef
-    state_after: str
+    state_after: WorkflowState
     unknown_effects_count: int = 0
     unknown_effects: list[StepRef] = Field(default_factory=list)
     unknown_effects_acknowledged: bool = False
@@ -460,9 +504,9 @@ class BlastRadius(Result):
     not_reversed_by_pilot: list[UndoEntry] = Field(default_factory=list)
     not_reversible_outside_pilot_count: int = 0
     not_reversible_outside_pilot: list[StepRef] = Field(default_factory=list)
-    not_reversible_outside_pilot_note: str = ""
     left_behind_by_earlier_rollback_count: int = 0
     left_behind_by_earlier_rollback: list[UndoEntry] = Field(default_factory=list)
+    not_reversible_outside_pilot_note: str = ""
     performed_outside_pilot_count: int = 0
     performed_outside_pilot: list[StepRef] = Field(default_factory=list)
     would_skip_count: int = 0
@@ -480,22 +524,91 @@ class RunResult(WorkflowRecord):
     ``approve``, ``rollback`` and ``cancel_workflow`` results extend it (a rollback or cancel
     preview is a ``Preview`` instead)."""
 
-    outcome: str = ""
-    error: str = ""
+    outcome: Outcome | None = None
     pending_dispatch: list[Handout] = Field(default_factory=list)
+    message: str = ""
     with_another_caller: list[HeldStep] = Field(default_factory=list)
     released_to: str = ""
-    message: str = ""
     pending_gate: GateStatus | None = None
     approvals_missing: int = 0
+    error: str = ""
+
+    # The keys after the record, in the contract's order for each kind of answer (``_key_order``).
+    _HANDED_OUT: ClassVar[tuple[str, ...]] = (
+        "outcome",
+        "pending_dispatch",
+        "message",
+        "with_another_caller",
+        "pending_gate",
+        "approvals_missing",
+        "error",
+    )
+    # Steps released to another caller (an approval at the CLI or console without dispatch).
+    _RELEASED: ClassVar[tuple[str, ...]] = (
+        "pending_gate",
+        "with_another_caller",
+        "outcome",
+        "released_to",
+        "message",
+    )
+    # Nothing handed to the caller: the message (an approval the gate still waits for more of) last.
+    _OTHERWISE: ClassVar[tuple[str, ...]] = (
+        "outcome",
+        "with_another_caller",
+        "pending_gate",
+        "approvals_missing",
+        "error",
+        "message",
+    )
+    _ENDING: ClassVar[tuple[str, ...]] = ("action", "rejected_by", "blast_radius")
+
+    def _tail(self) -> tuple[str, ...]:
+        if self.has("released_to"):
+            return self._RELEASED
+        return self._HANDED_OUT if self.has("pending_dispatch") else self._OTHERWISE
+
+    def _key_order(self) -> list[str]:
+        declared = super()._key_order()
+        record = [k for k in WorkflowRecord.model_fields if k in declared]
+        after = [k for k in (*self._tail(), *self._ENDING) if k in declared]
+        rest = [k for k in declared if k not in record and k not in after]
+        return [*record, *after, *rest]
+
+    @property
+    def is_refusal(self) -> bool:
+        """The contract's isError rule: a truthy ``error`` or a failed ``outcome``."""
+        return bool(self.error) or self.outcome is Outcome.FAILED
+
+    @property
+    def is_failed(self) -> bool:
+        return self.outcome is Outcome.FAILED
+
+    @property
+    def is_completed(self) -> bool:
+        return self.outcome is Outcome.COMPLETED
+
+    @property
+    def is_dispatch_required(self) -> bool:
+        """Steps were handed back to be performed outside Pilot."""
+        return self.outcome is Outcome.DISPATCH_REQUIRED
+
+    @property
+    def is_at_gate(self) -> bool:
+        """The run stopped at an approval gate."""
+        return self.outcome is Outcome.AWAITING_APPROVAL
 
 
 class ApproveResult(RunResult):
     """``approve``: like a run's; a person who rejected the gate at the form gets a cancel's."""
 
-    action: str = ""
+    action: EndAction | None = None
     rejected_by: str = ""
     blast_radius: BlastRadius | None = None
+
+    @property
+    def is_rejection(self) -> bool:
+        """A person rejected the gate at the form: the workflow was cancelled."""
+        return self.action == "cancelled"
 
 
 class Preview(Result):
@@ -508,14 +621,23 @@ class Preview(Result):
 
 
 class RollbackResult(RunResult):
-    action: str = ""
+    action: EndAction | None = None
     blast_radius: BlastRadius | None = None
+
+    # A rollback's outcome and error are set after the record's other keys.
+    def _tail(self) -> tuple[str, ...]:
+        first = tuple(k for k in super()._tail() if k not in ("outcome", "error"))
+        return (*first, "outcome", "error")
+
+    @property
+    def is_incomplete(self) -> bool:
+        return self.action == "rollback_incomplete"
 
 
 class CancelResult(RunResult):
     """``cancel_workflow``; a rejection at the CLI or console also names ``rejected_by``."""
 
-    action: str = ""
+    action: EndAction | None = None
     rejected_by: str = ""
     blast_radius: BlastRadius | None = None
 
@@ -531,7 +653,7 @@ class PlannedStep(Result):
 class CreateResult(Result):
     workflow_id: str
     workflow_type: str
-    state: str
+    state: WorkflowState
     steps: list[PlannedStep]
     saved_as_template: bool = False
     message: str = ""
@@ -541,7 +663,7 @@ class CreateResult(Result):
 class FromTemplateResult(Result):
     workflow_id: str
     workflow_type: str
-    state: str
+    state: WorkflowState
     steps: list[PlannedStep]
     params: dict[str, Any] = Field(default_factory=dict)
     message: str = ""
@@ -549,7 +671,7 @@ class FromTemplateResult(Result):
 
 class DesignResult(Result):
     workflow_id: str
-    state: str
+    state: WorkflowState
     goal: str
     constraints: str = ""
     available_skills: list[str] = Field(default_factory=list)
@@ -574,7 +696,7 @@ class DraftResult(Result):
 
     workflow_id: str
     workflow_type: str
-    state: str
+    state: WorkflowState
     steps: list[DraftStep]
     approval_gate_violations: list[GateViolation] = Field(default_factory=list)
     message: str = ""
@@ -583,7 +705,7 @@ class DraftResult(Result):
 class ConfirmDraftResult(Result):
     workflow_id: str
     workflow_type: str
-    state: str
+    state: WorkflowState
     steps_count: int
     saved_as_template: bool = False
     message: str = ""
@@ -592,7 +714,7 @@ class ConfirmDraftResult(Result):
 
 # --- reads ---------------------------------------------------------------------------------------
 class Finding(Result):
-    severity: str
+    severity: Severity
     kind: str
     step_index: int | None = None
     message: str
@@ -610,6 +732,76 @@ class ReviewSummary(Result):
     est_duration_min: int | float  # a whole number stays one on the wire
 
 
+class DeniedStep(Result):
+    """A step the policy in force denies (``explain``'s ``denied``)."""
+
+    step_index: int
+    tool: str
+    rule: str
+    reason: str = ""
+    why: list[str] = Field(default_factory=list)
+
+
+class GateDemand(Result):
+    """What the policy asks of one gate (``explain``'s ``approvals``): the rule whose demand
+    applies (``rule`` None: none does), its quorum, approvers and validity."""
+
+    gate_step: int
+    rule: str | None = None
+    quorum: int | None = None
+    approvers: list[str] = Field(default_factory=list)
+    requester_may_approve: bool = True
+    max_validity_minutes: float | None = None
+    step_index: int | None = None
+    why: list[str] = Field(default_factory=list)
+
+
+class WindowEntry(Result):
+    """A change window or blackout governing a step; the last of a step's also says whether the
+    step may run now (``open_now``) and when it may next (``next_opening``, None: never)."""
+
+    step_index: int
+    window: str
+    blackout: bool = False
+    active_now: bool = False
+    approvers: list[str] = Field(default_factory=list)
+    open_now: bool | None = None
+    next_opening: str | None = None
+
+
+class HeldObject(Result):
+    """An object a write step names that another workflow holds (conflict locks)."""
+
+    step_index: int | None = None
+    workflow_id: str = ""
+    state: WorkflowState | None = None
+    owner: str = ""
+    object: str = ""
+    message: str = ""
+
+
+class ConflictsNote(Result):
+    mode: Literal["refuse", "wait"]
+    conflicting: list[HeldObject] = Field(default_factory=list)
+
+
+class PolicyExplanation(Result):
+    """Which rules of the policy in force apply to a workflow's steps and gates, and why
+    (``vmware-pilot policy explain``; ``review_workflow``'s ``policy``)."""
+
+    workflow_id: str = ""
+    policy_digest: str
+    denied: list[DeniedStep] = Field(default_factory=list)
+    approvals: list[GateDemand] = Field(default_factory=list)
+    windows: list[WindowEntry] = Field(default_factory=list)
+    conflicts: ConflictsNote
+
+    @property
+    def says_nothing(self) -> bool:
+        """No step denied, no window, no gate with a rule: the policy asks nothing of the plan."""
+        return not (self.denied or self.windows or any(a.rule for a in self.approvals))
+
+
 class Refusal(Result):
     """A refusal as a client receives it (``isError`` true): ``error`` first, the keys a client
     acts on, then ``hint``. Other keys a refusal carries are kept as they came."""
@@ -624,11 +816,15 @@ class Refusal(Result):
 
 class ReviewResult(Result):
     workflow_id: str
-    verdict: str
+    verdict: ReviewVerdict
     findings: list[Finding]
     summary: ReviewSummary
     # With a policy in force: which rules apply to the plan (``vmware-pilot policy explain``).
-    policy: dict[str, Any] | None = None
+    policy: PolicyExplanation | None = None
+
+    @property
+    def needs_revision(self) -> bool:
+        return self.verdict == "needs_revision"
 
 
 class TemplateParameter(Result):
@@ -649,7 +845,7 @@ class TemplateInfo(Result):
     """A template as ``list_workflows`` lists it; a custom file that cannot be used has ``error``."""
 
     name: str
-    type: str
+    type: TemplateKind
     description: str = ""
     file: str = ""
     steps: int = 0
@@ -657,16 +853,38 @@ class TemplateInfo(Result):
     example: TemplateExample | None = None
     error: str = ""
 
+    def _key_order(self) -> list[str]:
+        declared = super()._key_order()
+        if self.error:  # a custom file that cannot be used
+            order: tuple[str, ...] = ("name", "file", "type", "error")
+        elif self.type == "custom":
+            order = ("name", "description", "file", "steps", "type", "parameters", "example")
+        else:
+            return declared
+        return [*(k for k in order if k in declared), *(k for k in declared if k not in order)]
+
+    @property
+    def is_usable(self) -> bool:
+        return not self.error
+
 
 class ActiveWorkflow(Result):
     """One listed workflow; ``expired`` (only when true): it waits at a gate that expired."""
 
     id: str
     type: str
-    state: str
+    state: WorkflowState
     created_at: str
     updated_at: str
     expired: bool = False
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.state is WorkflowState.AWAITING_APPROVAL
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
 
 
 class ListResult(Result):
@@ -677,7 +895,7 @@ class ListResult(Result):
 
 
 class CatalogTool(Result):
-    risk: str
+    risk: Risk
     desc: str = ""
 
 

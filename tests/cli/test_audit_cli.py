@@ -286,10 +286,10 @@ def test_creating_a_workflow_is_the_first_event_of_its_trail(settings: Settings)
     pilot = build_app(settings)
     try:
         step = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}
-        wid = pilot.service.create_workflow(Actor("alice"), "tidy", "d", [step])["workflow_id"]
+        wid = pilot.service.create_workflow(Actor("alice"), "tidy", "d", [step]).payload()["workflow_id"]
         from_template = pilot.service.create_workflow_from_template(
             Actor("bob"), "incident_response", {"alert_entity": "web-01", "alert_name": "CPU"}
-        )["workflow_id"]
+        ).payload()["workflow_id"]
     finally:
         pilot.close()
     for workflow_id, actor, detail in (

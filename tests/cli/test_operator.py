@@ -26,7 +26,7 @@ from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.results import BlastRadius, result_of
+from vmware_pilot.results import BlastRadius
 from vmware_pilot.safety.blast import rollback_blast_radius
 
 runner = CliRunner()
@@ -65,14 +65,18 @@ def invoke(*args: str, user: str = "olivia", input: str | None = None, **env: st
 
 
 def at_gate(pilot: PilotApp, *steps: dict[str, Any]) -> str:
-    wid = str(pilot.service.create_workflow(AGENT, "off-web", "d", list(steps) or [GATE, OFF])["workflow_id"])
-    out = asyncio.run(pilot.service.run_workflow(AGENT, wid))
+    wid = str(
+        pilot.service.create_workflow(AGENT, "off-web", "d", list(steps) or [GATE, OFF]).payload()[
+            "workflow_id"
+        ]
+    )
+    out = asyncio.run(pilot.service.run_workflow(AGENT, wid)).payload()
     assert out["outcome"] == "awaiting_approval"
     return wid
 
 
 def status(pilot: PilotApp, wid: str) -> dict[str, Any]:
-    return pilot.service.get_workflow_status(wid)
+    return pilot.service.get_workflow_status(wid).payload()
 
 
 def actions(pilot: PilotApp, wid: str) -> list[str]:
@@ -82,7 +86,7 @@ def actions(pilot: PilotApp, wid: str) -> list[str]:
 # --- reads ---------------------------------------------------------------------------------
 def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> None:
     waiting = at_gate(pilot)
-    other = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"])
+    other = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
     listed = json.loads(invoke("workflows", "--json").stdout)
     assert [w["id"] for w in listed["workflows"]] == [other, waiting] and listed["count"] == 2
     only = json.loads(invoke("workflows", "--state", "awaiting_approval", "--json").stdout)
@@ -96,7 +100,10 @@ def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> N
 
 
 def test_workflows_pages_with_offset_and_names_the_next_page(pilot: PilotApp) -> None:
-    ids = [str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"]) for _ in range(5)]
+    ids = [
+        str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
+        for _ in range(5)
+    ]
     newest = ids[::-1]
     first = json.loads(invoke("workflows", "--limit", "2", "--json").stdout)
     assert [w["id"] for w in first["workflows"]] == newest[:2] and first["next_offset"] == 2
@@ -224,8 +231,8 @@ def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:
 
 def test_approve_without_dispatch_releases_the_steps_to_the_agent_not_the_person(pilot: PilotApp) -> None:
     bot = Actor(name="ops-agent", kind="token", role="operator")
-    wid = str(pilot.service.create_workflow(bot, "off-web", "d", [GATE, OFF_BY_REF])["workflow_id"])
-    asyncio.run(pilot.service.run_workflow(bot, wid))
+    wid = str(pilot.service.create_workflow(bot, "off-web", "d", [GATE, OFF_BY_REF]).payload()["workflow_id"])
+    asyncio.run(pilot.service.run_workflow(bot, wid)).payload()
     done = invoke("approve", wid, "--yes")
     assert done.exit_code == 0, done.output
     flat = " ".join(done.stdout.split())
@@ -233,7 +240,7 @@ def test_approve_without_dispatch_releases_the_steps_to_the_agent_not_the_person
     assert "handed to the agent that runs workflow" in flat and "token:ops-agent" in flat
     assert "not to you" in flat and "next run_workflow" in flat
     assert "perform them yourself" not in flat
-    out = asyncio.run(pilot.service.run_workflow(bot, wid))
+    out = asyncio.run(pilot.service.run_workflow(bot, wid)).payload()
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
 
 
@@ -282,13 +289,13 @@ def test_a_quorum_gate_takes_distinct_people(pilot: PilotApp) -> None:
     again = invoke("approve", wid, "--yes", user="peter")
     assert again.exit_code == 1 and "already approved" in again.stderr
     assert status(pilot, wid)["state"] == "awaiting_approval"
-    second = asyncio.run(pilot.service.approve(Actor("peter"), wid, "peter"))
+    second = asyncio.run(pilot.service.approve(Actor("peter"), wid, "peter")).payload()
     assert second["approved_by"] == f"{ME}, peter"
     assert actions(pilot, wid).count("approval_recorded") == 1
 
 
 def test_approve_of_a_workflow_not_at_a_gate_is_refused(pilot: PilotApp) -> None:
-    wid = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ])["workflow_id"])
+    wid = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
     result = invoke("approve", wid, "--yes")
     assert result.exit_code == 1 and "not waiting at an approval gate" in result.stderr
 
@@ -309,7 +316,7 @@ def test_cli_processes_write_to_the_store_a_running_server_keeps_open(pilot: Pil
     assert approved.returncode == 0, approved.stderr
     after = status(pilot, wid)
     assert (after["state"], after["approved_by"]) == ("pending", ME), "the open store sees the CLI's write"
-    asyncio.run(pilot.service.cancel_workflow(AGENT, wid, "done", confirm=True))
+    asyncio.run(pilot.service.cancel_workflow(AGENT, wid, "done", confirm=True)).payload()
     shown = cli_process("status", wid, "--json")
     assert json.loads(shown.stdout)["state"] == "cancelled", "and the CLI sees the server's"
 
@@ -407,8 +414,8 @@ def test_the_rollback_preview_speaks_plainly(pilot: PilotApp) -> None:
     assert "rollback preview: the workflow would end" in shown and "Nothing to roll back" in shown
     wf = pilot.store.workflows.load(wid)  # as after a run that powered web-01 off and then failed
     wf.steps[2].status = StepStatus.SUCCESS
-    radius = result_of(
-        BlastRadius, rollback_blast_radius(wf, pilot.service.catalog, acknowledge_unknown_effects=False)
+    radius = BlastRadius.model_validate(
+        rollback_blast_radius(wf, pilot.service.catalog, acknowledge_unknown_effects=False)
     )
     console = Console(width=200, record=True)
     console.print(views.blast_panel("rollback", radius))

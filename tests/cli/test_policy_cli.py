@@ -93,7 +93,7 @@ def test_explain_says_which_rules_apply_and_why(settings: Settings) -> None:
     settings.resolved_policies_path.write_text(EXAMPLE.read_text(), encoding="utf-8")
     app = build_app(settings)
     try:
-        made = app.service.create_workflow(Actor("tester"), "off", "d", [GATE, OFF])
+        made = app.service.create_workflow(Actor("tester"), "off", "d", [GATE, OFF]).payload()
     finally:
         app.close()
     done = runner.invoke(cli, ["policy", "explain", made["workflow_id"], "--json"])
@@ -149,7 +149,7 @@ def test_import_and_export_move_the_policy_through_the_database(
     try:
         assert app.policies is not None and app.policies.current().digest == digest
         with pytest.raises(PolicyRefused) as caught:
-            app.service.create_workflow(Actor("tester"), "rm", "d", [GATE, DELETE])
+            app.service.create_workflow(Actor("tester"), "rm", "d", [GATE, DELETE]).payload()
         assert caught.value.fields["rule"] == "deny[0]"
     finally:
         app.close()

@@ -35,7 +35,7 @@ def invoke(*args: str, user: str = "olivia", **env: str) -> Result:
 def stored(settings: Settings, workflow_id: str) -> dict[str, Any]:
     app = build_app(settings)
     try:
-        return app.service.get_workflow_status(workflow_id)
+        return app.service.get_workflow_status(workflow_id).payload()
     finally:
         app.close()
 
@@ -135,7 +135,7 @@ def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, set
     assert again.exit_code == 1 and "already approved" in again.stderr
     app = build_app(settings)
     try:
-        second = asyncio.run(app.service.approve(Actor("peter"), row["id"], "peter"))
+        second = asyncio.run(app.service.approve(Actor("peter"), row["id"], "peter")).payload()
     finally:
         app.close()
     assert second["approved_by"] == f"{ME}, peter"

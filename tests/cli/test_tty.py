@@ -79,8 +79,10 @@ class Terminal:
 def waiting(settings: Settings) -> str:
     app = build_app(settings)
     try:
-        wid = str(app.service.create_workflow(Actor("agent"), "off-web", "d", [GATE, OFF])["workflow_id"])
-        asyncio.run(app.service.run_workflow(Actor("agent"), wid))
+        wid = str(
+            app.service.create_workflow(Actor("agent"), "off-web", "d", [GATE, OFF]).payload()["workflow_id"]
+        )
+        asyncio.run(app.service.run_workflow(Actor("agent"), wid)).payload()
         return wid
     finally:
         app.close()
@@ -89,7 +91,7 @@ def waiting(settings: Settings) -> str:
 def state_of(settings: Settings, wid: str) -> tuple[str, str]:
     app = build_app(settings)
     try:
-        status = app.service.get_workflow_status(wid)
+        status = app.service.get_workflow_status(wid).payload()
         return status["state"], status["approved_by"]
     finally:
         app.close()
@@ -126,7 +128,7 @@ def test_run_stops_at_the_gate_and_asks_the_person(settings: Settings) -> None:
     app = build_app(settings)
     try:
         (row,) = app.store.workflows.list_all()
-        assert app.service.get_workflow_status(row["id"])["approved_by"] == ME
+        assert app.service.get_workflow_status(row["id"]).payload()["approved_by"] == ME
     finally:
         app.close()
 
@@ -153,11 +155,11 @@ def test_the_compact_panel_ends_with_the_decision_right_above_the_prompt(setting
     ]
     try:
         wid = str(
-            app.service.create_workflow(Actor("agent"), "restart-web", "Kernel patch INC4711", steps)[
-                "workflow_id"
-            ]
+            app.service.create_workflow(
+                Actor("agent"), "restart-web", "Kernel patch INC4711", steps
+            ).payload()["workflow_id"]
         )
-        asyncio.run(app.service.run_workflow(Actor("agent"), wid))
+        asyncio.run(app.service.run_workflow(Actor("agent"), wid)).payload()
     finally:
         app.close()
     term = Terminal("approve", wid, "--comment", "checked the load balancer", user="tess")
@@ -180,7 +182,7 @@ def test_the_compact_panel_ends_with_the_decision_right_above_the_prompt(setting
     assert "plan digest" not in shown and "params:" not in shown  # --full shows those
     app = build_app(settings)
     try:
-        approvals = app.service.get_workflow_status(wid)["gates"][0]["approvals"]
+        approvals = app.service.get_workflow_status(wid).payload()["gates"][0]["approvals"]
     finally:
         app.close()
     assert [(a["approver"], a["comment"]) for a in approvals] == [(ME, "checked the load balancer")]

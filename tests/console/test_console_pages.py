@@ -58,8 +58,8 @@ async def failed_run(
     the power-off of web-01 ran."""
     dispatcher.answers["power_on_vm"] = StepOutcome(OutcomeKind.FAILED, {"error": error}, error)
     wid = await at_gate(app, "bob", [gate(), off("web-01"), on("web-02")], f"{name} for the app")
-    await app.service.approve(person("alice"), wid, channel="console")
-    assert app.service.get_workflow_status(wid)["state"] == "failed"
+    (await app.service.approve(person("alice"), wid, channel="console")).payload()
+    assert app.service.get_workflow_status(wid).payload()["state"] == "failed"
     dispatcher.answers.pop("power_on_vm")
     return wid
 
@@ -111,7 +111,7 @@ async def settled(app: PilotApp, wid: str, done: Callable[[dict[str, Any]], bool
     """The workflow's status once ``done`` holds: the console carries approvals and rollbacks out
     after its answer, on the event loop (a few turns of it, no timer)."""
     for _ in range(2000):
-        status = app.service.get_workflow_status(wid)
+        status = app.service.get_workflow_status(wid).payload()
         if done(status):
             return status
         await asyncio.sleep(0.001)
@@ -123,9 +123,11 @@ def person(name: str) -> Actor:
 
 
 async def at_gate(app: PilotApp, who: str, steps: list[dict[str, Any]], description: str = "") -> str:
-    made = app.service.create_workflow(person(who), "maintenance", description or "ticket CHG-1", steps)
+    made = app.service.create_workflow(
+        person(who), "maintenance", description or "ticket CHG-1", steps
+    ).payload()
     wid = str(made["workflow_id"])
-    ran = await app.service.run_workflow(person(who), wid)
+    ran = (await app.service.run_workflow(person(who), wid)).payload()
     assert ran["state"] == "awaiting_approval", ran
     return wid
 

@@ -164,7 +164,7 @@ class McpSession:
         return lambda: Sent(self.team.server, "/mcp", json.dumps(body).encode(), self.headers)
 
 
-def result_of(answer: Answer) -> dict[str, Any]:
+def answer_of(answer: Answer) -> dict[str, Any]:
     """The structured result of a tool call's answer (JSON or one server-sent event)."""
     assert answer.status == 200, answer.body[:500]
     text = answer.body.decode()
@@ -180,7 +180,7 @@ def test_every_mcp_write_waits_for_the_lock_off_the_event_loop(served: Team) -> 
     bob, alice = McpSession(served, "bob"), McpSession(served, "alice")
 
     def locked(session: McpSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return result_of(locked_in(served, session.tool(tool, arguments)))
+        return answer_of(locked_in(served, session.tool(tool, arguments)))
 
     made = locked(bob, "create_workflow", {"name": "lock", "description": "t", "steps": [GATE, OFF]})
     wid = str(made["workflow_id"])

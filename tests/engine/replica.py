@@ -85,10 +85,10 @@ async def main(mode: str) -> None:
     delay = 0 if mode == "between" else 3600
     app = build_app(Settings(), dispatcher=None if mode == "pause" else ScriptedDispatcher(delay=delay))
     actor = Actor("replica")
-    wid = app.service.create_workflow(actor, "ops", "t", PLANS[mode])["workflow_id"]
+    wid = app.service.create_workflow(actor, "ops", "t", PLANS[mode]).payload()["workflow_id"]
     print(wid, flush=True)
     try:
-        await app.service.run_workflow(actor, wid)
+        (await app.service.run_workflow(actor, wid)).payload()
     finally:
         await app.aclose()  # the skill servers it started end with it
 

@@ -80,10 +80,12 @@ def sent(dispatcher: ScriptedDispatcher) -> list[str]:
 
 async def held_at_gate(app: PilotApp, vm: str) -> str:
     wid = str(
-        app.service.create_workflow(Actor("alice"), "ops", "t", [read(vm), GATE, power_on(vm)])["workflow_id"]
+        app.service.create_workflow(Actor("alice"), "ops", "t", [read(vm), GATE, power_on(vm)]).payload()[
+            "workflow_id"
+        ]
     )
-    assert (await app.service.run_workflow(Actor("alice"), wid))["outcome"] == "awaiting_approval"
-    out = await app.service.approve(Actor("alice"), wid, approver="carol")
+    assert ((await app.service.run_workflow(Actor("alice"), wid)).payload())["outcome"] == "awaiting_approval"
+    out = (await app.service.approve(Actor("alice"), wid, approver="carol")).payload()
     assert out["outcome"] == "awaiting_approval", "the approved write waits for its window"
     return wid
 
@@ -93,7 +95,7 @@ async def test_a_write_outside_its_window_waits_at_its_gate_and_goes_on_when_the
 ) -> None:
     wid = await held_at_gate(dapp, "lab-vm1")
     assert sent(dispatcher) == ["get_alarms:lab-vm1"], "the read ran, the write was not sent"
-    status = dapp.service.get_workflow_status(wid)
+    status = dapp.service.get_workflow_status(wid).payload()
     (gate,) = status["gates"]
     assert gate["status"] == "pending" and gate["hold"]["kind"] == "window"
     assert gate["hold"]["resumes_at"] == "2026-12-05T05:00:00.000000+00:00"
@@ -108,7 +110,7 @@ async def test_a_write_outside_its_window_waits_at_its_gate_and_goes_on_when_the
     assert await sweeper.sweep() == [], "still closed: nothing resumes"
     clock.at = SATURDAY_0600_BERLIN
     assert await sweeper.sweep() == [wid]
-    done = dapp.service.get_workflow_status(wid)
+    done = dapp.service.get_workflow_status(wid).payload()
     assert done["state"] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
     lifted = [e for e in done["audit_log"] if e["action"] == "hold_lifted"]
@@ -119,16 +121,20 @@ async def test_reads_run_at_any_time_and_writes_no_window_governs_run_too(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
 ) -> None:
     reads = str(
-        dapp.service.create_workflow(Actor("alice"), "ops", "t", [read("lab-vm1"), read("prod-db")])[
+        dapp.service.create_workflow(
+            Actor("alice"), "ops", "t", [read("lab-vm1"), read("prod-db")]
+        ).payload()["workflow_id"]
+    )
+    assert ((await dapp.service.run_workflow(Actor("alice"), reads)).payload())["outcome"] == "completed"
+    other = str(
+        dapp.service.create_workflow(Actor("alice"), "ops", "t", [GATE, power_on("dev-vm")]).payload()[
             "workflow_id"
         ]
     )
-    assert (await dapp.service.run_workflow(Actor("alice"), reads))["outcome"] == "completed"
-    other = str(
-        dapp.service.create_workflow(Actor("alice"), "ops", "t", [GATE, power_on("dev-vm")])["workflow_id"]
-    )
-    await dapp.service.run_workflow(Actor("alice"), other)
-    assert (await dapp.service.approve(Actor("alice"), other, approver="carol"))["outcome"] == "completed"
+    (await dapp.service.run_workflow(Actor("alice"), other)).payload()
+    assert ((await dapp.service.approve(Actor("alice"), other, approver="carol")).payload())[
+        "outcome"
+    ] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "get_alarms:prod-db", "power_on_vm:dev-vm"]
 
 
@@ -137,12 +143,12 @@ async def test_inside_a_blackout_a_write_waits_until_the_blackout_ends(
 ) -> None:
     clock.at = datetime(2026, 12, 24, 12, 0, tzinfo=UTC)
     wid = await held_at_gate(dapp, "prod-web")
-    (gate,) = dapp.service.get_workflow_status(wid)["gates"]
+    (gate,) = dapp.service.get_workflow_status(wid).payload()["gates"]
     assert "is inside the blackout 'year-end-freeze'" in gate["message"]
     assert gate["hold"]["resumes_at"] == "2027-01-03T23:00:00.000000+00:00"
     assert "names nobody who may approve an exception" in gate["message"]
     with pytest.raises(StateRefused) as caught:
-        await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)
+        (await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)).payload()
     assert caught.value.fields["refused"] == "window_exception"
     clock.at = datetime(2027, 1, 3, 23, 0, tzinfo=UTC)
     assert await Sweeper(lambda: dapp.service.runner, interval=60).sweep() == [wid]
@@ -160,14 +166,14 @@ async def test_an_exception_is_approved_only_by_a_role_the_window_names(
         dapp.service.check_approval(wid, vera.label, False, actor=vera)
     assert asked.value.fields["refused"] == "window_exception"
     with pytest.raises(StateRefused) as caught:
-        await dapp.service.approve(vera, wid)
+        (await dapp.service.approve(vera, wid)).payload()
     refusal = caught.value.payload()
     assert refusal["refused"] == "window_exception" and refusal["approvers"] == ["operator"]
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
     assert "only operator may, and token:vera holds viewer" in refusal["error"]
     assert dapp.store.workflows.load(wid).version == before, "nothing recorded"
 
-    out = await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)
+    out = (await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)).payload()
     assert out["outcome"] == "completed", "approved as an exception while the window is closed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
 
@@ -177,7 +183,7 @@ async def test_an_identity_provider_group_the_window_names_approves_an_exception
 ) -> None:
     wid = await held_at_gate(dapp, "lab-vm2")
     person = Actor("sub-1", kind="oidc", role="approver", display="Olga", groups=("operator",))
-    assert (await dapp.service.approve(person, wid))["outcome"] == "completed"
+    assert ((await dapp.service.approve(person, wid)).payload())["outcome"] == "completed"
     assert sent(dispatcher)[-1] == "power_on_vm:lab-vm2"
 
 
@@ -185,20 +191,20 @@ async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_
     dapp: PilotApp, dispatcher: ScriptedDispatcher, clock: Clock
 ) -> None:
     wid = str(
-        dapp.service.create_workflow(Actor("alice"), "ops", "t", [read("lab-vm1"), power_on("lab-vm1")])[
-            "workflow_id"
-        ]
+        dapp.service.create_workflow(
+            Actor("alice"), "ops", "t", [read("lab-vm1"), power_on("lab-vm1")]
+        ).payload()["workflow_id"]
     )
     before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
-        await dapp.service.run_workflow(Actor("alice"), wid)
+        (await dapp.service.run_workflow(Actor("alice"), wid)).payload()
     refusal = caught.value.payload()
     assert refusal["refused"] == "outside_change_window" and refusal["step_index"] == 1
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
     after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state) and sent(dispatcher) == []
     clock.at = SATURDAY_0600_BERLIN
-    assert (await dapp.service.run_workflow(Actor("alice"), wid))["outcome"] == "completed"
+    assert ((await dapp.service.run_workflow(Actor("alice"), wid)).payload())["outcome"] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
 
 
@@ -217,7 +223,7 @@ async def test_the_window_of_the_policy_file_in_the_pilot_home_holds_the_write(
             app.store.policy.put_policy(text, policy_from_text(text).digest, "tester")
         monkeypatch.setattr(app.store, "now", Clock(WEDNESDAY))
         wid = await held_at_gate(app, "lab-vm1")
-        (gate,) = app.service.get_workflow_status(wid)["gates"]
+        (gate,) = app.service.get_workflow_status(wid).payload()["gates"]
         assert gate["hold"]["kind"] == "window" and "'weekend-maintenance'" in gate["message"]
         assert sent(dispatcher) == ["get_alarms:lab-vm1"]
     finally:

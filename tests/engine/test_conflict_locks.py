@@ -38,19 +38,19 @@ def on(vm: str, target: str = "") -> dict[str, Any]:
 
 
 def create(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
-    return str(app.service.create_workflow(Actor(who), "ops", "t", steps)["workflow_id"])
+    return str(app.service.create_workflow(Actor(who), "ops", "t", steps).payload()["workflow_id"])
 
 
 async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
     wid = create(app, steps, who)
-    assert (await app.service.run_workflow(Actor(who), wid))["outcome"] == "awaiting_approval"
+    assert ((await app.service.run_workflow(Actor(who), wid)).payload())["outcome"] == "awaiting_approval"
     return wid
 
 
 async def refused_run(app: PilotApp, wid: str, who: str = "bob") -> dict[str, Any]:
     before = app.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
-        await app.service.run_workflow(Actor(who), wid)
+        (await app.service.run_workflow(Actor(who), wid)).payload()
     after = app.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state), "nothing was changed"
     return caught.value.payload()
@@ -97,9 +97,11 @@ async def test_a_second_workflow_writing_a_held_vm_is_refused_naming_the_holder(
     }
     assert first in refusal["error"] and "awaiting_approval" in refusal["error"] and refusal["hint"]
     other = create(dapp, [GATE, on("vm-b")], who="bob")
-    assert (await dapp.service.run_workflow(Actor("bob"), other))["outcome"] == "awaiting_approval"
+    assert ((await dapp.service.run_workflow(Actor("bob"), other)).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     reads = create(dapp, [READ_A], who="bob")
-    assert (await dapp.service.run_workflow(Actor("bob"), reads))["outcome"] == "completed", (
+    assert ((await dapp.service.run_workflow(Actor("bob"), reads)).payload())["outcome"] == "completed", (
         "reads hold nothing"
     )
 
@@ -108,16 +110,22 @@ async def test_the_lock_is_freed_when_the_holder_completes(dapp: PilotApp) -> No
     first = await at_gate(dapp, [GATE, on("vm-a")])
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     await refused_run(dapp, second)
-    assert (await dapp.service.approve(Actor("alice"), first, approver="carol"))["outcome"] == "completed"
-    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    assert ((await dapp.service.approve(Actor("alice"), first, approver="carol")).payload())[
+        "outcome"
+    ] == "completed"
+    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+        "outcome"
+    ] == "awaiting_approval"
 
 
 async def test_the_lock_is_freed_when_the_holder_is_cancelled(dapp: PilotApp) -> None:
     first = await at_gate(dapp, [GATE, on("vm-a")])
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     await refused_run(dapp, second)
-    await dapp.service.cancel_workflow(Actor("alice"), first, reason="not today", confirm=True)
-    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    (await dapp.service.cancel_workflow(Actor("alice"), first, reason="not today", confirm=True)).payload()
+    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+        "outcome"
+    ] == "awaiting_approval"
 
 
 async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_run_is_fenced_off(
@@ -138,7 +146,9 @@ async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_
     assert (await refused_run(dapp, second))["held_by"]["state"] == "running"
     # Its Pilot dies: the lease is no longer held and lapses (released here: expired at once).
     dapp.store.leases.release_lease(run_key(first), "deadhost/1/x", fence)
-    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     held = [(run_key(first), "deadhost/1/x", fence)]
     assert dapp.store.leases.hold_leases(held, 60) is None, "the dead run cannot take its lease again"
 
@@ -159,7 +169,9 @@ async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running
         "object": "vm vm-a",
     }
     dapp.store.leases.release_lease(run_key(starting), "host/1/run", fence)  # that run stopped (lapsed)
-    assert (await dapp.service.run_workflow(Actor("bob"), second))["outcome"] == "awaiting_approval"
+    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     assert dapp.store.leases.hold_leases([(run_key(starting), "host/1/run", fence)], 60) is None
 
 
@@ -172,7 +184,7 @@ async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refus
     holder = await at_gate(dapp, [GATE, on("vm-a")], who="alice")
     before = dapp.store.workflows.load(waiting)
     with pytest.raises(StateRefused) as caught:
-        await dapp.service.approve(Actor("bob"), waiting, approver="carol")
+        (await dapp.service.approve(Actor("bob"), waiting, approver="carol")).payload()
     assert caught.value.fields["held_by"]["workflow_id"] == holder
     assert caught.value.message.startswith(f"Refusing to approve workflow '{waiting}'")
     after = dapp.store.workflows.load(waiting)
@@ -190,9 +202,13 @@ async def test_without_dispatch_a_workflow_holds_its_objects_at_a_gate_and_not_o
         "owner": "alice",
         "object": "vm vm-a",
     }
-    done = await app.service.approve(Actor("alice"), first, approver="carol", acknowledge_not_executed=True)
+    done = (
+        await app.service.approve(Actor("alice"), first, approver="carol", acknowledge_not_executed=True)
+    ).payload()
     assert done["outcome"] == "dispatch_required", "the last steps are the agent's now"
-    assert (await app.service.run_workflow(Actor("bob"), second))["outcome"] == "dispatch_required"
+    assert ((await app.service.run_workflow(Actor("bob"), second)).payload())[
+        "outcome"
+    ] == "dispatch_required"
 
 
 async def _take(app: PilotApp, wf: Workflow) -> conflicts.Hold | None:
@@ -243,9 +259,9 @@ async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_go
     try:
         holder = await at_gate(first, [GATE, on("vm-a")], who="alice")
         waiting = await at_gate(second, [GATE, on("vm-a")], who="bob")  # waits nowhere yet: no write
-        out = await second.service.approve(Actor("bob"), waiting, approver="carol")
+        out = (await second.service.approve(Actor("bob"), waiting, approver="carol")).payload()
         assert out["outcome"] == "awaiting_approval" and two.step_calls == [], "the write waits"
-        (gate,) = second.service.get_workflow_status(waiting)["gates"]
+        (gate,) = second.service.get_workflow_status(waiting).payload()["gates"]
         assert gate["hold"]["kind"] == "conflict"
         assert gate["hold"]["details"]["held_by"] == {
             "workflow_id": holder,
@@ -259,7 +275,7 @@ async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_go
 
         sweeper = Sweeper(lambda: second.service.runner, interval=60)
         assert await sweeper.sweep() == [], "still held"
-        assert (await first.service.approve(Actor("alice"), holder, approver="carol"))[
+        assert ((await first.service.approve(Actor("alice"), holder, approver="carol")).payload())[
             "outcome"
         ] == "completed"
         assert await sweeper.sweep() == [waiting]
@@ -288,19 +304,21 @@ async def test_review_and_policy_explain_name_the_workflow_holding_an_object(dap
     holder = await at_gate(dapp, [GATE, on("vm-a")])
     second = create(dapp, [READ_A, GATE, on("vm-b"), on("vm-a")], who="bob")
     (finding,) = [
-        f for f in dapp.service.review_workflow(second)["findings"] if f["kind"] == "policy_conflict"
+        f
+        for f in dapp.service.review_workflow(second).payload()["findings"]
+        if f["kind"] == "policy_conflict"
     ]
     assert finding["step_index"] == 3 and finding["severity"] == "medium"
     assert (
         finding["message"]
         == f"vm vm-a is held by workflow '{holder}' (awaiting_approval, owner alice), which writes it too"
     )
-    (entry,) = dapp.service.explain_policy(second)["conflicts"]["conflicting"]
+    (entry,) = dapp.service.explain_policy(second).payload()["conflicts"]["conflicting"]
     assert (entry["workflow_id"], entry["state"], entry["owner"], entry["object"]) == (
         holder,
         "awaiting_approval",
         "alice",
         "vm vm-a",
     )
-    await dapp.service.cancel_workflow(Actor("alice"), holder, reason="x", confirm=True)
-    assert dapp.service.explain_policy(second)["conflicts"]["conflicting"] == []
+    (await dapp.service.cancel_workflow(Actor("alice"), holder, reason="x", confirm=True)).payload()
+    assert dapp.service.explain_policy(second).payload()["conflicts"]["conflicting"] == []

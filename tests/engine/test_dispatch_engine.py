@@ -15,6 +15,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
+from vmware_pilot.results import ApproveResult
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -38,7 +39,7 @@ def guest_command_with_password() -> dict[str, Any]:
 
 
 def create(app: PilotApp, actor: Actor, items: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", items)["workflow_id"]
+    wid: str = app.service.create_workflow(actor, "ops", "test", items).payload()["workflow_id"]
     return wid
 
 
@@ -51,10 +52,10 @@ async def test_reads_gate_approve_then_write_completes(
     async def progress(done: float, total: float | None, message: str) -> None:
         seen.append((done, total, message))
 
-    out = await dapp.service.run_workflow(actor, wid, progress=progress)
+    out = (await dapp.service.run_workflow(actor, wid, progress=progress)).payload()
     assert out["outcome"] == "awaiting_approval"
     assert out["steps"][0]["status"] == "success" and "pending_dispatch" not in out
-    out = await dapp.service.approve(actor, wid, approver="alice", progress=progress)
+    out = (await dapp.service.approve(actor, wid, approver="alice", progress=progress)).payload()
     assert out["outcome"] == "completed" and out["state"] == "completed"
     assert [(c[0], c[1]) for c in dispatcher.step_calls] == [
         ("monitor", "get_alarms"),
@@ -71,17 +72,17 @@ async def test_failure_after_a_change_then_rollback_undoes_it(
     dispatcher.answers["reconfigure_vm"] = failed("not enough memory")
     second = {"action": "resize", "skill": "aiops", "tool": "reconfigure_vm", "params": {"vm_name": "web-01"}}
     wid = create(dapp, actor, [GATE, power_off(), second, READ])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "failed" and out["state"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "success", "failed", "skipped"]
     assert "not enough memory" in out["error"]
     assert out["steps"][2]["result"]["error"] == "not enough memory"
 
-    preview = await dapp.service.rollback(actor, wid)
+    preview = (await dapp.service.rollback(actor, wid)).payload()
     assert [e["index"] for e in preview["blast_radius"]["would_roll_back"]] == [1]
-    assert dapp.service.get_workflow_status(wid)["state"] == "failed"
-    done = await dapp.service.rollback(actor, wid, confirm=True)
+    assert dapp.service.get_workflow_status(wid).payload()["state"] == "failed"
+    done = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert done["action"] == "rolled_back"
     assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"})
     assert done["steps"][1]["status"] == "rolled_back"
@@ -93,19 +94,19 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
 ) -> None:
     dispatcher.answers["power_off_vm"] = unknown("connection lost after the call was sent")
     wid = create(dapp, actor, [GATE, power_off(), READ])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "failed"
     assert out["steps"][1]["status"] == "interrupted"
     assert out["audit_log"][-1]["action"] == "step_effect_unknown" or any(
         e["action"] == "step_effect_unknown" for e in out["audit_log"]
     )
     with pytest.raises(StateRefused) as info:
-        await dapp.service.rollback(actor, wid, confirm=True)
+        (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert info.value.payload()["blast_radius"]["unknown_effects"][0]["index"] == 1
-    preview = await dapp.service.rollback(actor, wid, acknowledge_unknown_effects=True)
+    preview = (await dapp.service.rollback(actor, wid, acknowledge_unknown_effects=True)).payload()
     assert preview["blast_radius"]["would_roll_back"][0]["effect_unknown"] is True
-    done = await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+    done = (await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)).payload()
     assert done["action"] == "rolled_back"
     assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"}), "undo attempted"
     assert done["steps"][1]["status"] == "rolled_back"
@@ -116,8 +117,8 @@ async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
 ) -> None:
     dispatcher.answers["get_alarms"] = failed("monitoring down")
     wid = create(dapp, actor, [GATE, power_off("a"), power_off("b"), power_off("c"), READ])
-    await dapp.service.run_workflow(actor, wid)
-    ran = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    ran = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert ran["state"] == "failed"
 
     def undo(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
@@ -128,7 +129,7 @@ async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = undo
-    out = await dapp.service.rollback(actor, wid, confirm=True)
+    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert out["action"] == "rollback_incomplete" and out["outcome"] == "failed"
     assert [(r["step"], r["status"]) for r in out["rollback_results"]] == [
         (3, "failed"),
@@ -147,8 +148,8 @@ async def test_preview_only_result_counts_as_failure(
         OutcomeKind.PREVIEW_ONLY, {"action": "preview"}, "the tool only previewed"
     )
     wid = create(dapp, actor, [GATE, power_off()])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["steps"][1]["status"] == "failed" and out["outcome"] == "failed"
 
 
@@ -157,7 +158,7 @@ async def test_refused_dispatch_fails_the_step_safely(
 ) -> None:
     dispatcher.answers["get_alarms"] = refused("server did not start; nothing was sent")
     wid = create(dapp, actor, [READ])
-    out = await dapp.service.run_workflow(actor, wid)
+    out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["steps"][0]["status"] == "failed"
     assert "nothing was sent" in out["steps"][0]["result"]["error"]
 
@@ -168,7 +169,7 @@ async def test_preflight_problems_refuse_before_anything_runs(
     dispatcher.preflight_problems = ["step 0: vmware-monitor-mcp is not installed"]
     wid = create(dapp, actor, [READ])
     with pytest.raises(DispatchRefused) as raised:  # a refusal is raised, like every other one
-        await dapp.service.run_workflow(actor, wid)
+        (await dapp.service.run_workflow(actor, wid)).payload()
     assert raised.value.message.startswith("Nothing was run")
     assert raised.value.payload() == {
         "error": raised.value.message,
@@ -176,7 +177,7 @@ async def test_preflight_problems_refuse_before_anything_runs(
         "state": "pending",
     }
     assert dispatcher.step_calls == []
-    assert dapp.service.get_workflow_status(wid)["state"] == "pending"
+    assert dapp.service.get_workflow_status(wid).payload()["state"] == "pending"
 
 
 async def test_step_references_resolve_from_earlier_results(
@@ -191,8 +192,8 @@ async def test_step_references_resolve_from_earlier_results(
         "params": {"plan_id": "__from_step_0__:plan_id", "confirm": True},
     }
     wid = create(dapp, actor, [plan, GATE, apply])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[-1][2] == {"plan_id": "p-42", "confirm": True}
     assert out["steps"][2]["params"]["plan_id"] == "__from_step_0__:plan_id", (
@@ -206,7 +207,7 @@ async def test_bad_reference_fails_the_step_with_the_reason(
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, {"count": 1})
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__:nope"}}
     wid = create(dapp, actor, [READ, use])
-    out = await dapp.service.run_workflow(actor, wid)
+    out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["steps"][1]["status"] == "failed"
     assert "no key 'nope'" in out["steps"][1]["result"]["error"]
 
@@ -217,7 +218,7 @@ async def test_parallel_group_of_reads_runs_concurrently(
     dispatcher.delay = 0.05
     group = [{**READ, "action": f"r{i}", "group_id": "g1"} for i in range(4)]
     wid = create(dapp, actor, group)
-    out = await dapp.service.run_workflow(actor, wid)
+    out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 4
     assert [s["status"] for s in out["steps"]] == ["success"] * 4
@@ -236,7 +237,7 @@ async def test_a_run_asks_for_the_sessions_its_parallel_groups_need_before_the_g
         *({**other, "action": f"v{i}", "group_id": "g3"} for i in range(4)),
     ]
     wid = create(dapp, actor, steps)
-    await dapp.service.run_workflow(actor, wid)
+    (await dapp.service.run_workflow(actor, wid)).payload()
     # Asked once, at the start of the run, before any step ran; the group after the gate is not.
     assert dispatcher.prepared == [{"monitor": 3, "aiops": 1}]
 
@@ -246,14 +247,14 @@ async def test_racing_approvals_run_exactly_once(
 ) -> None:
     dispatcher.delay = 0.1
     wid = create(dapp, actor, [GATE, power_off()])
-    await dapp.service.run_workflow(actor, wid)
+    (await dapp.service.run_workflow(actor, wid)).payload()
     results = await asyncio.gather(
         dapp.service.approve(actor, wid, approver="alice"),
         dapp.service.approve(actor, wid, approver="bob"),
         return_exceptions=True,
     )
     errors = [r for r in results if isinstance(r, StateRefused)]
-    oks = [r for r in results if isinstance(r, dict)]
+    oks = [r for r in results if isinstance(r, ApproveResult)]
     assert len(errors) == 1 and len(oks) == 1
     # The true reason: the other approval released the gate (the run is going on, or done).
     assert "is not awaiting approval (state: " in errors[0].message, errors[0].message
@@ -268,14 +269,14 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
     first = build_app(settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
-        await first.service.run_workflow(actor, wid)
-        stored = first.service.get_workflow_status(wid)
+        (await first.service.run_workflow(actor, wid)).payload()
+        stored = first.service.get_workflow_status(wid).payload()
         assert stored["steps"][1]["params"]["password"] == "***"
     finally:
         first.close()
     second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
-        out = await second.service.approve(actor, wid, approver="alice")
+        out = (await second.service.approve(actor, wid, approver="alice")).payload()
         assert out["steps"][1]["status"] == "failed"
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
         assert dispatcher.step_calls == []
@@ -292,19 +293,20 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
     first = build_app(settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
-        await first.service.run_workflow(actor, wid)
+        (await first.service.run_workflow(actor, wid)).payload()
         assert (
-            first.service.get_workflow_status(wid)["steps"][1]["params"]["command"] == "mysql --password=***"
+            first.service.get_workflow_status(wid).payload()["steps"][1]["params"]["command"]
+            == "mysql --password=***"
         )
-        await first.service.approve(actor, wid, approver="alice")
+        (await first.service.approve(actor, wid, approver="alice")).payload()
         assert dispatcher.step_calls[0][2]["command"] == "mysql --password=hunter2-pw"
         again = create(first, actor, [GATE, guest])
-        await first.service.run_workflow(actor, again)
+        (await first.service.run_workflow(actor, again)).payload()
     finally:
         first.close()
     second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
-        out = await second.service.approve(actor, again, approver="alice")
+        out = (await second.service.approve(actor, again, approver="alice")).payload()
         assert out["steps"][1]["status"] == "failed"
         assert "secret(s) command," in out["steps"][1]["result"]["error"]
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
@@ -319,8 +321,8 @@ async def test_literal_secret_reaches_the_skill_in_the_creating_process(
 ) -> None:
     guest = guest_command_with_password()
     wid = create(dapp, actor, [GATE, guest])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t"
     assert out["steps"][1]["params"]["password"] == "***", "responses show what the store holds"
@@ -338,9 +340,9 @@ async def test_a_write_forced_into_a_parallel_group_still_runs_on_its_own(
     ]
     wid = create(dapp, actor, group)
     with pytest.raises(PilotError) as refused:
-        await dapp.service.run_workflow(actor, wid)
+        (await dapp.service.run_workflow(actor, wid)).payload()
     assert [f["kind"] for f in refused.value.payload()["blocking_findings"]] == ["write_in_parallel_group"]
-    out = await dapp.service.run_workflow(actor, wid, force=True)
+    out = (await dapp.service.run_workflow(actor, wid, force=True)).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 1, "only reads share a group at run time"
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms", "power_on_vm", "get_alarms"]
@@ -377,12 +379,12 @@ async def test_env_secret_reference_is_resolved_at_dispatch_and_never_stored(
 
     dispatcher.answers["run_vm_guest_command"] = echo_login
     wid = create(dapp, actor, [GATE, guest_with(ref)])
-    assert dapp.service.get_workflow_status(wid)["steps"][1]["params"]["password"] == ref
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    assert dapp.service.get_workflow_status(wid).payload()["steps"][1]["params"]["password"] == ref
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
-    stored = dapp.service.get_workflow_status(wid)
+    stored = dapp.service.get_workflow_status(wid).payload()
     assert stored["steps"][1]["params"]["password"] == ref, "the store keeps the reference"
     assert stored["steps"][1]["result"]["output"] == "logged in as root with ***"
     dapp.store.close()
@@ -396,8 +398,8 @@ async def test_env_secret_reference_to_an_unset_variable_fails_the_step_before_s
 ) -> None:
     monkeypatch.delenv("LAB_GUEST_PASSWORD", raising=False)
     wid = create(dapp, actor, [GATE, guest_with({"$env": "LAB_GUEST_PASSWORD"})])
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert "LAB_GUEST_PASSWORD" in out["steps"][1]["result"]["error"]
     assert dispatcher.step_calls == []
@@ -418,18 +420,18 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
     # The clone does not exist yet when the gate reads it (the prediction would say it does).
     dispatcher.answers["get_vm_info"] = lambda s, t, p: failed(f"VM not found. Requested: '{p['vm_name']}'")
     wid = create(dapp, actor, [GATE, clone, READ])
-    await dapp.service.run_workflow(actor, wid)
-    assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "failed"
-    preview = await dapp.service.rollback(actor, wid)
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())["outcome"] == "failed"
+    preview = (await dapp.service.rollback(actor, wid)).payload()
     assert "web-01-test" in preview["blast_radius"]["would_roll_back"][0]["leaves_behind"]
-    out = await dapp.service.rollback(actor, wid, confirm=True)
+    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert out["action"] == "rolled_back"
     (entry,) = out["rollback_results"]
     assert (entry["step"], entry["tool"], entry["status"]) == (1, "power_off_vm", "partial")
     assert "web-01-test" in entry["left_behind"]
     assert out["steps"][1]["status"] == "partially_rolled_back"
     assert out["diff_report"]["rolled_back"][0]["index"] == 1
-    again = await dapp.service.rollback(actor, wid, confirm=True)
+    again = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert [(r["step"], r["status"]) for r in again["rollback_results"]] == [(1, "partial")]
     assert [c[1] for c in dispatcher.step_calls].count("power_off_vm") == 1, "a partial undo is not run again"
 
@@ -441,12 +443,12 @@ async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resol
     operations = [{"action": "power_off", "vm_name": "web-01"}, {"action": "power_off", "vm_name": "web-02"}]
     created = dapp.service.create_workflow_from_template(
         actor, "plan_and_approve", {"operations": operations, "target": "vc"}
-    )
+    ).payload()
     wid = created["workflow_id"]
-    pending = dapp.service.get_workflow_status(wid)["diff_report"]["pending"]
+    pending = dapp.service.get_workflow_status(wid).payload()["diff_report"]["pending"]
     assert [p["object"] for p in pending if p["tool"] == "apply_vm_plan"] == ["__from_step_0__:plan_id"]
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     changed = {c["tool"]: c["object"] for c in out["diff_report"]["changed"]}
     assert changed == {"create_vm_plan": "web-01, web-02", "apply_vm_plan": "p-42"}
@@ -470,7 +472,7 @@ async def test_a_reference_the_result_cannot_satisfy_fails_its_step_before_sendi
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, first_result)
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": reference}}
     wid = create(dapp, actor, [READ, use])
-    out = await dapp.service.run_workflow(actor, wid)
+    out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert message in out["steps"][1]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"], (
@@ -484,7 +486,7 @@ async def test_whole_result_reference_passes_any_value(
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, ["a", "b"])
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": ["__from_step_0__"]}}
     wid = create(dapp, actor, [READ, use])
-    assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "completed"
+    assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "completed"
     assert dispatcher.step_calls[1][2] == {"x": [["a", "b"]]}
 
 
@@ -495,12 +497,14 @@ async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
     handback = build_app(settings)
     try:
         wid = create(handback, actor, [READ, GATE, use])
-        await handback.service.run_workflow(actor, wid)  # step 0 handed to the caller
+        (await handback.service.run_workflow(actor, wid)).payload()  # step 0 handed to the caller
     finally:
         handback.close()
     dispatching = build_app(settings, dispatcher=dispatcher)
     try:
-        out = await dispatching.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)
+        out = (
+            await dispatching.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)
+        ).payload()
         assert out["steps"][0]["status"] == "reported_done"
         assert out["steps"][2]["status"] == "failed"
         assert "performed outside Pilot" in out["steps"][2]["result"]["error"]
@@ -514,11 +518,11 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
 ) -> None:
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
     wid = create(dapp, actor, [READ, GATE, use])
-    await dapp.service.run_workflow(actor, wid)
+    (await dapp.service.run_workflow(actor, wid)).payload()
     wf = dapp.store.workflows.load(wid)  # staged: real parts cannot roll a read back
     wf.steps[0].status = StepStatus.ROLLED_BACK
     dapp.store.workflows.save(wf)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"]
 

@@ -55,13 +55,13 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
 ) -> None:
     estate = Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    assert dapp.service.get_workflow_status(wid)["prediction"]["verdict"] == "succeeds"
+    assert dapp.service.get_workflow_status(wid).payload()["prediction"]["verdict"] == "succeeds"
     powered_off_by_someone(estate)
 
     counted = Counted()
     stop = telemetry.listen(counted)
     try:
-        out = await dapp.service.approve(actor, wid, approver="alice")
+        out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     finally:
         stop()
     assert counted.holds == [{"kind": "drift"}], "measured: pilot_write_holds_total{kind='drift'}"
@@ -73,7 +73,7 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     assert "it is poweredOff now" in message
     assert "web tools_status: the approver saw guestToolsRunning" in message
 
-    status = dapp.service.get_workflow_status(wid)
+    status = dapp.service.get_workflow_status(wid).payload()
     (drift,) = [e for e in status["audit_log"] if e["action"] == "drift_detected"]
     assert "Step 1 (aiops.power_off_vm) held at the gate at step 0: DRIFT" in drift["detail"]
     (record,) = status["gates"]
@@ -99,7 +99,7 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     assert announced["event"] == "drift_detected" and announced["step"] == 0
     assert announced["hold"]["details"]["changes"][0]["now"] == "poweredOff"
 
-    done = await dapp.service.approve(actor, wid, approver="alice")
+    done = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert done["outcome"] == "completed"
     assert acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     assert [e["action"] for e in done["audit_log"]].count("drift_detected") == 1
@@ -110,7 +110,7 @@ async def test_the_plans_own_power_off_is_no_drift_for_its_power_on(
 ) -> None:
     Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     assert acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     assert "drift_detected" not in [e["action"] for e in out["audit_log"]]
@@ -141,16 +141,18 @@ async def test_with_the_check_off_the_step_is_sent_as_approved(
         estate = Estate(dispatcher, tools=True)
         wid = await at_gate(app, actor, [gate(), *restart("web")])
         powered_off_by_someone(estate)
-        out = await app.service.approve(actor, wid, approver="alice")
+        out = (await app.service.approve(actor, wid, approver="alice")).payload()
         assert out["outcome"] == "completed" and acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     finally:
         app.close()
 
 
 async def test_hand_back_says_the_check_is_the_agents(app: PilotApp, actor: Actor) -> None:
-    wid: str = app.service.create_workflow(actor, "ops", "test", [gate(), *restart("web")])["workflow_id"]
-    await app.service.run_workflow(actor, wid)
-    out = await app.service.approve(actor, wid, approver="alice")
+    wid: str = app.service.create_workflow(actor, "ops", "test", [gate(), *restart("web")]).payload()[
+        "workflow_id"
+    ]
+    (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.approve(actor, wid, approver="alice")).payload()
     off, on, alarms = out["pending_dispatch"]
     assert list(off)[:4] == ["index", "skill", "tool", "params"], "the contract's keys come first"
     (said,) = off["agent_checks"]
@@ -170,7 +172,7 @@ async def test_the_drift_is_posted_to_the_webhook(settings: Settings, actor: Act
         try:
             wid = await at_gate(app, actor, [gate(), *restart("web")])
             powered_off_by_someone(estate)
-            await app.service.approve(actor, wid, approver="alice")
+            (await app.service.approve(actor, wid, approver="alice")).payload()
             got = receiver.wait_for(2)
         finally:
             app.close()

@@ -161,9 +161,9 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
                 raise
 
         app.store.workflows.save = watched  # type: ignore[method-assign]
-        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")])["workflow_id"])
+        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
         try:
-            out = await app.service.run_workflow(actor, wid)
+            out = (await app.service.run_workflow(actor, wid)).payload()
         finally:
             failed.set()
             assert restarted.wait(GUARD), "the server came back"
@@ -182,7 +182,7 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
     flight; its own sweeper never takes the run, the run takes its leases again and completes."""
     skill = SteppedDispatcher(answer={"power_on_vm": asyncio.Event()})
     with pilot(settings, skill, lease=1.5) as app:
-        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")])["workflow_id"])
+        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
         sweeper = Sweeper(lambda: app.service.runner, interval=0.2)
         passes: list[list[str]] = []
         sweep = sweeper.sweep

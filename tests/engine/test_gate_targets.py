@@ -185,10 +185,10 @@ def test_a_change_since_the_gate_was_first_shown_lists_each_field_that_moved() -
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps)["workflow_id"]
-    out = await app.service.run_workflow(actor, wid)
+    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
+    out = (await app.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval", out
-    return wid, app.service.pending_gate(wid)
+    return wid, app.service.pending_gate(wid).payload()
 
 
 def targets_of(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -215,7 +215,7 @@ async def test_hosts_and_datastores_are_read_with_one_list_call_each_and_shown_b
     assert [r["targets"] for r in view["releases"]] == [["esx-1", "pg"], ["esx-2"], ["ds-1"], ["esx-9"]]
     reads = [c[1] for c in dispatcher.calls if c[1].startswith("list_")]
     assert sorted(reads) == ["list_all_datastores", "list_all_networks", "list_esxi_hosts"]
-    audit = dapp.service.get_workflow_status(wid)["audit_log"]
+    audit = dapp.service.get_workflow_status(wid).payload()["audit_log"]
     (inspected,) = [e for e in audit if e["action"] == "gate_inspected"]
     assert "host esx-1: connected" in inspected["detail"] and "datastore ds-1: VMFS" in inspected["detail"]
 
@@ -255,12 +255,12 @@ async def test_a_vm_renamed_or_deleted_after_the_gate_was_first_shown_is_named_a
     )
     assert all(t["changes"] == [] for t in first["targets"])
     present.update(a=False, b=False)
-    again = targets_of(await dapp.service.show_gate(actor, wid))
+    again = targets_of((await dapp.service.show_gate(actor, wid)).payload())
     assert again["vm a"]["changes"][0].startswith("RENAMED: the VM a on lab shown at ")
     assert "is now named a-new" in again["vm a"]["changes"][0]
     assert again["vm b"]["changes"][0].startswith("GONE: VM b on lab was there when the gate was first shown")
     # The reference stays the first showing: a third look still compares with it.
-    third = targets_of(await dapp.service.show_gate(actor, wid))
+    third = targets_of((await dapp.service.show_gate(actor, wid)).payload())
     assert third["vm b"]["reference_at"] == first["targets"][1]["reference_at"] != ""
 
 
@@ -273,12 +273,12 @@ async def test_the_reference_starts_again_when_the_plan_changes(
     )
     wid, _ = await at_gate(dapp, actor, [GATE, step("aiops", "power_off_vm", vm_name="web")])
     power["now"] = "suspended"
-    (changed,) = (await dapp.service.show_gate(actor, wid))["targets"]
+    (changed,) = ((await dapp.service.show_gate(actor, wid)).payload())["targets"]
     assert any(c.startswith("CHANGED since the gate was first shown") for c in changed["changes"])
     wf = dapp.store.workflows.load(wid)
     wf.steps[1].params["force"] = True  # a new plan: what it is compared with is read again
     dapp.store.workflows.save(wf)
-    (fresh,) = (await dapp.service.show_gate(actor, wid))["targets"]
+    (fresh,) = ((await dapp.service.show_gate(actor, wid)).payload())["targets"]
     assert fresh["changes"] == [] and fresh["reference_at"] != changed["reference_at"]
 
 

@@ -48,15 +48,15 @@ def vm_info(power: str) -> StepOutcome:
 
 
 def create(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps)["workflow_id"]
+    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
     return wid
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     wid = create(app, actor, steps)
-    out = await app.service.run_workflow(actor, wid)
+    out = (await app.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval", out
-    return wid, app.service.pending_gate(wid)
+    return wid, app.service.pending_gate(wid).payload()
 
 
 @pytest.mark.backends("sqlite")  # a literal secret: refused on PostgreSQL (test_dispatch_engine)
@@ -80,10 +80,12 @@ async def test_the_digest_covers_the_shown_params(dapp: PilotApp, actor: Actor) 
     wf = dapp.store.workflows.load(wid)
     wf.steps[1].params["vm_name"] = "db-01"  # what the page showed is no longer the plan
     dapp.store.workflows.save(wf)
-    changed = dapp.service.pending_gate(wid)
+    changed = dapp.service.pending_gate(wid).payload()
     assert changed["gate"]["plan_changed"] and changed["releases"][0]["params"]["vm_name"] == "db-01"
     try:
-        await dapp.service.approve(actor, wid, approver="alice", expected_digest=view["gate"]["digest"])
+        (
+            await dapp.service.approve(actor, wid, approver="alice", expected_digest=view["gate"]["digest"])
+        ).payload()
     except StateRefused as exc:
         assert exc.fields["refused"] == "plan_changed"
     else:
@@ -103,13 +105,13 @@ async def test_the_targets_state_is_read_before_the_gate_and_audited(
     assert target["changes"] == [] and view["releases"][0]["targets"] == ["web-01"]
     reads = [c for c in dispatcher.calls if c[1] in ("get_vm_info", "list_vm_snapshots")]
     assert [c[2] for c in reads] == [{"vm_name": "web-01", "target": "lab"}] * 2
-    audit = dapp.service.get_workflow_status(wid)["audit_log"]
+    audit = dapp.service.get_workflow_status(wid).payload()["audit_log"]
     (inspected,) = [e for e in audit if e["action"] == "gate_inspected"]
     assert "web-01: poweredOn" in inspected["detail"]
 
     # Shown again later: the VM was powered off meanwhile, and the gate says so plainly.
     dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
-    again = await dapp.service.show_gate(actor, wid)
+    again = (await dapp.service.show_gate(actor, wid)).payload()
     changes = again["targets"][0]["changes"]
     (predicted,) = again["prediction"]["steps"]
     assert predicted["outcome"] == "no_change"
@@ -120,7 +122,11 @@ async def test_the_targets_state_is_read_before_the_gate_and_audited(
     assert any("power_state poweredOn → poweredOff" in c for c in changes)
     assert (
         len(
-            [e for e in dapp.service.get_workflow_status(wid)["audit_log"] if e["action"] == "gate_inspected"]
+            [
+                e
+                for e in dapp.service.get_workflow_status(wid).payload()["audit_log"]
+                if e["action"] == "gate_inspected"
+            ]
         )
         == 2
     )
@@ -133,16 +139,16 @@ async def test_the_same_reading_shown_again_adds_no_audit_event_and_a_new_one_do
     wid, _ = await at_gate(dapp, actor, [GATE, off()])
 
     def inspected() -> list[str]:
-        audit = dapp.service.get_workflow_status(wid)["audit_log"]
+        audit = dapp.service.get_workflow_status(wid).payload()["audit_log"]
         return [e["detail"] for e in audit if e["action"] == "gate_inspected"]
 
     assert len(inspected()) == 1
     for _ in range(3):  # three page views of the same state: no new rows
-        await dapp.service.show_gate(actor, wid)
+        (await dapp.service.show_gate(actor, wid)).payload()
     assert len(inspected()) == 1
     dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
-    await dapp.service.show_gate(actor, wid)
-    await dapp.service.show_gate(actor, wid)
+    (await dapp.service.show_gate(actor, wid)).payload()
+    (await dapp.service.show_gate(actor, wid)).payload()
     details = inspected()
     assert len(details) == 2 and "web-01: poweredOff" in details[1]
 
@@ -189,7 +195,7 @@ async def test_the_evidence_summarises_what_earlier_steps_found(
     wid, view = await at_gate(dapp, actor, [ALARMS, GATE, off()])
     (evidence,) = view["evidence"]
     assert evidence["summary"] == "4 alarms: cpu high, disk full, net, …"
-    assert dapp.service.get_workflow_status(wid)["steps"][0]["result"] == alarms  # one step away
+    assert dapp.service.get_workflow_status(wid).payload()["steps"][0]["result"] == alarms  # one step away
 
 
 @pytest.mark.backends("sqlite")  # a literal secret: refused on PostgreSQL (test_dispatch_engine)
@@ -204,7 +210,7 @@ async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
         app = build_app(configured, dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, guest()])
-            await app.service.run_workflow(actor, wid)
+            (await app.service.run_workflow(actor, wid)).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()
@@ -224,9 +230,9 @@ async def test_the_webhook_body_carries_the_gate_pages_alerts_as_objects(
         app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
-            await app.service.run_workflow(actor, wid)
+            (await app.service.run_workflow(actor, wid)).payload()
             (got,) = receiver.wait_for(1)
-            page = app.service.pending_gate(wid)
+            page = app.service.pending_gate(wid).payload()
         finally:
             app.close()
     items = got.event["gate"]["alerts"]
@@ -253,7 +259,7 @@ async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Set
         app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
-            await app.service.run_workflow(actor, wid)
+            (await app.service.run_workflow(actor, wid)).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()

@@ -62,11 +62,11 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     check = Scripted(None, HOLD)
     install(dapp, check)
     steps = [READ, gate(), write("a"), write("b"), READ]
-    wid = dapp.service.create_workflow(actor, "ops", "test", steps)["workflow_id"]
-    assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
+    wid = dapp.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
+    assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
     assert check.asked == [], "reads are not checked"
 
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "awaiting_approval"
     assert check.asked == [2, 3]
     assert sent(dispatcher) == ["get_alarms:", "power_on_vm:a"], "step 3 was not sent"
@@ -75,7 +75,7 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     assert out["pending_gate"]["message"].startswith("web: power_state was poweredOn, is now poweredOff")
     assert "(The gate's message: Restart?)" in out["pending_gate"]["message"]
 
-    status = dapp.service.get_workflow_status(wid)
+    status = dapp.service.get_workflow_status(wid).payload()
     (record,) = status["gates"]
     assert record["status"] == "pending" and record["approvals"] == [] and record["approvals_missing"] == 1
     assert record["hold"]["step"] == 3 and record["hold"]["kind"] == "test"
@@ -85,7 +85,7 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     # The gate is inspected again for the steps still to run, from the held step on.
     assert [s["step"] for s in status["prediction"]["steps"]] == [3, 4]
 
-    done = await dapp.service.approve(actor, wid, approver="alice", gate_step=1)
+    done = (await dapp.service.approve(actor, wid, approver="alice", gate_step=1)).payload()
     assert done["outcome"] == "completed"
     assert check.asked == [2, 3, 3]
     assert sent(dispatcher) == ["get_alarms:", "power_on_vm:a", "power_on_vm:b", "get_alarms:"]
@@ -95,10 +95,12 @@ async def test_a_held_write_can_be_rejected(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     install(dapp, Scripted(HOLD))
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")])["workflow_id"]
-    await dapp.service.run_workflow(actor, wid)
-    assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "awaiting_approval"
-    out = dapp.service.reject(actor, wid, reason="not after that change", rejected_by="bob")
+    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+        "outcome"
+    ] == "awaiting_approval"
+    out = dapp.service.reject(actor, wid, reason="not after that change", rejected_by="bob").payload()
     assert out["state"] == "cancelled" and out["steps"][1]["status"] == "skipped"
     assert sent(dispatcher) == []
 
@@ -107,9 +109,9 @@ async def test_a_check_that_raises_holds_the_write(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     install(dapp, Scripted(RuntimeError("boom")))
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")])["workflow_id"]
-    await dapp.service.run_workflow(actor, wid)
-    out = await dapp.service.approve(actor, wid, approver="alice")
+    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "awaiting_approval" and sent(dispatcher) == []
     assert "could not make its test check before step 1" in out["pending_gate"]["message"]
     assert "RuntimeError: boom" in out["pending_gate"]["message"]
@@ -120,8 +122,10 @@ async def test_a_held_write_with_no_gate_before_it_is_not_sent_and_the_run_fails
 ) -> None:
     install(dapp, Scripted(HOLD))
     # A medium-risk write (recoverable) needs no gate in a custom plan.
-    wid = dapp.service.create_workflow(actor, "ops", "test", [READ, write("a"), READ])["workflow_id"]
-    out = await dapp.service.run_workflow(actor, wid)
+    wid = dapp.service.create_workflow(actor, "ops", "test", [READ, write("a"), READ]).payload()[
+        "workflow_id"
+    ]
+    out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "failed", "skipped"]
     assert out["steps"][1]["result"]["error"].startswith("Not sent: web: power_state was poweredOn")
@@ -137,9 +141,13 @@ async def test_a_run_held_after_a_write_rolls_back_that_write(
         "rollback_tool": "power_on_vm",
         "rollback_params": {"vm_name": "a"},
     }
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), first, write("b")])["workflow_id"]
-    await dapp.service.run_workflow(actor, wid)
-    assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "awaiting_approval"
-    out = await dapp.service.rollback(actor, wid, confirm=True)
+    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), first, write("b")]).payload()[
+        "workflow_id"
+    ]
+    (await dapp.service.run_workflow(actor, wid)).payload()
+    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+        "outcome"
+    ] == "awaiting_approval"
+    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
     assert [s["status"] for s in out["steps"]] == ["pending", "rolled_back", "pending"]
     assert sent(dispatcher) == ["power_off_vm:a", "power_on_vm:a"]

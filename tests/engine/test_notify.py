@@ -43,7 +43,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def create(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "notify-test", "d", steps)["workflow_id"]
+    wid: str = app.service.create_workflow(actor, "notify-test", "d", steps).payload()["workflow_id"]
     return wid
 
 
@@ -53,9 +53,9 @@ async def test_gate_and_completion_are_posted_signed(
     app = notifying_app(settings, receiver)
     try:
         wid = create(app, actor, [READ, GATE, READ])
-        await app.service.run_workflow(actor, wid)
+        (await app.service.run_workflow(actor, wid)).payload()
         first = receiver.wait_for(1)[0]
-        await app.service.approve(actor, wid, approver="alice")
+        (await app.service.approve(actor, wid, approver="alice")).payload()
         second = receiver.wait_for(2)[1]
     finally:
         app.close()
@@ -83,10 +83,10 @@ async def test_failure_and_rollback_are_posted(settings: Settings, receiver: Rec
     try:
         steps = [GATE, OFF, {**OFF, "tool": "reboot_vm", "rollback_tool": "", "rollback_params": {}}]
         wid = create(app, actor, steps)
-        await app.service.run_workflow(actor, wid)
-        out = await app.service.approve(actor, wid, approver="alice")
+        (await app.service.run_workflow(actor, wid)).payload()
+        out = (await app.service.approve(actor, wid, approver="alice")).payload()
         assert out["outcome"] == "failed"
-        await app.service.rollback(actor, wid, confirm=True)
+        (await app.service.rollback(actor, wid, confirm=True)).payload()
         events = [r.event for r in receiver.wait_for(3)]
     finally:
         app.close()
@@ -105,7 +105,7 @@ async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
         app = notifying_app(settings, receiver)
         try:
             wid = create(app, actor, [GATE])
-            await app.service.run_workflow(actor, wid)
+            (await app.service.run_workflow(actor, wid)).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()
@@ -121,8 +121,8 @@ async def test_a_receiver_that_always_fails_never_fails_the_workflow(
         app = notifying_app(settings, receiver, notify_attempts=2)
         try:
             wid = create(app, actor, [GATE, READ])
-            await app.service.run_workflow(actor, wid)
-            out = await app.service.approve(actor, wid, approver="alice")
+            (await app.service.run_workflow(actor, wid)).payload()
+            out = (await app.service.approve(actor, wid, approver="alice")).payload()
             assert out["outcome"] == "completed"
             receiver.wait_attempts(4)  # two events, two attempts each
         finally:
@@ -140,9 +140,9 @@ async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
         app = notifying_app(settings, receiver, notify_timeout=30.0)
         try:
             wid = create(app, actor, [GATE, READ])
-            await app.service.run_workflow(actor, wid)
+            (await app.service.run_workflow(actor, wid)).payload()
             receiver.wait_attempts(1)  # the awaiting_approval POST is now stuck in the receiver
-            out = await app.service.approve(actor, wid, approver="alice")
+            out = (await app.service.approve(actor, wid, approver="alice")).payload()
             assert out["outcome"] == "completed"
             assert receiver.received == [] and not hold.is_set()
         finally:

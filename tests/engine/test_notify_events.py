@@ -64,8 +64,8 @@ def notifying(settings: Settings, receiver: Receiver, dispatcher: Any = None, **
 
 
 async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: Actor = ALICE) -> str:
-    wid: str = app.service.create_workflow(who, "patch-web", WHY, steps)["workflow_id"]
-    out = await app.service.run_workflow(who, wid)
+    wid: str = app.service.create_workflow(who, "patch-web", WHY, steps).payload()["workflow_id"]
+    out = (await app.service.run_workflow(who, wid)).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid
 
@@ -78,8 +78,8 @@ async def test_every_event_says_who_asked_why_and_who_acted(settings: Settings, 
     app = notifying(settings, receiver)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
-        await app.service.approve(BOB, wid, comment="Window agreed with the app team")
-        app.service.reject(CAROL, wid, "Wrong host: web-01 is the primary")
+        (await app.service.approve(BOB, wid, comment="Window agreed with the app team")).payload()
+        app.service.reject(CAROL, wid, "Wrong host: web-01 is the primary").payload()
         events = [r.event for r in receiver.wait_for(3)]
     finally:
         app.close()
@@ -112,7 +112,7 @@ async def test_a_failure_carries_its_error_and_what_was_already_changed(
     app = notifying(settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(), off("web-01"), off("web-02", tool="reboot_vm")])
-        out = await app.service.approve(BOB, wid)
+        out = (await app.service.approve(BOB, wid)).payload()
         events = by_name([r.event for r in receiver.wait_for(2)])
     finally:
         app.close()
@@ -138,7 +138,7 @@ async def test_an_expired_gate_is_announced_once_whichever_pilot_notices(
         second.service.notice_expiry(wid)
         sweep = Sweeper(lambda: second.service.runner, interval=10)
         noticed = await sweep.notice_expired_gates(second.service.runner)
-        second.service.get_workflow_status(wid)
+        second.service.get_workflow_status(wid).payload()
         receiver.wait_for(2)
     finally:
         first.close()
@@ -175,9 +175,9 @@ async def test_a_changed_prediction_is_announced_with_the_voided_approvals(
     app = notifying(settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
-        await app.service.approve(BOB, wid)
+        (await app.service.approve(BOB, wid)).payload()
         dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
-        await app.service.show_gate(CAROL, wid)
+        (await app.service.show_gate(CAROL, wid)).payload()
         events = by_name([r.event for r in receiver.wait_for(3)])
     finally:
         app.close()
@@ -197,9 +197,9 @@ async def test_slack_bodies_are_valid_block_kit(settings: Settings, receiver: Re
     try:
         wid = app.service.create_workflow(
             ALICE, "patch-web", _hostile_description(), [gate(), off(tool="reboot_vm")]
-        )["workflow_id"]
-        await app.service.run_workflow(ALICE, wid)
-        await app.service.approve(BOB, wid)
+        ).payload()["workflow_id"]
+        (await app.service.run_workflow(ALICE, wid)).payload()
+        (await app.service.approve(BOB, wid)).payload()
         bodies = [r.event for r in receiver.wait_for(2)]
     finally:
         app.close()
@@ -221,7 +221,7 @@ async def test_teams_bodies_are_adaptive_cards(settings: Settings, receiver: Rec
     app = notifying(settings, receiver, notify_format="teams")
     try:
         wid = await at_gate(app, [gate(), off()])
-        app.service.reject(CAROL, wid, "not today")
+        app.service.reject(CAROL, wid, "not today").payload()
         bodies = [r.event for r in receiver.wait_for(2)]
     finally:
         app.close()

@@ -15,7 +15,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import StateRefused
-from vmware_pilot.results import StatusView, result_of, undeclared_keys
+from vmware_pilot.results import StatusView, undeclared_keys
 
 CONFIRM_SCHEMA = {"properties": {"vm_name": {}, "force": {}, "confirm": {}, "target": {}}}
 TOOLS_DOWN = "VMware Tools is not running in the guest, so a graceful shutdown cannot be delivered."
@@ -73,8 +73,8 @@ class Estate:
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps)["workflow_id"]
-    out = await app.service.run_workflow(actor, wid)
+    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
+    out = (await app.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid
 
@@ -84,7 +84,7 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
 ) -> None:
     Estate(dispatcher)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    status = dapp.service.get_workflow_status(wid)
+    status = dapp.service.get_workflow_status(wid).payload()
     prediction = status["prediction"]
     assert prediction["verdict"] == "fails" and prediction["failing_step"] == 1
     assert [(s["step"], s["outcome"]) for s in prediction["steps"]] == [
@@ -98,7 +98,7 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
     ] * 3
     assert {s["source"] for s in prediction["steps"]} == {"model"}  # no capture: nothing rehearsed
     assert "rehearsal" not in prediction
-    typed = result_of(StatusView, status)
+    typed = StatusView.model_validate(status)
     assert list(undeclared_keys(typed)) == [] and typed.prediction is not None
     assert list(status)[-2:] == ["prediction", "decision"], "added after the record's own keys"
     assert status["decision"]["verdict"] == "fails" and status["decision"]["failing_step"] == 1
@@ -108,8 +108,8 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
         "Gate at step 0: FAILS at step 1 (aiops.power_off_vm): aiops refuses"
     )
     # Not at a gate: no prediction.
-    await dapp.service.cancel_workflow(actor, wid, confirm=True)
-    assert "prediction" not in dapp.service.get_workflow_status(wid)
+    (await dapp.service.cancel_workflow(actor, wid, confirm=True)).payload()
+    assert "prediction" not in dapp.service.get_workflow_status(wid).payload()
 
 
 async def test_the_gate_view_puts_the_verdict_first_and_no_alert_under_the_power_on(
@@ -117,7 +117,7 @@ async def test_the_gate_view_puts_the_verdict_first_and_no_alert_under_the_power
 ) -> None:
     Estate(dispatcher)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    view = dapp.service.pending_gate(wid)
+    view = dapp.service.pending_gate(wid).payload()
     assert view["alerts"][0].startswith(
         "FAILS at step 1 (aiops.power_off_vm): aiops refuses it: VMware Tools"
     )
@@ -129,7 +129,7 @@ async def test_a_vm_that_is_off_is_powered_on_and_the_gate_shows_it_as_a_change(
 ) -> None:
     Estate(dispatcher, power="poweredOff")
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    prediction = dapp.service.get_workflow_status(wid)["prediction"]
+    prediction = dapp.service.get_workflow_status(wid).payload()["prediction"]
     assert prediction["verdict"] == "succeeds"
     off, on, _ = prediction["steps"]
     assert off["outcome"] == "no_change" and "is poweredOff already" in off["reason"]
@@ -149,18 +149,20 @@ async def test_approving_a_failing_prediction_takes_a_reason_recorded_with_the_a
     Estate(dispatcher)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
     with pytest.raises(StateRefused) as refused:
-        await dapp.service.approve(actor, wid, approver="alice")
+        (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert refused.value.fields["refused"] == "predicted_failure"
     assert refused.value.fields["failing_step"] == 1 and "acknowledge_predicted_failure" in refused.value.hint
     with pytest.raises(StateRefused):
-        await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="   ")
-    assert dapp.service.get_workflow_status(wid)["state"] == "awaiting_approval", "nothing changed"
+        (await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="   ")).payload()
+    assert dapp.service.get_workflow_status(wid).payload()["state"] == "awaiting_approval", "nothing changed"
 
-    out = await dapp.service.approve(
-        actor, wid, approver="alice", acknowledge_failure="checking aiops' refusal on purpose"
-    )
+    out = (
+        await dapp.service.approve(
+            actor, wid, approver="alice", acknowledge_failure="checking aiops' refusal on purpose"
+        )
+    ).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
-    (approval,) = dapp.service.get_workflow_status(wid)["gates"][0]["approvals"]
+    (approval,) = dapp.service.get_workflow_status(wid).payload()["gates"][0]["approvals"]
     assert approval["acknowledged_failure"] == "checking aiops' refusal on purpose"
     assert approval["verdict"] == "fails|1:refused,2:unknown,3:unknown"
     audit = {e["action"]: e["detail"] for e in out["audit_log"]}
@@ -173,9 +175,11 @@ async def test_a_succeeding_prediction_needs_no_acknowledgment_and_records_none(
 ) -> None:
     Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    out = await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="not needed")
+    out = (
+        await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="not needed")
+    ).payload()
     assert out["outcome"] == "completed"
-    (approval,) = dapp.service.get_workflow_status(wid)["gates"][0]["approvals"]
+    (approval,) = dapp.service.get_workflow_status(wid).payload()["gates"][0]["approvals"]
     assert approval["verdict"].startswith("succeeds|") and "acknowledged_failure" not in approval
 
 
@@ -184,21 +188,21 @@ async def test_an_approval_stops_counting_when_a_later_inspection_changes_the_pr
 ) -> None:
     estate = Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(approvals_required=2), *restart("web")])
-    first = await dapp.service.approve(actor, wid, approver="alice")
+    first = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert first["approvals_missing"] == 1
     estate.power = "poweredOff"  # someone powered it off: the power-off now has nothing to do
-    shown = await dapp.service.show_gate(actor, wid)
+    shown = (await dapp.service.show_gate(actor, wid)).payload()
     assert [s["outcome"] for s in shown["prediction"]["steps"]] == ["no_change", "succeeds", "succeeds"]
     assert shown["gate"]["approvals"] == [] and shown["gate"]["approvals_missing"] == 2
-    status = dapp.service.get_workflow_status(wid)
+    status = dapp.service.get_workflow_status(wid).payload()
     (voided,) = [e for e in status["audit_log"] if e["action"] == "approvals_voided"]
     assert "alice" in voided["detail"] and "no longer count" in voided["detail"]
     # The same prediction shown again keeps the approvals given for it.
-    again = await dapp.service.approve(actor, wid, approver="alice")
+    again = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert again["approvals_missing"] == 1
-    await dapp.service.show_gate(actor, wid)
-    assert dapp.service.pending_gate(wid)["gate"]["approvals_missing"] == 1
-    done = await dapp.service.approve(actor, wid, approver="bob")
+    (await dapp.service.show_gate(actor, wid)).payload()
+    assert dapp.service.pending_gate(wid).payload()["gate"]["approvals_missing"] == 1
+    done = (await dapp.service.approve(actor, wid, approver="bob")).payload()
     assert done["outcome"] == "completed"
 
 

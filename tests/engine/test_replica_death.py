@@ -58,13 +58,15 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
         replica.wait(timeout=30)
 
         with pytest.raises(StateRefused, match="running in another Pilot process"):
-            await survivor.service.run_workflow(actor, wid)  # while the dead replica's lease lasts
+            (
+                await survivor.service.run_workflow(actor, wid)
+            ).payload()  # while the dead replica's lease lasts
         lease = survivor.store.leases.lease(wid)
         assert lease is not None and lease.fence == 1
         _poll(lambda: survivor.store.leases.lease(wid).expired, "the lease expired")  # type: ignore[union-attr]
         _poll(lambda: survivor.store.leases.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
 
-        out = await survivor.service.run_workflow(actor, wid)
+        out = (await survivor.service.run_workflow(actor, wid)).payload()
         assert (out["outcome"], out["steps"][0]["status"]) == ("failed", "interrupted")
         # Settling reads the VM, its tasks and events; the step itself is never sent again.
         resent = [c for c in dispatcher.step_calls if c[1] == "power_on_vm"]

@@ -50,12 +50,14 @@ def transactions(engine: Engine) -> Iterator[list[list[str]]]:
 async def test_a_save_is_one_update_and_one_insert_for_its_events(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, READ, GATE, WRITE])["workflow_id"])
+    wid = str(
+        dapp.service.create_workflow(actor, "ops", "t", [READ, READ, GATE, WRITE]).payload()["workflow_id"]
+    )
     with transactions(dapp.store.database.engine) as run:
-        out = await dapp.service.run_workflow(actor, wid)
+        out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval"
     with transactions(dapp.store.database.engine) as approve:
-        out = await dapp.service.approve(actor, wid, approver="alice")
+        out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
     assert out["outcome"] == "completed"
     saves = [tx for tx in run + approve if "UPDATE workflows SET" in tx]
     assert len(saves) >= 6

@@ -48,9 +48,15 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
     monkeypatch.setattr(dapp.store.workflows, "save", watching)
     monkeypatch.setattr(dispatcher, "call", sweep_elsewhere)
     try:
-        wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, EVENTS, GATE, WRITE])["workflow_id"])
-        assert (await dapp.service.run_workflow(actor, wid))["outcome"] == "awaiting_approval"
-        assert (await dapp.service.approve(actor, wid, approver="alice"))["outcome"] == "completed"
+        wid = str(
+            dapp.service.create_workflow(actor, "ops", "t", [READ, EVENTS, GATE, WRITE]).payload()[
+                "workflow_id"
+            ]
+        )
+        assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
+        assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+            "outcome"
+        ] == "completed"
     finally:
         other.close()
     assert len(seen) >= 6 and all(live for _, live in seen), seen
@@ -62,10 +68,10 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
 async def test_a_run_whose_run_lease_another_pilot_holds_is_refused_and_nothing_changes(
     dapp: PilotApp, actor: Actor
 ) -> None:
-    wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, GATE])["workflow_id"])
+    wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, GATE]).payload()["workflow_id"])
     assert dapp.store.leases.acquire_lease(run_key(wid), "otherhost/4242/abc", 60) is not None
     before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused, match=r"running in another Pilot process \(pid 4242 on otherhost\)"):
-        await dapp.service.run_workflow(actor, wid)
+        (await dapp.service.run_workflow(actor, wid)).payload()
     after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state)

@@ -36,7 +36,7 @@ def main(ids_file: str, ready_file: str) -> None:
             for wid in sorted(drafts):
                 steps = [DELETE] if turn % 2 == 0 else [GATE, DELETE]
                 try:
-                    app.service.update_draft(who, wid, steps=steps)
+                    app.service.update_draft(who, wid, steps=steps).payload()
                     updates += 1
                 except PilotError:
                     drafts.discard(wid)  # confirmed (no longer a draft), or a conflict: move on

@@ -250,7 +250,9 @@ async def test_a_form_answered_after_another_gate_came_to_wait_is_refused_naming
 ) -> None:
     async def dave_approves_meanwhile(params: ElicitRequestFormParams) -> ElicitResult:
         # While carol reads the form for the first gate, dave approves it at the terminal.
-        await elicit_app.service.approve(Actor("dave"), wf_id[0], "dave", channel="cli", gate_step=0)
+        (
+            await elicit_app.service.approve(Actor("dave"), wf_id[0], "dave", channel="cli", gate_step=0)
+        ).payload()
         return ElicitResult(action="accept", content={"decision": "approve", "approver": "carol"})
 
     wf_id: list[str] = []

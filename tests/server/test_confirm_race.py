@@ -28,12 +28,12 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
     alice = Actor("alice")
     ids = []
     for _ in range(DRAFTS):
-        wid = app.service.design_workflow(alice, "tidy up")["workflow_id"]
+        wid = app.service.design_workflow(alice, "tidy up").payload()["workflow_id"]
         app.service.update_draft(
             alice,
             wid,
             steps=[{"action": "require_approval"}, {"skill": "aiops", "tool": "list_virtual_machines"}],
-        )
+        ).payload()
         ids.append(wid)
     (tmp_path / "ids").write_text("\n".join(ids))
     ready = tmp_path / "ready"
@@ -51,7 +51,7 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
         for wid in ids:
             for _ in range(20):
                 try:
-                    app.service.confirm_draft(alice, wid)
+                    app.service.confirm_draft(alice, wid).payload()
                 except PilotError:
                     refused += 1
                     continue

@@ -198,7 +198,7 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
 
     def save_after_the_other_pilot(wf: Workflow, *args: Any, **kwargs: Any) -> None:
         if wf.id == wid and not raced:
-            raced.append(other.service.update_draft(Actor("mallory"), wid, steps=[DELETE_STEP]))
+            raced.append(other.service.update_draft(Actor("mallory"), wid, steps=[DELETE_STEP]).payload())
         save(wf, *args, **kwargs)
 
     pilot_app.store.workflows.save = save_after_the_other_pilot  # type: ignore[method-assign]

@@ -155,7 +155,7 @@ async def test_a_policy_quorum_of_two_beats_the_plans_one_and_is_shown_on_the_ga
     review = await client.ok("review_workflow", workflow_id=wf)
     assert any(f["kind"] == "policy_approval" and "2 approval(s)" in f["message"] for f in review["findings"])
     # what a person deciding reads (the approval form, the CLI, the console render this view)
-    shown = describe_gate(GateView.model_validate(pilot_app.service.pending_gate(wf)))
+    shown = describe_gate(GateView.model_validate(pilot_app.service.pending_gate(wf).payload()))
     assert "policy rule 'prod-destructive': 2 approval(s)" in shown
     assert "the requester may not approve" in shown
     first = await client.ok("approve", workflow_id=wf, approver="alice")

@@ -128,7 +128,7 @@ async def test_a_rejection_moves_the_gate_wait_histogram_under_its_own_label(
         async with connect(pilot_app, Actor("tester")) as client:
             workflow_id = await client.incident()
             await client.ok("run_workflow", workflow_id=workflow_id)
-            pilot_app.service.reject(Actor("pat"), workflow_id, "wrong host")
+            pilot_app.service.reject(Actor("pat"), workflow_id, "wrong host").payload()
         text = (await metrics.text()).decode()
     finally:
         metrics.close()

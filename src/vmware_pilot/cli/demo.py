@@ -42,7 +42,6 @@ from vmware_pilot.results import (
     RunResult,
     StatusView,
     StepRef,
-    result_of,
 )
 
 __all__ = ["DEMO_PARAMS", "DEMO_TEMPLATE", "demo"]
@@ -177,14 +176,13 @@ async def _walk(walk: _Walk) -> None:
         style="dim",
     )
 
-    refused = result_of(
-        Refusal,
+    refused = Refusal.model_validate(
         await walk.answer(
             "approve (refused)",
             "approve",
             {"workflow_id": wf_id, "approver": DEMO_APPROVER},
             expect_error=True,
-        ),
+        )
     )
     unrun = ", ".join(f"step {s.index} ({s.skill}.{s.tool})" for s in refused.not_executed_before_gate or [])
     walk.show(

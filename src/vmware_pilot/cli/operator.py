@@ -37,17 +37,11 @@ from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.errors import PilotError, StepsNotExecuted
 from vmware_pilot.results import (
     ActiveWorkflow,
-    ApproveResult,
-    CancelResult,
     Eligibility,
-    ListResult,
     Preview,
     Result,
-    ReviewResult,
-    RollbackResult,
-    StatusView,
+    StepStatus,
     TemplateInfo,
-    result_of,
 )
 
 if TYPE_CHECKING:
@@ -75,7 +69,13 @@ DispatchOption = Annotated[
     ),
 ]
 # Step statuses only a dispatching Pilot produces (hand-back steps are not_executed / reported_done).
-_RAN_BY_PILOT = ("success", "failed", "interrupted", "rolled_back", "partially_rolled_back")
+_RAN_BY_PILOT = (
+    StepStatus.SUCCESS,
+    StepStatus.FAILED,
+    StepStatus.INTERRUPTED,
+    StepStatus.ROLLED_BACK,
+    StepStatus.PARTIALLY_ROLLED_BACK,
+)
 _DISPATCH_HINT = (
     "Add --dispatch (or set VMWARE_PILOT_DISPATCH=stdio) so Pilot calls the skills, as the server does."
 )
@@ -94,6 +94,18 @@ class TemplateList(Result):
     """``vmware-pilot templates``."""
 
     templates: list[TemplateInfo]
+
+
+def _previewed(answer: Result) -> Preview:
+    """A rollback's or cancel's answer without confirm: always its preview."""
+    assert isinstance(answer, Preview), answer
+    return answer
+
+
+def _done(answer: R | Preview) -> R:
+    """A rollback's or cancel's answer with confirm: never a preview."""
+    assert not isinstance(answer, Preview), answer
+    return answer
 
 
 AckUnknown = Annotated[
@@ -145,9 +157,7 @@ def workflows(
         rows = app.store.workflows.list_all(limit + 1, offset, state or None)
         page = app.service.flag_expired(rows[:limit])
         more = len(rows) > limit
-        return WorkflowPage.model_validate(
-            {"workflows": page, "count": len(page), "next_offset": offset + limit if more else None}
-        )
+        return WorkflowPage(workflows=page, count=len(page), next_offset=offset + limit if more else None)
 
     _read(json_output, fetch, lambda r: views.workflows_table(r.workflows, r.next_offset))
 
@@ -160,7 +170,7 @@ def status(
     """Show a workflow: its steps with status and gate messages, gates, changes and audit tail."""
     _read(
         json_output,
-        lambda app: result_of(StatusView, app.service.get_workflow_status(workflow_id)),
+        lambda app: app.service.get_workflow_status(workflow_id),
         lambda r: views.status_panel(r, audit),
     )
 
@@ -169,7 +179,7 @@ def review(workflow_id: WorkflowArg, json_output: JsonOption = False) -> None:
     """Review a workflow's plan: findings, summary and verdict."""
     _read(
         json_output,
-        lambda app: result_of(ReviewResult, app.service.review_workflow(workflow_id)),
+        lambda app: app.service.review_workflow(workflow_id),
         views.review_panel,
     )
 
@@ -178,9 +188,7 @@ def templates(json_output: JsonOption = False) -> None:
     """List the built-in and custom templates `vmware-pilot run` can start."""
     _read(
         json_output,
-        lambda app: TemplateList(
-            templates=result_of(ListResult, app.service.list_workflows(limit=1)).templates
-        ),
+        lambda app: TemplateList(templates=app.service.list_workflows(limit=1).templates),
         lambda r: views.templates_table(r.templates),
     )
 
@@ -196,6 +204,7 @@ def _pending_gate(
 ) -> GateView:
     """Show the gate view (compact, or ``full``); for ``person`` (who is about to decide) with the
     targets read again."""
+    shown: GateView
     try:
         if person is not None and app.dispatcher is not None:
             shown = run_async(app, app.service.show_gate(person, workflow_id))
@@ -203,9 +212,8 @@ def _pending_gate(
             shown = app.service.pending_gate(workflow_id)
     except PilotError as exc:
         fail(exc, json_output)
-    view = GateView.model_validate(shown)
-    out.show(views.gate_panel(view, full=full))
-    return view
+    out.show(views.gate_panel(shown, full=full))
+    return shown
 
 
 def _decision(app: Any, workflow_id: str, person: Actor, out: Output) -> Eligibility:
@@ -306,7 +314,7 @@ def approve(
             "already decided; an agent must not use it to approve on a person's behalf.",
         )
         try:
-            answer = run_async(
+            result = run_async(
                 app,
                 app.service.approve(
                     person,
@@ -323,11 +331,10 @@ def approve(
             )
         except PilotError as exc:
             fail(exc, json_output)
-    result = result_of(ApproveResult, answer)
     out.result(result.payload())
     if not json_output:
         out.show(views.outcome_panel(result))
-    if result.outcome == "failed" or result.error:
+    if result.is_refusal:
         raise typer.Exit(1)
 
 
@@ -350,9 +357,7 @@ def reject(
             refuse(allowed.reject_why, f"`vmware-pilot status {workflow_id}` shows where it stands.")
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
         try:
-            result = result_of(
-                CancelResult, app.service.reject(person, workflow_id, reason, rejected_by=person.label)
-            )
+            result = app.service.reject(person, workflow_id, reason, rejected_by=person.label)
         except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())
@@ -378,11 +383,10 @@ def cancel(
     with open_app() as app:
         service = app.service
         try:
-            preview = result_of(
-                Preview,
+            preview = _previewed(
                 run_async(
                     app, service.cancel_workflow(person, workflow_id, reason, False, ack_unknown_effects)
-                ),
+                )
             )
             radius = preview.blast_radius
             out.show(views.blast_panel("cancel", radius))
@@ -392,11 +396,10 @@ def cancel(
                     f"`vmware-pilot status {workflow_id}` shows every step; check the target system first.",
                 )
             confirm(f"Cancel {workflow_id}?", yes, json_output)
-            result = result_of(
-                CancelResult,
+            result = _done(
                 run_async(
                     app, service.cancel_workflow(person, workflow_id, reason, True, ack_unknown_effects)
-                ),
+                )
             )
         except PilotError as exc:
             fail(exc, json_output)
@@ -422,8 +425,8 @@ def rollback(
     with open_app(dispatch) as app:
         service = app.service
         try:
-            preview = result_of(
-                Preview, run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
+            preview = _previewed(
+                run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
             )
             radius = preview.blast_radius
             out.show(views.blast_panel("rollback", radius))
@@ -439,16 +442,13 @@ def rollback(
                     _DISPATCH_HINT,
                 )
             confirm(f"Roll back {workflow_id}?", yes, json_output)
-            result = result_of(
-                RollbackResult,
-                run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects)),
-            )
+            result = _done(run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects)))
         except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())
     if not json_output:
-        out.show(views.outcome_panel(result, result.outcome or result.action))
+        out.show(views.outcome_panel(result, result.outcome or result.action or ""))
         for entry in result.rollback_results:
             out.show(Text(visible(f"  step {entry.step}: {entry.tool} → {entry.status}")))
-    if result.outcome == "failed":
+    if result.is_failed:
         raise typer.Exit(1)

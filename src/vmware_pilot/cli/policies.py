@@ -93,41 +93,39 @@ def explain(workflow_id: WorkflowArg, json_output: JsonOption = False) -> None:
         except PilotError as exc:
             fail(exc, json_output)
     out = Output(json_output)
-    out.result(explained)
+    out.result(explained.payload())
     if json_output:
         return
-    lines = [f"Policy {explained['policy_digest'][:16]}… applied to workflow {workflow_id}:"]
-    for d in explained["denied"]:
+    lines = [f"Policy {explained.policy_digest[:16]}… applied to workflow {workflow_id}:"]
+    for d in explained.denied:
         lines.append(
-            f"  DENIED  step {d['step_index']} {d['tool']}: rule '{d['rule']}': {d['reason']} ({'; '.join(d['why'])})"
+            f"  DENIED  step {d.step_index} {d.tool}: rule '{d.rule}': {d.reason} ({'; '.join(d.why)})"
         )
-    for a in explained["approvals"]:
-        if a["rule"] is None:
+    for a in explained.approvals:
+        if a.rule is None:
             lines.append(
-                f"  gate at step {a['gate_step']}: no approval rule applies (the plan's own quorum and expiry)"
+                f"  gate at step {a.gate_step}: no approval rule applies (the plan's own quorum and expiry)"
             )
         else:
-            who = ", ".join(a["approvers"]) or "any role that may approve"
-            valid = a.get("max_validity_minutes")
+            who = ", ".join(a.approvers) or "any role that may approve"
+            valid = a.max_validity_minutes
             lines.append(
-                f"  gate at step {a['gate_step']}: rule '{a['rule']}' (step {a['step_index']}: {'; '.join(a['why'])}): "
-                f"quorum {a['quorum']}, approvers {who}, requester may approve: "
-                f"{'yes' if a['requester_may_approve'] else 'no'}"
+                f"  gate at step {a.gate_step}: rule '{a.rule}' (step {a.step_index}: {'; '.join(a.why)}): "
+                f"quorum {a.quorum}, approvers {who}, requester may approve: "
+                f"{'yes' if a.requester_may_approve else 'no'}"
                 + (f", valid {valid:g} min at most" if valid is not None else "")
             )
-    for w in explained["windows"]:
-        kind = "blackout" if w["blackout"] else "change window"
-        state = "active now" if w["active_now"] else "not active now"
-        line = f"  step {w['step_index']}: {kind} '{w['window']}' ({state})"
-        if "open_now" in w:
-            line += (
-                "; the step may run now" if w["open_now"] else f"; held until {w['next_opening'] or 'never'}"
-            )
+    for w in explained.windows:
+        kind = "blackout" if w.blackout else "change window"
+        state = "active now" if w.active_now else "not active now"
+        line = f"  step {w.step_index}: {kind} '{w.window}' ({state})"
+        if w.open_now is not None:
+            line += "; the step may run now" if w.open_now else f"; held until {w.next_opening or 'never'}"
         lines.append(line)
-    lines.append(f"  conflicts: {explained['conflicts']['mode']}")
-    for c in explained["conflicts"]["conflicting"]:
-        lines.append(f"    {c.get('message', c)}")
-    if not (explained["denied"] or explained["windows"] or any(a["rule"] for a in explained["approvals"])):
+    lines.append(f"  conflicts: {explained.conflicts.mode}")
+    for c in explained.conflicts.conflicting:
+        lines.append(f"    {c.message if c.has('message') else c.payload()}")
+    if explained.says_nothing:
         lines.append("  no deny, approval or window rule applies to this workflow")
     out.show(visible("\n".join(lines)))
 

@@ -31,9 +31,8 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.cli.operator import printer
 from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import AlreadyApproved, PilotError
-from vmware_pilot.results import ApproveResult, CreateResult, FromTemplateResult, RunResult, result_of
+from vmware_pilot.results import RunResult
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
 
 if TYPE_CHECKING:
@@ -86,23 +85,19 @@ def _create(
 ) -> str:
     if steps is not None:
         name, description, items = _load_steps(steps)
-        return result_of(
-            CreateResult, app.service.create_workflow(person, name, description, items)
-        ).workflow_id
+        return app.service.create_workflow(person, name, description, items).workflow_id
     assert template is not None
-    made = app.service.create_workflow_from_template(person, template, params)
-    return result_of(FromTemplateResult, made).workflow_id
+    return app.service.create_workflow_from_template(person, template, params).workflow_id
 
 
 async def _drive(
     app: PilotApp, person: Actor, workflow_id: str, force: bool, yes: bool, out: Output
 ) -> RunResult:
     """Run, and at each gate ask the person; returns the last result."""
-    run = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
-    result: RunResult = result_of(RunResult, run)
-    while result.outcome == "awaiting_approval":
+    result: RunResult = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
+    while result.is_at_gate:
         out.show(views.outcome_panel(result))
-        view = GateView.model_validate(app.service.pending_gate(workflow_id))
+        view = app.service.pending_gate(workflow_id)
         out.show(views.gate_panel(view))
         decision = app.service.decision(workflow_id)
         if decision is not None:
@@ -127,7 +122,7 @@ async def _drive(
             )
         if not yes and (not sys.stdin.isatty() or not ask(question, err=out.json_mode)):
             return result  # nobody to ask, or the person said no: the workflow waits at the gate
-        approved = await app.service.approve(
+        result = await app.service.approve(
             person,
             workflow_id,
             person.label,
@@ -137,9 +132,8 @@ async def _drive(
             expected_digest=gate.digest,
             gate_step=gate.index,
         )
-        result = result_of(ApproveResult, approved)
         pending = result.pending_gate
-        if result.outcome == "awaiting_approval" and pending is not None and pending.index == gate.index:
+        if result.is_at_gate and pending is not None and pending.index == gate.index:
             out.show(views.outcome_panel(result))
             return result  # a quorum gate: more people have to approve
     return result
@@ -197,9 +191,9 @@ def run(
             fail(exc, json_output)
     out.result(result.payload())
     if not json_output:
-        if result.outcome != "awaiting_approval":  # a gate's result was shown with the gate
+        if not result.is_at_gate:  # a gate's result was shown with the gate
             out.show(views.outcome_panel(result))
-        if result.outcome == "awaiting_approval":
+        if result.is_at_gate:
             ack = " --ack-not-executed" if result.pending_dispatch else ""
             out.show(
                 Text(
@@ -209,7 +203,7 @@ def run(
                     )
                 )
             )
-        elif result.outcome == "dispatch_required":
+        elif result.is_dispatch_required:
             out.show("Perform the steps above yourself, in order; Pilot did not run them.")
-    if result.outcome == "failed" or result.error:
+    if result.is_refusal:
         raise typer.Exit(1)

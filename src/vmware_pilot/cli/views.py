@@ -175,7 +175,7 @@ def status_panel(status: StatusView, audit_tail: int) -> RenderableType:
 
 
 def review_panel(review: ReviewResult) -> RenderableType:
-    style = "green" if review.verdict == "approved" else "bold red"
+    style = "bold red" if review.needs_revision else "green"
     summary = ", ".join(f"{k}={v}" for k, v in review.summary.payload().items())
     findings = _table("severity", "kind", "step", "message")
     for f in review.findings:
@@ -434,7 +434,7 @@ def blast_panel(verb: str, radius: BlastRadius) -> RenderableType:
 def outcome_panel(result: RunResult, outcome: str = "") -> RenderableType:
     """A run/approve result: outcome and state, steps handed back, the error, the next gate.
     ``outcome`` stands in for a result that has none (a rollback's ``action``)."""
-    outcome = outcome or result.outcome
+    outcome = outcome or (result.outcome or "")
     parts: list[RenderableType] = [
         Text.assemble(("outcome ", "bold"), _state(outcome), "  state ", _state(result.state))
     ]
@@ -448,7 +448,7 @@ def outcome_panel(result: RunResult, outcome: str = "") -> RenderableType:
     if result.has("released_to") and result.with_another_caller:
         parts += [Text(""), _t(result.message), handout_table(result.with_another_caller)]
     gate = result.pending_gate
-    if gate is not None and outcome == "awaiting_approval":
+    if gate is not None and result.is_at_gate:
         missing = gate.approvals_missing
         quorum = gate.approvals_required > 1
         parts += [
@@ -459,5 +459,5 @@ def outcome_panel(result: RunResult, outcome: str = "") -> RenderableType:
                 "yellow",
             ),
         ]
-    style = "red" if outcome == "failed" else "green" if outcome == "completed" else "cyan"
+    style = "red" if result.is_failed else "green" if result.is_completed else "cyan"
     return Panel(Group(*parts), title=_t(result.id), border_style=style)

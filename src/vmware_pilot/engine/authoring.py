@@ -16,6 +16,13 @@ from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
 )
+from vmware_pilot.results import (
+    ConfirmDraftResult,
+    CreateResult,
+    DesignResult,
+    DraftResult,
+    FromTemplateResult,
+)
 from vmware_pilot.safety import gating
 from vmware_pilot.safety.redaction import redact
 from vmware_pilot.templates.steps import steps_from_dicts
@@ -52,7 +59,7 @@ class Authoring:
         description: str,
         steps: list[dict[str, Any]],
         save_as_template: bool = False,
-    ) -> dict[str, Any]:
+    ) -> CreateResult:
         if not name.strip():
             raise InvalidInput(
                 "name must not be empty", field="name", hint="Give the workflow a short descriptive name."
@@ -71,19 +78,17 @@ class Authoring:
         wf.log("workflow_created", f"Custom workflow with {len(wf.steps)} steps", actor.label)
         with self._template_saved(actor, save_as_template, name, description, wf) as template_file:
             self.core.runner.create(wf)
-        out: dict[str, Any] = {
-            "workflow_id": wf.id,
-            "workflow_type": wf.workflow_type,
-            "state": wf.state.value,
-            "steps": [step_summary(s) for s in wf.steps],
-            "saved_as_template": bool(template_file),
-            "message": f"Custom workflow created. Call run_workflow('{wf.id}') to execute.",
-        }
-        if template_file:
-            out["template_file"] = template_file
-        return out
+        made = CreateResult(
+            workflow_id=wf.id,
+            workflow_type=wf.workflow_type,
+            state=wf.state,
+            steps=[step_summary(s) for s in wf.steps],
+            saved_as_template=bool(template_file),
+            message=f"Custom workflow created. Call run_workflow('{wf.id}') to execute.",
+        )
+        return made.but(template_file=template_file) if template_file else made
 
-    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> dict[str, Any]:
+    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> DesignResult:
         wf = Workflow.new(
             "custom_draft",
             W.DRAFT,
@@ -93,19 +98,19 @@ class Authoring:
         asked_through(wf, actor)
         wf.log("draft_created", f"Goal: {goal}", actor.label)
         self.core.runner.create(wf)
-        return {
-            "workflow_id": wf.id,
-            "state": wf.state.value,
-            "goal": goal,
-            "constraints": constraints,
-            "available_skills": self.core.catalog.skills(),
-            "next_step": (
+        return DesignResult(
+            workflow_id=wf.id,
+            state=wf.state,
+            goal=goal,
+            constraints=constraints,
+            available_skills=self.core.catalog.skills(),
+            next_step=(
                 "Call get_skill_catalog() for the tools each skill offers, then "
                 f"update_draft('{wf.id}', name=..., steps=[...]) with the steps (insert a "
                 "require_approval step before anything destructive), show the draft to the user, and "
                 f"call confirm_draft('{wf.id}') once they approve."
             ),
-        }
+        )
 
     def _require_draft(self, wf: Workflow) -> None:
         if wf.state is not W.DRAFT:
@@ -121,7 +126,7 @@ class Authoring:
         name: str = "",
         description: str = "",
         steps: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> DraftResult:
         wf = self.core.load(workflow_id)
         self._require_draft(wf)
         # Validate before saving; a draft may be emptied, confirm_draft refuses it then.
@@ -156,19 +161,21 @@ class Authoring:
             )
         else:
             message = "Draft updated. Show it to the user for review. Call confirm_draft() when approved."
-        return {
-            "workflow_id": wf.id,
-            "workflow_type": wf.workflow_type,
-            "state": wf.state.value,
-            "steps": [
+        return DraftResult(
+            workflow_id=wf.id,
+            workflow_type=wf.workflow_type,
+            state=wf.state,
+            steps=[
                 {**step_summary(s), "has_rollback": bool(s.rollback_tool), "group_id": s.group_id}
                 for s in wf.steps
             ],
-            "approval_gate_violations": violations,
-            "message": message,
-        }
+            approval_gate_violations=violations,
+            message=message,
+        )
 
-    def confirm_draft(self, actor: Actor, workflow_id: str, save_as_template: bool = False) -> dict[str, Any]:
+    def confirm_draft(
+        self, actor: Actor, workflow_id: str, save_as_template: bool = False
+    ) -> ConfirmDraftResult:
         wf = self.core.load(workflow_id)
         self._require_draft(wf)
         if not wf.steps:
@@ -215,31 +222,29 @@ class Authoring:
             actor, save_as_template, wf.workflow_type, description, wf
         ) as template_file:
             wf, _ = self.core.runner.commit(wf, change)
-        out: dict[str, Any] = {
-            "workflow_id": wf.id,
-            "workflow_type": wf.workflow_type,
-            "state": wf.state.value,
-            "steps_count": len(wf.steps),
-            "saved_as_template": bool(template_file),
-            "message": f"Workflow confirmed. Call run_workflow('{wf.id}') to execute.",
-        }
-        if template_file:
-            out["template_file"] = template_file
-        return out
+        confirmed = ConfirmDraftResult(
+            workflow_id=wf.id,
+            workflow_type=wf.workflow_type,
+            state=wf.state,
+            steps_count=len(wf.steps),
+            saved_as_template=bool(template_file),
+            message=f"Workflow confirmed. Call run_workflow('{wf.id}') to execute.",
+        )
+        return confirmed.but(template_file=template_file) if template_file else confirmed
 
     def create_workflow_from_template(
         self, actor: Actor, workflow_type: str, params: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> FromTemplateResult:
         wf = self.core.templates.create(workflow_type, params, actor.label)
         self.core.refuse_denied(wf.steps, "template")
         asked_through(wf, actor)
         wf.log("workflow_created", f"From template {workflow_type} with {len(wf.steps)} steps", actor.label)
         self.core.runner.create(wf)
-        return {
-            "workflow_id": wf.id,
-            "workflow_type": wf.workflow_type,
-            "state": wf.state.value,
-            "steps": [step_summary(s) for s in wf.steps],
-            "params": redact(wf.params),
-            "message": f"Workflow created and saved. Call run_workflow('{wf.id}') to execute.",
-        }
+        return FromTemplateResult(
+            workflow_id=wf.id,
+            workflow_type=wf.workflow_type,
+            state=wf.state,
+            steps=[step_summary(s) for s in wf.steps],
+            params=redact(wf.params),
+            message=f"Workflow created and saved. Call run_workflow('{wf.id}') to execute.",
+        )

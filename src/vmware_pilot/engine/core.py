@@ -20,6 +20,7 @@ from vmware_pilot.errors import (
     PilotError,
     StateRefused,
 )
+from vmware_pilot.results import BlastRadius
 from vmware_pilot.safety import gating
 from vmware_pilot.store.protocol import Store
 from vmware_pilot.templates.registry import TemplateRegistry
@@ -110,17 +111,17 @@ class ServiceCore:
                 blast_radius={"blockers": [], "unmeasured": [exc.reason]},
             ) from exc
 
-    def refuse_unless_clear(self, verb: str, wf: Workflow, radius: dict[str, Any]) -> None:
+    def refuse_unless_clear(self, verb: str, wf: Workflow, radius: BlastRadius) -> None:
         """Refuse to act on blockers, unmeasured steps, or a step another live Pilot is running."""
         for step in wf.steps:
             if step.status is StepStatus.RUNNING:  # acknowledging unknown effects is no licence here
                 self.runner.refuse_if_running_elsewhere(wf, step)
-        reasons = [*radius.get("blockers", []), *radius.get("unmeasured", [])]
+        reasons = [*radius.blockers, *radius.unmeasured]
         if reasons:
             raise StateRefused(
                 f"Refusing to {verb} workflow '{wf.id}': {'; '.join(reasons)}. Nothing was changed. "
                 f"Resolve that first (get_workflow_status('{wf.id}') shows every step), then preview again.",
                 workflow_id=wf.id,
                 state=wf.state.value,
-                blast_radius=radius,
+                blast_radius=radius.payload(),
             )

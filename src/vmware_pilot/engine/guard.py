@@ -34,6 +34,7 @@ from vmware_pilot.policy.model import (
     next_opening,
     strictest,
 )
+from vmware_pilot.results import ConflictsNote, DeniedStep, GateDemand, PolicyExplanation, WindowEntry
 from vmware_pilot.safety.classify import classify_step
 
 __all__ = [
@@ -279,8 +280,8 @@ def approval_refusal(
 # --- what review and explain say -------------------------------------------------------------------
 
 
-def _window_entries(policy: Policy, step: Step, subject: Subject, now: datetime) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _window_entries(policy: Policy, step: Step, subject: Subject, now: datetime) -> list[WindowEntry]:
+    out: list[WindowEntry] = []
     governing = applicable_windows(policy.windows, subject)
     if not governing:
         return out
@@ -288,17 +289,16 @@ def _window_entries(policy: Policy, step: Step, subject: Subject, now: datetime)
     opening = None if open_now else next_opening(governing, subject, now)
     for window in governing:
         out.append(
-            {
-                "step_index": step.index,
-                "window": window.name,
-                "blackout": window.blackout,
-                "active_now": window.active(now),
-                "approvers": list(window.approvers),
-            }
+            WindowEntry(
+                step_index=step.index,
+                window=window.name,
+                blackout=window.blackout,
+                active_now=window.active(now),
+                approvers=list(window.approvers),
+            )
         )
     if out:
-        out[-1]["open_now"] = open_now
-        out[-1]["next_opening"] = iso(opening) if opening is not None else None
+        out[-1] = out[-1].but(open_now=open_now, next_opening=iso(opening) if opening is not None else None)
     return out
 
 
@@ -308,102 +308,111 @@ def explain(
     catalog: Catalog,
     now: datetime,
     conflicts: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> PolicyExplanation:
     """Which rules apply to ``wf``'s steps and gates, and why: ``denied``, ``approvals`` (per gate:
     the rule whose demand applies, or none), ``windows`` (per step they govern: open now, next
     opening) and ``conflicts`` (the mode, and the workflows holding objects this one writes, when
     the caller knows them)."""
-    denied: list[dict[str, Any]] = []
-    windows: list[dict[str, Any]] = []
+    denied: list[DeniedStep] = []
+    windows: list[WindowEntry] = []
     for step in _acting(wf.steps):
         subject = subject_of(step, catalog)
         for rule, why in denials(policy, subject):
             denied.append(
-                {
-                    "step_index": step.index,
-                    "tool": f"{step.skill}.{step.tool}",
-                    "rule": rule.name,
-                    "reason": rule.reason,
-                    "why": why,
-                }
+                DeniedStep(
+                    step_index=step.index,
+                    tool=f"{step.skill}.{step.tool}",
+                    rule=rule.name,
+                    reason=rule.reason,
+                    why=why,
+                )
             )
         windows += _window_entries(policy, step, subject, now)
-    approvals: list[dict[str, Any]] = []
+    approvals: list[GateDemand] = []
     for gate in (s for s in wf.steps if s.is_gate):
         found = gate_rule(policy, wf, gate.index, catalog)
-        entry: dict[str, Any] = {"gate_step": gate.index}
         if found is None:
-            entry.update(
-                rule=None, quorum=None, approvers=[], why=["no approval rule matches a step it releases"]
+            approvals.append(
+                GateDemand(
+                    gate_step=gate.index,
+                    rule=None,
+                    quorum=None,
+                    approvers=[],
+                    why=["no approval rule matches a step it releases"],
+                )
             )
         else:
-            entry.update(
-                rule=found.rule,
-                quorum=found.quorum,
-                approvers=list(found.approvers),
-                requester_may_approve=found.requester_may_approve,
-                max_validity_minutes=found.max_validity_minutes,
-                step_index=found.step_index,
-                why=list(found.why),
+            approvals.append(
+                GateDemand(
+                    gate_step=gate.index,
+                    rule=found.rule,
+                    quorum=found.quorum,
+                    approvers=list(found.approvers),
+                    requester_may_approve=found.requester_may_approve,
+                    max_validity_minutes=found.max_validity_minutes,
+                    step_index=found.step_index,
+                    why=list(found.why),
+                )
             )
-        approvals.append(entry)
-    return {
-        "policy_digest": policy.digest,
-        "denied": denied,
-        "approvals": approvals,
-        "windows": windows,
-        "conflicts": {"mode": policy.conflicts.mode, "conflicting": list(conflicts)},
-    }
+    return PolicyExplanation(
+        policy_digest=policy.digest,
+        denied=denied,
+        approvals=approvals,
+        windows=windows,
+        conflicts=ConflictsNote(mode=policy.conflicts.mode, conflicting=list(conflicts)),
+    )
 
 
-def policy_findings(explained: Mapping[str, Any]) -> list[dict[str, Any]]:
+def policy_findings(explained: PolicyExplanation) -> list[dict[str, Any]]:
     """Review findings from ``explain``'s answer: a denied step is ``policy_denied`` (high: it can
     never run); a gate's demand, a closed window are ``policy_approval`` and ``policy_window``
     (low: what will be asked, not a fault of the plan); a held object ``policy_conflict`` (medium)."""
     out: list[dict[str, Any]] = []
-    for d in explained.get("denied", []):
+    for d in explained.denied:
         out.append(
             {
                 "severity": "high",
                 "kind": "policy_denied",
-                "step_index": d["step_index"],
-                "message": f"{d['tool']} is denied by policy rule '{d['rule']}': {d['reason']}",
+                "step_index": d.step_index,
+                "message": f"{d.tool} is denied by policy rule '{d.rule}': {d.reason}",
             }
         )
-    for a in explained.get("approvals", []):
-        if a.get("rule") is None:
+    for a in explained.approvals:
+        if a.rule is None:
             continue
-        who = ", ".join(a["approvers"]) or "any role that may approve"
-        extra = "; the requester may not approve" if not a.get("requester_may_approve", True) else ""
-        valid = a.get("max_validity_minutes")
-        extra += f"; valid {valid:g} minutes at most" if isinstance(valid, int | float) else ""
+        who = ", ".join(a.approvers) or "any role that may approve"
+        extra = "; the requester may not approve" if not a.requester_may_approve else ""
+        valid = a.max_validity_minutes
+        extra += f"; valid {valid:g} minutes at most" if valid is not None else ""
         out.append(
             {
                 "severity": "low",
                 "kind": "policy_approval",
-                "step_index": a["gate_step"],
-                "message": f"policy rule '{a['rule']}' requires {a['quorum']} approval(s) by {who}{extra}",
+                "step_index": a.gate_step,
+                "message": f"policy rule '{a.rule}' requires {a.quorum} approval(s) by {who}{extra}",
             }
         )
-    for w in explained.get("windows", []):
-        if "open_now" not in w or w["open_now"]:
+    for w in explained.windows:
+        if w.open_now is None or w.open_now:
             continue
-        when = f"; it opens at {w['next_opening']}" if w.get("next_opening") else "; it does not open again"
+        when = f"; it opens at {w.next_opening}" if w.next_opening else "; it does not open again"
         out.append(
             {
                 "severity": "low",
                 "kind": "policy_window",
-                "step_index": w["step_index"],
-                "message": f"outside its change window now (window '{w['window']}'){when}",
+                "step_index": w.step_index,
+                "message": f"outside its change window now (window '{w.window}'){when}",
             }
         )
-    for c in explained.get("conflicts", {}).get("conflicting", []):
+    for c in explained.conflicts.conflicting:
         out.append(
             {
                 "severity": "medium",
                 "kind": "policy_conflict",
-                "step_index": c.get("step_index"),
-                "message": str(c.get("message", "an object this step writes is held by another workflow")),
+                "step_index": c.step_index,
+                "message": c.message
+                if c.has("message")
+                else "an object this step writes is held by another workflow",
             }
         )
     return out

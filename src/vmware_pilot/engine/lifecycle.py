@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
@@ -15,6 +14,7 @@ from vmware_pilot.errors import (
     InvalidInput,
     StateRefused,
 )
+from vmware_pilot.results import BlastRadius, CancelResult, Preview, RollbackResult, RunResult
 from vmware_pilot.safety.blast import cancel_blast_radius, rollback_blast_radius
 
 __all__ = ["Lifecycle"]
@@ -22,14 +22,14 @@ __all__ = ["Lifecycle"]
 W = WorkflowState
 
 
-def _preview(wf: Workflow, radius: dict[str, Any], what: str, tool: str) -> dict[str, Any]:
-    return {
-        "action": "preview",
-        "workflow_id": wf.id,
-        "blast_radius": radius,
-        "hint": f"{what} Show blast_radius to the user; call {tool} again with confirm=True only after "
+def _preview(wf: Workflow, radius: BlastRadius, what: str, tool: str) -> Preview:
+    return Preview(
+        action="preview",
+        workflow_id=wf.id,
+        blast_radius=radius,
+        hint=f"{what} Show blast_radius to the user; call {tool} again with confirm=True only after "
         "their explicit decision.",
-    }
+    )
 
 
 class Lifecycle:
@@ -38,7 +38,7 @@ class Lifecycle:
     def __init__(self, core: ServiceCore) -> None:
         self.core = core
 
-    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
+    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> CancelResult:
         """Cancel a workflow waiting at a gate because a person rejected it (audited ``rejected``)."""
         wf = self.core.load_for_gate(workflow_id)
         if wf.state is not W.AWAITING_APPROVAL:
@@ -55,7 +55,9 @@ class Lifecycle:
                 field="reason",
                 hint="Say why, e.g. --reason 'wrong host'. It is written to the audit trail.",
             )
-        radius = cancel_blast_radius(wf, self.core.catalog, acknowledge_unknown_effects=False)
+        radius = BlastRadius.model_validate(
+            cancel_blast_radius(wf, self.core.catalog, acknowledge_unknown_effects=False)
+        )
         self.core.refuse_unless_clear("reject", wf, radius)
         who = actor.label if actor.authenticated else (rejected_by.strip() or actor.label)
         gate = gate_records.pending_gate(wf)
@@ -67,8 +69,7 @@ class Lifecycle:
         telemetry.count("gate_decisions", decision="rejected")
         if waited is not None:
             telemetry.observe("gate_wait_seconds", waited, decision="rejected")
-        out.update(action="cancelled", rejected_by=who, blast_radius=radius)
-        return out
+        return CancelResult.extending(out, action="cancelled", rejected_by=who, blast_radius=radius)
 
     async def rollback(
         self,
@@ -76,20 +77,21 @@ class Lifecycle:
         workflow_id: str,
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RollbackResult | Preview:
         wf = await self.core.runner.settle(self.core.load_for_gate(workflow_id), actor)
-        radius = rollback_blast_radius(
-            wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+        radius = BlastRadius.model_validate(
+            rollback_blast_radius(
+                wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+            )
         )
         if not confirm:
             return _preview(wf, radius, "Nothing was rolled back.", "rollback")
         self.core.refuse_unless_clear("roll back", wf, radius)
         out = await self.core.detached(self._rollback(actor, wf, acknowledge_unknown_effects))
-        out["action"] = "rollback_incomplete" if out.get("outcome") == "failed" else "rolled_back"
-        out["blast_radius"] = radius
-        return out
+        action = "rollback_incomplete" if out.is_failed else "rolled_back"
+        return RollbackResult.extending(out, action=action, blast_radius=radius)
 
-    async def _rollback(self, actor: Actor, wf: Workflow, include_unknown: bool) -> dict[str, Any]:
+    async def _rollback(self, actor: Actor, wf: Workflow, include_unknown: bool) -> RunResult:
         async with self.core.exclusive(wf, "roll back"):
             return await self.core.runner.rollback(self.core.load(wf.id), actor, include_unknown)
 
@@ -100,10 +102,12 @@ class Lifecycle:
         reason: str = "",
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
-    ) -> dict[str, Any]:
+    ) -> CancelResult | Preview:
         wf = await self.core.runner.settle(self.core.load_for_gate(workflow_id), actor)
-        radius = cancel_blast_radius(
-            wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+        radius = BlastRadius.model_validate(
+            cancel_blast_radius(
+                wf, self.core.catalog, acknowledge_unknown_effects=acknowledge_unknown_effects
+            )
         )
         if not confirm:
             return _preview(
@@ -115,6 +119,4 @@ class Lifecycle:
             )
         self.core.refuse_unless_clear("cancel", wf, radius)
         out = await asyncio.to_thread(self.core.runner.cancel, wf, actor, reason)
-        out["action"] = "cancelled"
-        out["blast_radius"] = radius
-        return out
+        return CancelResult.extending(out, action="cancelled", blast_radius=radius)

@@ -1,8 +1,9 @@
 """PilotService: the operations behind the 13 MCP tools and the operator CLI.
 
-Every method returns the result dict the contract gives that tool (docs/contract.md#tools) or raises a
-``PilotError`` whose ``payload()`` is the refusal body. Results may carry ``error`` (e.g. a run
-that ends ``failed``): the server marks those ``isError`` by the contract's rule.
+Every operation returns its typed result (``vmware_pilot.results``: the model the contract gives that
+tool, docs/contract.md#tools) or raises a ``PilotError`` whose ``payload()`` is the refusal body.
+Results may carry ``error`` (e.g. a run that ends ``failed``): ``is_refusal`` says so, and the
+server marks those ``isError`` by the contract's rule.
 """
 
 from __future__ import annotations
@@ -39,7 +40,27 @@ from vmware_pilot.errors import (
     ReviewBlocked,
     StateRefused,
 )
-from vmware_pilot.results import Decision, Eligibility
+from vmware_pilot.results import (
+    ActiveWorkflow,
+    ApproveResult,
+    CancelResult,
+    CatalogResult,
+    ConfirmDraftResult,
+    CreateResult,
+    Decision,
+    DesignResult,
+    DraftResult,
+    Eligibility,
+    FromTemplateResult,
+    ListResult,
+    PolicyExplanation,
+    Preview,
+    ReviewResult,
+    RollbackResult,
+    RunResult,
+    StatusView,
+    TemplateInfo,
+)
 from vmware_pilot.safety import gating
 from vmware_pilot.safety.duties import Role
 from vmware_pilot.safety.review import PLAN_KINDS, blocking_findings, review
@@ -107,15 +128,15 @@ class PilotService:
         description: str,
         steps: list[dict[str, Any]],
         save_as_template: bool = False,
-    ) -> dict[str, Any]:
+    ) -> CreateResult:
         return self.authoring.create_workflow(actor, name, description, steps, save_as_template)
 
     def create_workflow_from_template(
         self, actor: Actor, workflow_type: str, params: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> FromTemplateResult:
         return self.authoring.create_workflow_from_template(actor, workflow_type, params)
 
-    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> dict[str, Any]:
+    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> DesignResult:
         return self.authoring.design_workflow(actor, goal, constraints)
 
     def update_draft(
@@ -125,14 +146,16 @@ class PilotService:
         name: str = "",
         description: str = "",
         steps: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> DraftResult:
         return self.authoring.update_draft(actor, workflow_id, name, description, steps)
 
-    def confirm_draft(self, actor: Actor, workflow_id: str, save_as_template: bool = False) -> dict[str, Any]:
+    def confirm_draft(
+        self, actor: Actor, workflow_id: str, save_as_template: bool = False
+    ) -> ConfirmDraftResult:
         return self.authoring.confirm_draft(actor, workflow_id, save_as_template)
 
     # --- ending and undoing (engine/lifecycle.py) ----------------------------------------------
-    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> dict[str, Any]:
+    def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> CancelResult:
         return self.lifecycle.reject(actor, workflow_id, reason, rejected_by)
 
     async def rollback(
@@ -141,7 +164,7 @@ class PilotService:
         workflow_id: str,
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RollbackResult | Preview:
         return await self.lifecycle.rollback(actor, workflow_id, confirm, acknowledge_unknown_effects)
 
     async def cancel_workflow(
@@ -151,7 +174,7 @@ class PilotService:
         reason: str = "",
         confirm: bool = False,
         acknowledge_unknown_effects: bool = False,
-    ) -> dict[str, Any]:
+    ) -> CancelResult | Preview:
         return await self.lifecycle.cancel_workflow(
             actor, workflow_id, reason, confirm, acknowledge_unknown_effects
         )
@@ -223,7 +246,7 @@ class PilotService:
 
     async def run_workflow(
         self, actor: Actor, workflow_id: str, force: bool = False, progress: ProgressFn | None = None
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         wf = self.core.load(workflow_id)
         if wf.state is W.CANCELLED:
             raise StateRefused(
@@ -241,9 +264,7 @@ class PilotService:
             )
         return await self.core.detached(self._run(actor, wf, force, progress))
 
-    async def _run(
-        self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None
-    ) -> dict[str, Any]:
+    async def _run(self, actor: Actor, wf: Workflow, force: bool, progress: ProgressFn | None) -> RunResult:
         # The run lease first: the workflow becomes 'running' only under it (engine/execution/runlease.py).
         async with self.core.exclusive(wf, "run"), holding_run(self.runner, wf.id, wf.state.value):
             wf = self.core.load(wf.id)
@@ -272,7 +293,7 @@ class PilotService:
         gate_step: int | None = None,
         acknowledge_failure: str = "",
         comment: str = "",
-    ) -> dict[str, Any]:
+    ) -> ApproveResult:
         """Approve the pending gate. ``channel`` is the door: ``mcp`` (the tool, subject to the
         approvals policy; ``ask`` shows the person a form) or ``cli`` (a person at the terminal).
         ``acknowledge_failure``: the approver's reason for approving although the gate's
@@ -282,7 +303,7 @@ class PilotService:
         ``comment``: the approver's words, recorded with the approval and audited. A refusal
         because the gate expired also records (once) that it expired."""
         try:
-            return await self._approve_at_door(
+            answer = await self._approve_at_door(
                 actor,
                 workflow_id,
                 approver,
@@ -299,6 +320,7 @@ class PilotService:
             if exc.fields.get("refused") == "gate_expired":
                 await asyncio.to_thread(self.notice_expiry, workflow_id)
             raise
+        return ApproveResult.extending(answer)
 
     async def _approve_at_door(
         self,
@@ -314,7 +336,7 @@ class PilotService:
         gate_step: int | None,
         acknowledge_failure: str,
         comment: str,
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         wf = self.core.load(workflow_id)
         if actor.authenticated:
             _same_caller(actor, approver)
@@ -334,7 +356,7 @@ class PilotService:
                 in_force = self.runner.policy()
                 guard.refuse_denied(in_force, wf.steps, self.catalog, "approve", wf.id)
                 self.runner.policy_demand(wf, gate, actor, approver, now, in_force, required)
-            view = GateView.model_validate(await self.show_gate(actor, wf.id))
+            view = await self.show_gate(actor, wf.id)
             summary = await asyncio.to_thread(self.decision, wf.id)
             answer = await form(view, summary, actor.label, actor.authenticated)
             if actor.authenticated:
@@ -418,25 +440,25 @@ class PilotService:
             _log.warning("could not record the expiry of %s's gate: %s", workflow_id, exc.message)
             return None
 
-    def flag_expired(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """List rows (``Store.list_*``) with ``expired: true`` added to each workflow whose waiting
+    def flag_expired(self, rows: Sequence[Mapping[str, Any]]) -> list[ActiveWorkflow]:
+        """List rows (``Store.list_*``) as listed workflows, ``expired: true`` on each whose waiting
         gate expired (recording the expiry once, as ``notice_expiry``)."""
         now = self.store.now()
-        out: list[dict[str, Any]] = []
-        for listed in rows:
-            row = dict(listed)
-            if row.get("state") == W.AWAITING_APPROVAL.value:
+        out: list[ActiveWorkflow] = []
+        for row in rows:
+            listed = ActiveWorkflow.model_validate(row)
+            if listed.is_waiting:
                 try:
-                    wf = self.core.load(str(row["id"]))
+                    wf = self.core.load(listed.id)
                 except PilotError:
-                    out.append(row)
+                    out.append(listed)
                     continue
                 gate = gate_records.pending_gate(wf)
                 record = gate_records.gate_record(wf, gate.index) if gate is not None else None
                 if gate_records.is_expired(record, now):
                     self.notice_expiry(wf)
-                    row = {**row, "expired": True}
-            out.append(row)
+                    listed = listed.but(expired=True)
+            out.append(listed)
         return out
 
     async def _approve(
@@ -451,7 +473,7 @@ class PilotService:
         gate_step: int | None = None,
         acknowledge_failure: str = "",
         comment: str = "",
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Approve under this Pilot's lock of the workflow and its run lease, taken before the
         approval is saved so that the run it releases is never without its lease. While another
         run or approval holds them (an approval of the same gate here or in another Pilot, say), an
@@ -489,7 +511,7 @@ class PilotService:
         async with self.core.exclusive(wf, "approve"), holding_run(runner, wf.id, wf.state.value):
             return await approving(await asyncio.to_thread(self.core.load, wf.id))
 
-    def pending_gate(self, workflow_id: str) -> dict[str, Any]:
+    def pending_gate(self, workflow_id: str) -> GateView:
         """What a person deciding on the gate sees: its message, options and approvals, the steps it
         releases with their risk tier, what ran before it, and the plan digest."""
         wf = self.core.load(workflow_id)
@@ -502,7 +524,7 @@ class PilotService:
             )
         return gate_records.gate_view(wf, self.catalog, self.store.now(), self.runner.dispatcher is not None)
 
-    async def show_gate(self, actor: Actor, workflow_id: str) -> dict[str, Any]:
+    async def show_gate(self, actor: Actor, workflow_id: str) -> GateView:
         """``pending_gate`` after reading the targets' state and the skills' previews again (when
         Pilot dispatches): what a person is shown right before deciding. The reads are audited."""
         wf = self.core.load(workflow_id)
@@ -511,27 +533,30 @@ class PilotService:
         return self.pending_gate(workflow_id)
 
     # --- reads ------------------------------------------------------------------------------
-    def review_workflow(self, workflow_id: str) -> dict[str, Any]:
+    def review_workflow(self, workflow_id: str) -> ReviewResult:
         """The plan's review; with a policy in force, also its policy findings (``policy_*``
         kinds, after the plan's own) and ``policy``, what ``explain_policy`` says."""
         wf = self.core.load(workflow_id)
         result = review(wf, self.catalog)
         policy = self.runner.policy()
         if policy.is_empty:
-            return result
+            return ReviewResult(**result)
         explained = self._explain(wf)
         findings = guard.policy_findings(explained)
-        result["findings"] = [*result["findings"], *findings]
-        if any(f["severity"] == "high" for f in findings):
-            result["verdict"] = "needs_revision"
-        result["policy"] = explained
-        return result
+        verdict = "needs_revision" if any(f["severity"] == "high" for f in findings) else result["verdict"]
+        return ReviewResult(
+            workflow_id=result["workflow_id"],
+            verdict=verdict,
+            findings=[*result["findings"], *findings],
+            summary=result["summary"],
+            policy=explained,
+        )
 
-    def explain_policy(self, workflow_id: str) -> dict[str, Any]:
+    def explain_policy(self, workflow_id: str) -> PolicyExplanation:
         """Which rules of the policy in force apply to the workflow's steps and gates, and why."""
-        return {"workflow_id": workflow_id, **self._explain(self.core.load(workflow_id))}
+        return self._explain(self.core.load(workflow_id)).but(workflow_id=workflow_id)
 
-    def _explain(self, wf: Workflow) -> dict[str, Any]:
+    def _explain(self, wf: Workflow) -> PolicyExplanation:
         return guard.explain(self.runner.policy(), wf, self.catalog, self.store.now(), self._conflicts(wf))
 
     def _conflicts(self, wf: Workflow) -> list[dict[str, Any]]:
@@ -539,28 +564,28 @@ class PilotService:
         engine/conflicts.py), each ``{step_index, workflow_id, state, owner, object, message}``."""
         return conflicts.conflicting(self.store, wf, self.catalog)
 
-    def get_workflow_status(self, workflow_id: str) -> dict[str, Any]:
+    def get_workflow_status(self, workflow_id: str) -> StatusView:
         """The stored record; ``in_flight`` lists steps a run is executing right now (and which
         Pilot process runs them)."""
         now = self.store.now()  # one reading of the database's clock for the whole answer
         wf = self._load_noticed(workflow_id, now)
-        out = wf.to_dict()
+        found: dict[str, Any] = {}
         running = [s for s in wf.steps if s.status is StepStatus.RUNNING]
         if running:
             run_by = {"run_by": wf.run_owner.label} if wf.run_owner is not None else {}
-            out["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
+            found["in_flight"] = [{**s.ref(), "started_at": iso(s.started_at), **run_by} for s in running]
         reached = gate_records.gates_status(wf, now)
         if reached:
-            out["gates"] = reached
+            found["gates"] = reached
         gate = gate_records.pending_gate(wf)
         if wf.state is W.AWAITING_APPROVAL and gate is not None:
             dispatching = self.runner.dispatcher is not None
             prediction = gate_records.prediction_of(wf, gate.index, self.catalog, dispatching)
-            out["prediction"] = prediction.model_dump(mode="json")
+            found["prediction"] = prediction
             summary = decision_of(wf, self.catalog, now, dispatching, prediction)
             if summary is not None:
-                out["decision"] = summary.payload()
-        return out
+                found["decision"] = summary
+        return StatusView(**wf.to_dict(), **found)
 
     def _load_noticed(self, workflow_id: str, now: datetime | None = None) -> Workflow:
         """The workflow, after recording (once) that its waiting gate expired by ``now`` (the
@@ -607,7 +632,7 @@ class PilotService:
             else ""
         )
 
-    def list_workflows(self, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
+    def list_workflows(self, limit: int | None = None, offset: int = 0) -> ListResult:
         """Templates and one page of active workflows, newest first: ``limit`` of them (default
         ``DEFAULT_PAGE``, at most ``MAX_PAGE``) from ``offset``. ``active_total`` is the number
         active; ``next_offset`` the offset of the next page, or None after the last."""
@@ -623,12 +648,12 @@ class PilotService:
         size = DEFAULT_PAGE if limit is None else limit
         page = self.flag_expired(self.store.workflows.list_active(size, offset))
         total = self.store.workflows.count_active()
-        return {
-            "templates": self.templates.listing(),
-            "active_workflows": page,
-            "active_total": total,
-            "next_offset": next_offset(offset, size, len(page), total),
-        }
+        return ListResult(
+            templates=[TemplateInfo.model_validate(t) for t in self.templates.listing()],
+            active_workflows=page,
+            active_total=total,
+            next_offset=next_offset(offset, size, len(page), total),
+        )
 
-    def get_skill_catalog(self) -> dict[str, Any]:
-        return self.catalog.payload()
+    def get_skill_catalog(self) -> CatalogResult:
+        return CatalogResult.model_validate(self.catalog.payload())

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from vmware_pilot.errors import PilotError
 from vmware_pilot.server.bounds import bound_refusal, long_strings
-from vmware_pilot.server.results import to_result
+from vmware_pilot.server.results import payload_of, to_result
 from vmware_pilot.tooltable import DEFAULT_FAILURE_HINT, spec_of
 
 __all__ = ["refusal_result", "tool_result", "unexpected_failure"]
@@ -41,15 +41,7 @@ def tool_result(result: Mapping[str, Any] | BaseModel, arguments: Mapping[str, A
     """A tool's own result (a mapping or a pydantic model) framed. One that carries an ``error``
     (a run, approval or rollback that ended in a failure) has the long inputs it quotes cut; its
     size is the plan's."""
-    from vmware_pilot.results import Result  # not at import: `initialize` needs no result model
-
-    payload: Mapping[str, Any]
-    if isinstance(result, Result):
-        payload = result.payload()
-    elif isinstance(result, BaseModel):
-        payload = result.model_dump(mode="json")
-    else:
-        payload = result
+    payload = payload_of(result)
     if payload.get("error"):
         squeeze = "outcome" not in payload  # no outcome: a refusal after all, kept small
         return to_result(bound_refusal(payload, long_strings(arguments), squeeze=squeeze))

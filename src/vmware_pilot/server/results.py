@@ -13,14 +13,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
 from pydantic_core import to_json
 
-__all__ = ["dump_json", "is_error_payload", "to_result"]
+__all__ = ["dump_json", "is_error_payload", "payload_of", "to_result"]
 
 
-def dump_json(payload: Mapping[str, Any]) -> str:
+def payload_of(result: Mapping[str, Any] | BaseModel) -> Mapping[str, Any]:
+    """The JSON object of a result: a typed result (``vmware_pilot.results``) written out once by
+    its own serializer (its set keys, in the contract's order), a mapping as it is."""
+    if isinstance(result, BaseModel):
+        dumped: dict[str, Any] = result.model_dump()
+        return dumped
+    return result
+
+
+def dump_json(payload: Mapping[str, Any] | BaseModel) -> str:
     """The wire text: 2-space indent, non-ASCII kept as UTF-8, odd values stringified."""
-    return _indented(_plain(payload))
+    return _indented(_plain(payload_of(payload)))
 
 
 def _plain(payload: Mapping[str, Any]) -> Any:

@@ -21,8 +21,8 @@ import logging
 import operator
 import types
 import typing
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 import anyio.to_thread
@@ -51,7 +51,6 @@ from vmware_pilot.results import (
     RollbackResult,
     RunResult,
     StatusView,
-    result_of,
 )
 from vmware_pilot.server import sdk
 from vmware_pilot.server.elicit import human_asker
@@ -68,7 +67,6 @@ __all__ = ["TOOL_NAMES", "build_tools"]
 _log = logging.getLogger("vmware_pilot.server")
 
 ToolContext = Context[Any, Any, Any]
-M = TypeVar("M", bound=BaseModel)
 
 # --- annotations (docs/contract.md#annotations) ---------------------------------------------
 _ANNOTATIONS: dict[Effect, ToolAnnotations] = {
@@ -257,6 +255,8 @@ def output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
     shapes: Any = functools.reduce(operator.or_, (*members, Refusal))  # the results, or the refusal
     schema: dict[str, Any] = _lean(TypeAdapter(shapes).json_schema(schema_generator=_LeanSchema))
     definitions: dict[str, Any] = schema.pop("$defs", {})
+    for definition in definitions.values():  # an enum's title is its name under $defs
+        definition.pop("title", None)
     return {"$schema": SCHEMA_DIALECT, "type": "object", **schema, "$defs": definitions}
 
 
@@ -272,8 +272,10 @@ class _LeanSchema(GenerateJsonSchema):
 
 
 def _lean(schema: Any) -> Any:
-    """``schema`` without what is the default anyway (``additionalProperties: true``), and a choice
-    among plain types (``X | None``) as one ``type`` list: fewer subschemas for a client to check."""
+    """``schema`` without what is the default anyway (``additionalProperties: true``), a choice
+    among plain types (``X | None``) as one ``type`` list, and a choice among sets of values
+    (``Literal[...] | Literal[""]``, ``Literal[...] | None``) as one ``enum``: fewer subschemas for a
+    client to check."""
     if isinstance(schema, list):
         return [_lean(item) for item in schema]
     if not isinstance(schema, dict):
@@ -287,7 +289,25 @@ def _lean(schema: Any) -> Any:
     if isinstance(choices, list) and all(isinstance(c, dict) and list(c) == ["type"] for c in choices):
         del out["anyOf"]
         out["type"] = [c["type"] for c in choices]
+    elif isinstance(choices, list) and choices and all(_values_of(c) is not None for c in choices):
+        del out["anyOf"]
+        out["enum"] = [v for c in choices for v in _values_of(c) or ()]
     return out
+
+
+def _values_of(choice: Any) -> list[Any] | None:
+    """The values a subschema allows when it is a plain set of them (``enum``, ``const`` or
+    ``null``), else None."""
+    if not isinstance(choice, dict):
+        return None
+    if choice == {"type": "null"}:
+        return [None]
+    rest = {k: v for k, v in choice.items() if k != "type"}
+    if list(rest) == ["enum"]:
+        return list(rest["enum"])
+    if list(rest) == ["const"]:
+        return [rest["const"]]
+    return None
 
 
 async def _wait_for_change(
@@ -311,13 +331,6 @@ async def _wait_for_change(
             now = (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
             if now != first:
                 return
-
-
-def _preview_or(model: type[M], answer: Mapping[str, Any]) -> M | Preview:
-    """A rollback's or cancel's answer: its preview (nothing changed), or what it did."""
-    if answer.get("action") == "preview":
-        return result_of(Preview, answer)
-    return result_of(model, answer)
 
 
 # A tool as first registered, by name and the code of its function: what FastMCP derives from the
@@ -384,13 +397,11 @@ def build_tools(
         steps: Steps,
         save_as_template: SaveAsTemplate = False,
     ) -> CreateResult:
-        return result_of(
-            CreateResult, service().create_workflow(actor(), name, description, steps, save_as_template)
-        )
+        return service().create_workflow(actor(), name, description, steps, save_as_template)
 
     @tool
     def design_workflow(goal: Goal, constraints: Constraints = "") -> DesignResult:
-        return result_of(DesignResult, service().design_workflow(actor(), goal, constraints))
+        return service().design_workflow(actor(), goal, constraints)
 
     @tool
     def update_draft(
@@ -399,30 +410,26 @@ def build_tools(
         description: DraftDescription = "",
         steps: DraftSteps = None,
     ) -> DraftResult:
-        return result_of(DraftResult, service().update_draft(actor(), workflow_id, name, description, steps))
+        return service().update_draft(actor(), workflow_id, name, description, steps)
 
     @tool
     def confirm_draft(
         workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False
     ) -> ConfirmDraftResult:
-        return result_of(ConfirmDraftResult, service().confirm_draft(actor(), workflow_id, save_as_template))
+        return service().confirm_draft(actor(), workflow_id, save_as_template)
 
     @tool
     def create_workflow_from_template(
         workflow_type: WorkflowType, params: TemplateParams
     ) -> FromTemplateResult:
-        return result_of(
-            FromTemplateResult, service().create_workflow_from_template(actor(), workflow_type, params)
-        )
+        return service().create_workflow_from_template(actor(), workflow_type, params)
 
     @tool
     async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> RunResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         try:
             progress = report if report.wanted else None
-            return result_of(
-                RunResult, await service().run_workflow(actor(), workflow_id, force, progress=progress)
-            )
+            return await service().run_workflow(actor(), workflow_id, force, progress=progress)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -440,7 +447,7 @@ def build_tools(
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
-            answer = await service().approve(
+            return await service().approve(
                 actor(),
                 workflow_id,
                 approver,
@@ -451,7 +458,6 @@ def build_tools(
                 acknowledge_failure=acknowledge_predicted_failure,
                 comment=comment,
             )
-            return result_of(ApproveResult, answer)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -461,8 +467,7 @@ def build_tools(
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
     ) -> RollbackResult | Preview:
-        answer = await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
-        return _preview_or(RollbackResult, answer)
+        return await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
 
     @tool
     async def cancel_workflow(
@@ -471,14 +476,13 @@ def build_tools(
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
     ) -> CancelResult | Preview:
-        answer = await service().cancel_workflow(
+        return await service().cancel_workflow(
             actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
         )
-        return _preview_or(CancelResult, answer)
 
     @tool
     def review_workflow(workflow_id: WorkflowId) -> ReviewResult:
-        return result_of(ReviewResult, service().review_workflow(workflow_id))
+        return service().review_workflow(workflow_id)
 
     @tool
     async def get_workflow_status(workflow_id: WorkflowId, wait_seconds: WaitSeconds = 0) -> StatusView:
@@ -490,16 +494,15 @@ def build_tools(
                 return service().store.workflows.versions(ids)  # in the worker thread: may build the app
 
             await _wait_for_change(versions, workflow_id, wait_seconds, watch)
-        answer = await anyio.to_thread.run_sync(lambda: service().get_workflow_status(workflow_id))
-        return result_of(StatusView, answer)
+        return await anyio.to_thread.run_sync(lambda: service().get_workflow_status(workflow_id))
 
     @tool
     def list_workflows(limit: Limit = None, offset: Offset = 0) -> ListResult:
-        return result_of(ListResult, service().list_workflows(limit, offset))
+        return service().list_workflows(limit, offset)
 
     @tool
     def get_skill_catalog() -> CatalogResult:
-        return result_of(CatalogResult, service().get_skill_catalog())
+        return service().get_skill_catalog()
 
     if set(functions) != set(TOOL_NAMES):
         raise RuntimeError(f"tool functions {sorted(functions)} do not match the tool table")

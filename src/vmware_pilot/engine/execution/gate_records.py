@@ -23,7 +23,7 @@ from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.gate_options import gate_options
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.domain.records import Approval, GatePolicy, GateRecord, Inspection
-from vmware_pilot.engine.gateview import build_view, empty_view
+from vmware_pilot.engine.gateview import GateView, build_view, empty_view
 from vmware_pilot.errors import AlreadyApproved, StateRefused
 from vmware_pilot.results import Prediction
 from vmware_pilot.safety.classify import Tier, classify_step
@@ -358,12 +358,12 @@ def gates_status(wf: Workflow, now: datetime) -> list[dict[str, Any]]:
     return [_view_of(wf, s, now) for s in wf.steps if s.is_gate and gate_record(wf, s.index) is not None]
 
 
-def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool = False) -> dict[str, Any]:
-    """What a person deciding on the pending gate is shown (``engine.gateview.GateView`` as JSON;
-    an empty ``gate`` when none is pending). ``dispatching``: Pilot can read the targets' state."""
+def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool = False) -> GateView:
+    """What a person deciding on the pending gate is shown (an empty ``gate`` when none is
+    pending). ``dispatching``: Pilot can read the targets' state."""
     gate = pending_gate(wf)
     if gate is None:
-        return empty_view(wf).payload()
+        return empty_view(wf)
     view = _view_of(wf, gate, now)
     current = plan_digest(wf, gate.index)
     view["plan_changed"] = bool(view["digest"]) and view["digest"] != current
@@ -372,7 +372,7 @@ def gate_view(wf: Workflow, catalog: Catalog, now: datetime, dispatching: bool =
     prediction = prediction_of(wf, gate.index, catalog, dispatching)
     return build_view(
         wf, gate, view, released_steps(wf, gate.index), catalog, inspection, dispatching, prediction
-    ).payload()
+    )
 
 
 def inspection_of(wf: Workflow, gate_index: int) -> Inspection | None:

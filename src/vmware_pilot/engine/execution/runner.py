@@ -60,6 +60,7 @@ from vmware_pilot.errors import (
 )
 from vmware_pilot.ownership import refuse_held, this_process
 from vmware_pilot.policy.model import EMPTY, Policy
+from vmware_pilot.results import RunResult
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence, LeaseLost
 from vmware_pilot.store.protocol import Store
@@ -294,26 +295,23 @@ class Runner:
         self.store.workflows.create(wf)
 
     # --- results ----------------------------------------------------------------------------
-    def result(
-        self, wf: Workflow, actor: Actor, outcome: Outcome | None = None, **extra: Any
-    ) -> dict[str, Any]:
+    def result(self, wf: Workflow, actor: Actor, outcome: Outcome | None = None, **extra: Any) -> RunResult:
         """WF + outcome (+ pending_dispatch and message whenever a step handed to ``actor`` is
         not_executed; steps handed to someone else are listed under ``with_another_caller``)."""
-        out = wf.to_dict()
+        found: dict[str, Any] = {}
         if outcome is not None:
-            out["outcome"] = outcome.value
+            found["outcome"] = outcome
         mine, others = handout.pending_dispatch(self.vault, wf, actor)
         if mine:
-            out["pending_dispatch"] = [self._with_agent_checks(wf, entry) for entry in mine]
-            out["message"] = _HANDBACK_MESSAGE
+            found["pending_dispatch"] = [self._with_agent_checks(wf, entry) for entry in mine]
+            found["message"] = _HANDBACK_MESSAGE
         if others:
-            out["with_another_caller"] = others
+            found["with_another_caller"] = others
         if wf.state is WorkflowState.AWAITING_APPROVAL:
-            out["pending_gate"] = gate_records.gate_view(
+            found["pending_gate"] = gate_records.gate_view(
                 wf, self.catalog, self.store.now(), self.dispatcher is not None
-            )["gate"]
-        out.update(extra)
-        return out
+            ).gate
+        return RunResult(**wf.to_dict(), **{**found, **extra})
 
     def _with_agent_checks(self, wf: Workflow, entry: dict[str, Any]) -> dict[str, Any]:
         """A handed-out step with, for a write, what the pre-write checks would have checked
@@ -321,37 +319,42 @@ class Runner:
         said = [c.handed_out(wf, entry["index"], self.catalog) for c in self.checks if c.handed_out]
         return {**entry, "agent_checks": [s for s in said if s]} if any(said) else entry
 
-    def released_result(self, wf: Workflow, agent: Actor, outcome: str = "") -> dict[str, Any]:
+    def released_result(self, wf: Workflow, agent: Actor, outcome: Outcome | None = None) -> RunResult:
         """What a person who approved at the CLI or console is shown after a run without dispatch
         handed the released steps to ``agent`` (``approval.recipient``): the steps are listed under
         ``with_another_caller`` (never as the person's own ``pending_dispatch``), ``released_to``
         names the agent, and ``message`` says what happens next."""
-        out = self.result(wf, agent)
-        mine = out.pop("pending_dispatch", [])
-        out.pop("message", None)
-        out.pop("with_another_caller", None)
+        mine, _ = handout.pending_dispatch(self.vault, wf, agent)
+        found: dict[str, Any] = {}
+        if wf.state is WorkflowState.AWAITING_APPROVAL:
+            found["pending_gate"] = gate_records.gate_view(
+                wf, self.catalog, self.store.now(), self.dispatcher is not None
+            ).gate
         held = [
             {**s.ref(), "handed_to": handout.holder(wf, s)} for s in wf.steps if s.status is S.NOT_EXECUTED
         ]
         if held:
-            out["with_another_caller"] = held
-        if outcome:
-            out["outcome"] = outcome
+            found["with_another_caller"] = held
+        if outcome is not None:
+            found["outcome"] = outcome
         if not mine:
-            return out
+            return RunResult(**wf.to_dict(), **found)
         who = agent.label or "the agent that runs the workflow (not known to Pilot)"
         nxt = (
             "Its next run_workflow of this workflow returns them in pending_dispatch"
             if wf.state is WorkflowState.PENDING
             else "get_workflow_status shows them; the next gate waits for approval"
         )
-        out["released_to"] = agent.label
-        out["message"] = (
-            f"Approved. Pilot runs nothing without dispatch: the {len(mine)} step(s) this gate "
-            f"released were handed to the agent that runs workflow '{wf.id}' ({who}), not to you. "
-            f"{nxt}; that agent performs them with the skills' own tools. Nothing ran yet."
+        return RunResult(
+            **wf.to_dict(),
+            **found,
+            released_to=agent.label,
+            message=(
+                f"Approved. Pilot runs nothing without dispatch: the {len(mine)} step(s) this gate "
+                f"released were handed to the agent that runs workflow '{wf.id}' ({who}), not to you. "
+                f"{nxt}; that agent performs them with the skills' own tools. Nothing ran yet."
+            ),
         )
-        return out
 
     def refuse_handback(self, wf: Workflow, actor: Actor, start: int = 0) -> None:
         """Without a dispatcher: refuse, before anything changes, a walk from ``start`` that would
@@ -372,7 +375,7 @@ class Runner:
         raise conflicts.held_refusal(wf, hold, verb, waiting=waiting)
 
     # --- runs -------------------------------------------------------------------------------
-    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None:
+    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, RunResult] | None:
         """A step left 'running' by a dead process: mark it interrupted and fail the workflow."""
         stuck = next((s for s in wf.steps if s.status is S.RUNNING), None)
         if stuck is None:
@@ -440,7 +443,7 @@ class Runner:
 
     async def run_until_checkpoint(
         self, wf: Workflow, actor: Actor, progress: ProgressFn | None = None
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Walk from the first pending step to the next gate, the end, or a failure: carry out
         the conductor's actions (``engine.execution.conductor.next_action``) one after the other."""
 
@@ -460,7 +463,7 @@ class Runner:
         except DatabaseUnavailable as exc:  # raised after 'start' committed: something changed
             raise stopped_by_outage(wf.id, exc) from exc
 
-    async def _walk(self, wf: Workflow, actor: Actor, progress: ProgressFn | None) -> dict[str, Any]:
+    async def _walk(self, wf: Workflow, actor: Actor, progress: ProgressFn | None) -> RunResult:
         dispatching = self.dispatcher is not None
         walk = conductor.Walk()
         action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self.is_read)
@@ -738,7 +741,7 @@ class Runner:
             w.run_owner = None
         return ok
 
-    async def _finish_failed(self, wf: Workflow, actor: Actor) -> dict[str, Any]:
+    async def _finish_failed(self, wf: Workflow, actor: Actor) -> RunResult:
         wf, _ = await self.save(wf, conductor.fail)
         bad = [s for s in wf.steps if s.status in (S.FAILED, S.INTERRUPTED)]
         error = "; ".join(
@@ -764,7 +767,7 @@ class Runner:
         holds_run: bool = True,
         acknowledge_failure: str = "",
         comment: str = "",
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
         approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
         and records (docs/contract.md#approve, plus digest, expiry, quorum and ``gate_step``); this
@@ -877,20 +880,21 @@ class Runner:
         required: int,
         released: bool,
         progress: ProgressFn | None,
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         if not released:
             missing = approval.approvals_missing(wf, gate_index, required)
             out = self.result(wf, actor, Outcome.AWAITING_APPROVAL, approvals_missing=missing)
-            out.setdefault("message", approval.waiting_message(who, gate_index, missing))
-            return out
+            if out.has("message"):
+                return out
+            return out.but(message=approval.waiting_message(who, gate_index, missing))
         if to is actor:
             return await self.run_until_checkpoint(wf, actor, progress)
         ran = await self.run_until_checkpoint(wf, to, progress)
         stored = await asyncio.to_thread(self.store.workflows.load, wf.id)
-        return self.released_result(stored, to, str(ran.get("outcome", "")))
+        return self.released_result(stored, to, ran.outcome)
 
     # --- rollback and cancel ----------------------------------------------------------------
-    async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> dict[str, Any]:
+    async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> RunResult:
         """Undo every step Pilot recorded as success, last first; a failed undo never stops the rest
         (``engine.execution.undo`` decides and records). ``include_unknown`` (the caller acknowledged unknown
         effects) also attempts the undo of steps whose effect is unknown."""
@@ -907,12 +911,10 @@ class Runner:
                 wf, functools.partial(undo.record_undo, index=index, outcome=outcome, actor=actor)
             )
         wf, _ = await self.save(wf, functools.partial(undo.finish_rollback, actor=actor))
-        out = self.result(wf, actor)
         bad = undo.incomplete(wf)
         if bad:
-            out["outcome"] = Outcome.FAILED.value
-            out["error"] = undo.rollback_error(bad)
-        return out
+            return self.result(wf, actor, Outcome.FAILED, error=undo.rollback_error(bad))
+        return self.result(wf, actor)
 
     def notice_expiry(self, wf: Workflow) -> Workflow:
         """Record, once, that the gate ``wf`` waits at expired (``gate_records.mark_expired``: the
@@ -932,7 +934,7 @@ class Runner:
         telemetry.count("gate_decisions", decision="expired")
         return wf
 
-    def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> dict[str, Any]:
+    def cancel(self, wf: Workflow, actor: Actor, reason: str, rejected_by: str = "") -> RunResult:
         """Move to the terminal 'cancelled' state (``engine.execution.undo.cancel``); pending steps become
         skipped and the literal secrets held for the workflow are forgotten."""
         wf, _ = self.commit(

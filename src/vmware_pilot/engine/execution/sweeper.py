@@ -43,6 +43,7 @@ from vmware_pilot.engine.execution import gate_records, holds
 from vmware_pilot.engine.execution.holds import PreWriteCheck
 from vmware_pilot.engine.execution.runlease import LeaseBook, RunLease, release_lease, take_lease
 from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
+from vmware_pilot.results import RunResult
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.store.leases import Fence
 from vmware_pilot.store.protocol import Store
@@ -97,11 +98,11 @@ class EntryPoints(Protocol):
         self, wf: Workflow, index: int, *, bound: int, reverse: bool = False, preview: bool = False
     ) -> StepOutcome: ...
 
-    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, dict[str, Any]] | None: ...
+    async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, RunResult] | None: ...
 
     async def dispatch_refusal(self, wf: Workflow) -> DispatchRefused | None: ...
 
-    async def run_until_checkpoint(self, wf: Workflow, actor: Actor) -> dict[str, Any]: ...
+    async def run_until_checkpoint(self, wf: Workflow, actor: Actor) -> RunResult: ...
 
     def notice_expiry(self, wf: Workflow) -> Workflow: ...
 
@@ -209,7 +210,7 @@ class Sweeper:
             if not released:
                 return False
             out = await runner.run_until_checkpoint(wf, RESUMER)
-            _log.warning("workflow %s resumed (its %s hold lifted): %s", wf.id, lifted[1], out.get("outcome"))
+            _log.warning("workflow %s resumed (its %s hold lifted): %s", wf.id, lifted[1], out.outcome)
             return True
 
     async def notice_expired_gates(self, runner: EntryPoints) -> list[str]:
@@ -251,14 +252,14 @@ class Sweeper:
             wf = await self._rerun_reads(runner, wf)
             crashed = await runner.detect_crash(wf, self.actor)
             if crashed is not None:
-                _log.warning("workflow %s failed: %s", wf.id, crashed[1].get("error", ""))
+                _log.warning("workflow %s failed: %s", wf.id, crashed[1].error)
                 return True
             refusal = await runner.dispatch_refusal(wf)
             if refusal is not None:
                 raise refusal
             _log.warning("continuing workflow %s, left running by a Pilot process that stopped", wf.id)
             out = await runner.run_until_checkpoint(wf, self.actor)
-            _log.warning("workflow %s continued: %s", wf.id, out.get("outcome"))
+            _log.warning("workflow %s continued: %s", wf.id, out.outcome)
             self._told.discard(workflow_id)
             return True
         except (PilotError, DispatchRefused) as exc:

@@ -51,9 +51,8 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.decision import time_left
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.approval import precheck, release_notice
-from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.errors import DatabaseUnavailable, PilotError, WorkflowNotFound
-from vmware_pilot.results import BlastRadius, GateStatus, Preview, StatusView, result_of
+from vmware_pilot.results import BlastRadius, GateStatus, Preview, Result, StatusView
 from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
 from vmware_pilot.safety.redaction import redact, redact_identity
 from vmware_pilot.server.access import read_refusal
@@ -433,7 +432,8 @@ class Console:
             # The version before the read: a change in between makes the page update, never stick.
             wf = await asyncio.to_thread(self.app.store.workflows.load, self._id(request))
             version = wf.version
-            raw = await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request))
+            read = await asyncio.to_thread(self.app.service.get_workflow_status, self._id(request))
+            raw = read.payload()
             status = StatusView.model_validate(_details_named(raw, redact(raw)))
             now = await asyncio.to_thread(self.app.store.now)
         except WorkflowNotFound as exc:
@@ -483,7 +483,7 @@ class Console:
     async def step_result(self, request: Request) -> Response:
         session = self.caller(request, _STATUS).session
         try:
-            status = result_of(StatusView, self.app.service.get_workflow_status(self._id(request)))
+            status = self.app.service.get_workflow_status(self._id(request))
             step = status.steps[int(request.path_params["index"])]
         except (WorkflowNotFound, IndexError, ValueError):
             return self.page(
@@ -496,7 +496,7 @@ class Console:
         session = caller.session
         workflow_id = self._id(request)
         try:
-            view = GateView.model_validate(await self.app.service.show_gate(session.actor, workflow_id))
+            view = await self.app.service.show_gate(session.actor, workflow_id)
             wf = await asyncio.to_thread(self.app.store.workflows.load, workflow_id)
         except WorkflowNotFound as exc:
             return self.page(
@@ -630,11 +630,13 @@ class Console:
     # --- rollback and cancel: preview first, act on a confirmed form -------------------------
     async def _radius(self, caller: Caller, workflow_id: str, verb: str, ack: bool) -> BlastRadius:
         service = self.app.service
+        answer: Result
         if verb == "rollback":
             answer = await service.rollback(caller.actor, workflow_id, False, ack)
         else:
             answer = await service.cancel_workflow(caller.actor, workflow_id, "", False, ack)
-        return result_of(Preview, answer).blast_radius
+        assert isinstance(answer, Preview), answer  # without confirm: always the preview
+        return answer.blast_radius
 
     def _problems(self, verb: str, radius: BlastRadius) -> list[str]:
         """Why ``verb`` cannot go ahead as previewed (the CLI's rules): blockers, unmeasured
