@@ -138,7 +138,9 @@ class GateView(BaseModel):
     workflow_id: str
     workflow_type: str
     state: str
-    gate: dict[str, Any] = Field(default_factory=dict)
+    # The pending gate's record (engine.execution.gate_records); no key set in the view of a
+    # workflow at no gate.
+    gate: GateStatus = Field(default_factory=GateStatus)
     releases: list[ReleasedStep] = Field(default_factory=list)
     already_ran: list[RanStep] = Field(default_factory=list)
     not_executed_before_gate: list[StepRef] = Field(default_factory=list)
@@ -158,7 +160,7 @@ class GateView(BaseModel):
 
     def pending(self) -> GateStatus | None:
         """The pending gate's record (``gate``) typed; None in the view of a workflow at no gate."""
-        return GateStatus.model_validate(self.gate) if self.gate else None
+        return self.gate if self.gate.model_fields_set else None
 
     def verdict_line(self) -> str:
         """The prediction in one line (secrets masked): what the approver is told first."""
