@@ -410,6 +410,10 @@ class Prediction(Result):
     at: str = ""
     rehearsal: Rehearsal | None = None
 
+    @property
+    def predicts_failure(self) -> bool:
+        return self.verdict == "fails"
+
 
 class DecisionChange(Result):
     """One change approving is predicted to make: step ``step`` (``tool``) moves ``object``'s

@@ -216,7 +216,7 @@ class GateView(BaseModel):
             if text:
                 found.append(Alert(severity=severity, kind=kind, object=obj, text=redact_text(text)))
 
-        if self.prediction is not None and self.prediction.verdict == "fails":
+        if self.prediction is not None and self.prediction.predicts_failure:
             failing = self.prediction.failing_step
             add(
                 "danger",
