@@ -51,12 +51,12 @@ def read(tool: str, group: str = "", vm: str = "DC0_H0_VM0") -> dict[str, Any]:
 
 
 async def timed_run(app: Any, steps: list[dict[str, Any]]) -> float:
-    wid = app.service.create_workflow(ACTOR, "bench", "bench", steps)["workflow_id"]
+    wid = app.service.create_workflow(ACTOR, "bench", "bench", steps).workflow_id
     started = time.perf_counter()
     out = await app.service.run_workflow(ACTOR, wid)
     elapsed = time.perf_counter() - started
-    if out.get("outcome") != "completed":
-        raise SystemExit(f"bench workflow did not complete: {out.get('error') or out.get('outcome')}")
+    if not out.is_completed:
+        raise SystemExit(f"bench workflow did not complete: {out.error or out.outcome}")
     return elapsed
 
 

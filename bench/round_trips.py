@@ -82,7 +82,7 @@ async def measure(url: str, repeat: int = 1) -> tuple[Counts, dict[str, list[flo
         times: dict[str, list[float]] = {"run to the gate": [], "approve": []}
         counts: Counts = {}
         for n in range(repeat):
-            wid = app.service.create_workflow(actor, "ops", "bench", [READ, READ, GATE, WRITE])["workflow_id"]
+            wid = app.service.create_workflow(actor, "ops", "bench", [READ, READ, GATE, WRITE]).workflow_id
             if n == 0:
                 event.listen(app.store.database.engine, "after_cursor_execute", on_execute)
                 event.listen(app.store.database.engine, "begin", on_begin)

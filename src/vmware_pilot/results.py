@@ -34,7 +34,7 @@ from pydantic import (
     model_serializer,
 )
 
-from vmware_pilot.domain.enums import TERMINAL_STATES, Outcome, StepStatus, WorkflowState
+from vmware_pilot.domain.enums import GATE_ACTION, TERMINAL_STATES, Outcome, StepStatus, WorkflowState
 
 __all__ = [
     "ActiveWorkflow",
@@ -202,6 +202,11 @@ class RecordStep(Result):
     rollback_tool: str = ""
     rollback_params: dict[str, Any] = Field(default_factory=dict)
     group_id: str = ""
+
+    @property
+    def is_gate(self) -> bool:
+        """An approval gate (``action: require_approval``)."""
+        return self.action == GATE_ACTION
 
 
 class AuditLine(Result):
@@ -652,6 +657,11 @@ class PlannedStep(Result):
     action: str
     skill: str
     tool: str
+
+    @property
+    def is_gate(self) -> bool:
+        """An approval gate (``action: require_approval``)."""
+        return self.action == GATE_ACTION
 
 
 class CreateResult(Result):

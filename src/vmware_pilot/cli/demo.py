@@ -103,7 +103,7 @@ def _steps_table(steps: Sequence[PlannedStep | RecordStep]) -> Table:
     for column in ("#", "action", "skill.tool", *(("status",) if with_status else ())):
         table.add_column(column)
     for step in steps:
-        gate = step.action == "require_approval"
+        gate = step.is_gate
         row = [
             str(step.index),
             "[bold yellow]approval gate[/]" if gate else step.action,

@@ -108,7 +108,7 @@ def templates_table(rows: Sequence[TemplateInfo]) -> RenderableType:
 
 
 def _step_note(step: RecordStep) -> str:
-    if step.action == "require_approval":
+    if step.is_gate:
         return str(step.params.get("message", ""))
     result = step.result  # what the skill answered: free-form
     if isinstance(result, Mapping) and result.get("error"):
@@ -119,7 +119,7 @@ def _step_note(step: RecordStep) -> str:
 def steps_table(steps: Sequence[RecordStep]) -> Table:
     table = _table("#", "step", "skill.tool", "status", "note")
     for step in steps:
-        gate = step.action == "require_approval"
+        gate = step.is_gate
         table.add_row(
             _t(step.index),
             _t("approval gate", "bold yellow") if gate else _t(step.action),
