@@ -25,7 +25,7 @@ from vmware_pilot.dispatch.discovery import (
 from vmware_pilot.dispatch.protocol import Dispatcher
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.engine import conflicts, windows
-from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.context import ServiceContext
 from vmware_pilot.engine.decision import decision_of
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.execution.drift_check import drift_check
@@ -344,7 +344,7 @@ def build_app(
     # The policy's pre-write checks (engine/execution/holds.py), first: no read is made for a
     # write the policy holds anyway.
     runner.checks[:0] = [windows.window_check(in_force), conflicts.conflict_check(in_force)]
-    service = PilotService(ServiceCore(store, catalog, templates, runner, approvals=settings.approvals))
+    service = PilotService(ServiceContext(store, catalog, templates, runner, approvals=settings.approvals))
     if notifier is not None:
         dispatching = dispatcher is not None
         notifier.sources = EventSources(

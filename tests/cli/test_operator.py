@@ -26,6 +26,7 @@ from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.results import BlastRadius
 from vmware_pilot.safety.blast import rollback_blast_radius
 
@@ -289,7 +290,9 @@ def test_a_quorum_gate_takes_distinct_people(pilot: PilotApp) -> None:
     again = invoke("approve", wid, "--yes", user="peter")
     assert again.exit_code == 1 and "already approved" in again.stderr
     assert status(pilot, wid)["state"] == "awaiting_approval"
-    second = asyncio.run(pilot.service.approve(Actor("peter"), wid, "peter")).payload()
+    second = asyncio.run(
+        pilot.service.approve(ApproveRequest(Actor("peter"), wid, approver="peter"))
+    ).payload()
     assert second["approved_by"] == f"{ME}, peter"
     assert actions(pilot, wid).count("approval_recorded") == 1
 

@@ -20,6 +20,7 @@ from vmware_pilot.cli.main import app as cli
 from vmware_pilot.cli.run import parse_params
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 
 runner = CliRunner()
 FAKE_SKILL = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
@@ -135,7 +136,9 @@ def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, set
     assert again.exit_code == 1 and "already approved" in again.stderr
     app = build_app(settings)
     try:
-        second = asyncio.run(app.service.approve(Actor("peter"), row["id"], "peter")).payload()
+        second = asyncio.run(
+            app.service.approve(ApproveRequest(Actor("peter"), row["id"], approver="peter"))
+        ).payload()
     finally:
         app.close()
     assert second["approved_by"] == f"{ME}, peter"

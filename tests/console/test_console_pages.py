@@ -20,6 +20,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.console.words import change_lines, evidence_line, for_people
 from vmware_pilot.transports.http import HttpOptions, build_http_app
@@ -58,7 +59,8 @@ async def failed_run(
     the power-off of web-01 ran."""
     dispatcher.answers["power_on_vm"] = StepOutcome(OutcomeKind.FAILED, {"error": error}, error)
     wid = await at_gate(app, "bob", [gate(), off("web-01"), on("web-02")], f"{name} for the app")
-    (await app.service.approve(person("alice"), wid, channel="console")).payload()
+    digest = app.service.pending_gate(wid).gate.digest
+    await app.service.approve(ApproveRequest(person("alice"), wid, door="console", expected_digest=digest))
     assert app.service.get_workflow_status(wid).payload()["state"] == "failed"
     dispatcher.answers.pop("power_on_vm")
     return wid

@@ -17,6 +17,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
 
@@ -85,7 +86,7 @@ async def held_at_gate(app: PilotApp, vm: str) -> str:
         ]
     )
     assert ((await app.service.run_workflow(Actor("alice"), wid)).payload())["outcome"] == "awaiting_approval"
-    out = (await app.service.approve(Actor("alice"), wid, approver="carol")).payload()
+    out = (await app.service.approve(ApproveRequest(Actor("alice"), wid, approver="carol"))).payload()
     assert out["outcome"] == "awaiting_approval", "the approved write waits for its window"
     return wid
 
@@ -132,7 +133,7 @@ async def test_reads_run_at_any_time_and_writes_no_window_governs_run_too(
         ]
     )
     (await dapp.service.run_workflow(Actor("alice"), other)).payload()
-    assert ((await dapp.service.approve(Actor("alice"), other, approver="carol")).payload())[
+    assert ((await dapp.service.approve(ApproveRequest(Actor("alice"), other, approver="carol"))).payload())[
         "outcome"
     ] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "get_alarms:prod-db", "power_on_vm:dev-vm"]
@@ -148,7 +149,9 @@ async def test_inside_a_blackout_a_write_waits_until_the_blackout_ends(
     assert gate["hold"]["resumes_at"] == "2027-01-03T23:00:00.000000+00:00"
     assert "names nobody who may approve an exception" in gate["message"]
     with pytest.raises(StateRefused) as caught:
-        (await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)).payload()
+        (
+            await dapp.service.approve(ApproveRequest(Actor("olga", kind="token", role="operator"), wid))
+        ).payload()
     assert caught.value.fields["refused"] == "window_exception"
     clock.at = datetime(2027, 1, 3, 23, 0, tzinfo=UTC)
     assert await Sweeper(lambda: dapp.service.runner, interval=60).sweep() == [wid]
@@ -161,19 +164,29 @@ async def test_an_exception_is_approved_only_by_a_role_the_window_names(
     wid = await held_at_gate(dapp, "lab-vm1")
     before = dapp.store.workflows.load(wid).version
     vera = Actor("vera", kind="token", role="viewer")
-    # A door asks check_approval before asking a person (the CLI's prompt, the form): refused there already.
-    with pytest.raises(StateRefused) as asked:
-        dapp.service.check_approval(wid, vera.label, False, actor=vera)
-    assert asked.value.fields["refused"] == "window_exception"
+    # A door that asks a person (the CLI's prompt) is refused before the person is asked.
+    asked: list[str] = []
+
+    async def confirm() -> bool:
+        asked.append("asked")
+        return True
+
+    with pytest.raises(StateRefused) as refused:
+        await dapp.service.approve(
+            ApproveRequest(vera, wid, door="cli", approver=vera.label), confirm=confirm
+        )
+    assert refused.value.fields["refused"] == "window_exception" and asked == []
     with pytest.raises(StateRefused) as caught:
-        (await dapp.service.approve(vera, wid)).payload()
+        (await dapp.service.approve(ApproveRequest(vera, wid))).payload()
     refusal = caught.value.payload()
     assert refusal["refused"] == "window_exception" and refusal["approvers"] == ["operator"]
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
     assert "only operator may, and token:vera holds viewer" in refusal["error"]
     assert dapp.store.workflows.load(wid).version == before, "nothing recorded"
 
-    out = (await dapp.service.approve(Actor("olga", kind="token", role="operator"), wid)).payload()
+    out = (
+        await dapp.service.approve(ApproveRequest(Actor("olga", kind="token", role="operator"), wid))
+    ).payload()
     assert out["outcome"] == "completed", "approved as an exception while the window is closed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
 
@@ -183,7 +196,7 @@ async def test_an_identity_provider_group_the_window_names_approves_an_exception
 ) -> None:
     wid = await held_at_gate(dapp, "lab-vm2")
     person = Actor("sub-1", kind="oidc", role="approver", display="Olga", groups=("operator",))
-    assert ((await dapp.service.approve(person, wid)).payload())["outcome"] == "completed"
+    assert ((await dapp.service.approve(ApproveRequest(person, wid))).payload())["outcome"] == "completed"
     assert sent(dispatcher)[-1] == "power_on_vm:lab-vm2"
 
 

@@ -499,7 +499,7 @@ NOT_PURE = (
     "vmware_pilot.config",
     "vmware_pilot.engine.execution.runner",
     "vmware_pilot.engine.service",
-    "vmware_pilot.engine.core",
+    "vmware_pilot.engine.context",
     "vmware_pilot.engine.lifecycle",
     "vmware_pilot.engine.authoring",
     "vmware_pilot.ownership",
@@ -600,4 +600,4 @@ def test_nothing_the_runner_carries_out_imports_the_runner() -> None:
         if runner
         in _imports(".".join(p.relative_to(SOURCE.parent).with_suffix("").parts).removesuffix(".__init__"))
     )
-    assert importers == ["vmware_pilot.app", "vmware_pilot.engine.core"]
+    assert importers == ["vmware_pilot.app", "vmware_pilot.engine.context"]

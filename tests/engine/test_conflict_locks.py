@@ -23,6 +23,7 @@ from vmware_pilot.engine import conflicts
 from vmware_pilot.engine.execution import conductor
 from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
 
@@ -110,7 +111,7 @@ async def test_the_lock_is_freed_when_the_holder_completes(dapp: PilotApp) -> No
     first = await at_gate(dapp, [GATE, on("vm-a")])
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     await refused_run(dapp, second)
-    assert ((await dapp.service.approve(Actor("alice"), first, approver="carol")).payload())[
+    assert ((await dapp.service.approve(ApproveRequest(Actor("alice"), first, approver="carol"))).payload())[
         "outcome"
     ] == "completed"
     assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
@@ -184,7 +185,7 @@ async def test_the_approval_that_would_release_a_write_on_a_held_object_is_refus
     holder = await at_gate(dapp, [GATE, on("vm-a")], who="alice")
     before = dapp.store.workflows.load(waiting)
     with pytest.raises(StateRefused) as caught:
-        (await dapp.service.approve(Actor("bob"), waiting, approver="carol")).payload()
+        (await dapp.service.approve(ApproveRequest(Actor("bob"), waiting, approver="carol"))).payload()
     assert caught.value.fields["held_by"]["workflow_id"] == holder
     assert caught.value.message.startswith(f"Refusing to approve workflow '{waiting}'")
     after = dapp.store.workflows.load(waiting)
@@ -203,7 +204,9 @@ async def test_without_dispatch_a_workflow_holds_its_objects_at_a_gate_and_not_o
         "object": "vm vm-a",
     }
     done = (
-        await app.service.approve(Actor("alice"), first, approver="carol", acknowledge_not_executed=True)
+        await app.service.approve(
+            ApproveRequest(Actor("alice"), first, approver="carol", acknowledge_not_executed=True)
+        )
     ).payload()
     assert done["outcome"] == "dispatch_required", "the last steps are the agent's now"
     assert ((await app.service.run_workflow(Actor("bob"), second)).payload())[
@@ -259,7 +262,9 @@ async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_go
     try:
         holder = await at_gate(first, [GATE, on("vm-a")], who="alice")
         waiting = await at_gate(second, [GATE, on("vm-a")], who="bob")  # waits nowhere yet: no write
-        out = (await second.service.approve(Actor("bob"), waiting, approver="carol")).payload()
+        out = (
+            await second.service.approve(ApproveRequest(Actor("bob"), waiting, approver="carol"))
+        ).payload()
         assert out["outcome"] == "awaiting_approval" and two.step_calls == [], "the write waits"
         (gate,) = second.service.get_workflow_status(waiting).payload()["gates"]
         assert gate["hold"]["kind"] == "conflict"
@@ -275,9 +280,9 @@ async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_go
 
         sweeper = Sweeper(lambda: second.service.runner, interval=60)
         assert await sweeper.sweep() == [], "still held"
-        assert ((await first.service.approve(Actor("alice"), holder, approver="carol")).payload())[
-            "outcome"
-        ] == "completed"
+        assert (
+            (await first.service.approve(ApproveRequest(Actor("alice"), holder, approver="carol"))).payload()
+        )["outcome"] == "completed"
         assert await sweeper.sweep() == [waiting]
         assert second.store.workflows.load(waiting).state is WorkflowState.COMPLETED
         assert [c[1] for c in one.step_calls] == ["power_on_vm"]

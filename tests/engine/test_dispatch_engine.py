@@ -14,6 +14,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
 from vmware_pilot.results import ApproveResult
 
@@ -55,7 +56,9 @@ async def test_reads_gate_approve_then_write_completes(
     out = (await dapp.service.run_workflow(actor, wid, progress=progress)).payload()
     assert out["outcome"] == "awaiting_approval"
     assert out["steps"][0]["status"] == "success" and "pending_dispatch" not in out
-    out = (await dapp.service.approve(actor, wid, approver="alice", progress=progress)).payload()
+    out = (
+        await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"), progress=progress)
+    ).payload()
     assert out["outcome"] == "completed" and out["state"] == "completed"
     assert [(c[0], c[1]) for c in dispatcher.step_calls] == [
         ("monitor", "get_alarms"),
@@ -73,7 +76,7 @@ async def test_failure_after_a_change_then_rollback_undoes_it(
     second = {"action": "resize", "skill": "aiops", "tool": "reconfigure_vm", "params": {"vm_name": "web-01"}}
     wid = create(dapp, actor, [GATE, power_off(), second, READ])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed" and out["state"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "success", "failed", "skipped"]
     assert "not enough memory" in out["error"]
@@ -95,7 +98,7 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
     dispatcher.answers["power_off_vm"] = unknown("connection lost after the call was sent")
     wid = create(dapp, actor, [GATE, power_off(), READ])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed"
     assert out["steps"][1]["status"] == "interrupted"
     assert out["audit_log"][-1]["action"] == "step_effect_unknown" or any(
@@ -118,7 +121,7 @@ async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
     dispatcher.answers["get_alarms"] = failed("monitoring down")
     wid = create(dapp, actor, [GATE, power_off("a"), power_off("b"), power_off("c"), READ])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    ran = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    ran = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert ran["state"] == "failed"
 
     def undo(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
@@ -149,7 +152,7 @@ async def test_preview_only_result_counts_as_failure(
     )
     wid = create(dapp, actor, [GATE, power_off()])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["steps"][1]["status"] == "failed" and out["outcome"] == "failed"
 
 
@@ -193,7 +196,7 @@ async def test_step_references_resolve_from_earlier_results(
     }
     wid = create(dapp, actor, [plan, GATE, apply])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[-1][2] == {"plan_id": "p-42", "confirm": True}
     assert out["steps"][2]["params"]["plan_id"] == "__from_step_0__:plan_id", (
@@ -249,8 +252,8 @@ async def test_racing_approvals_run_exactly_once(
     wid = create(dapp, actor, [GATE, power_off()])
     (await dapp.service.run_workflow(actor, wid)).payload()
     results = await asyncio.gather(
-        dapp.service.approve(actor, wid, approver="alice"),
-        dapp.service.approve(actor, wid, approver="bob"),
+        dapp.service.approve(ApproveRequest(actor, wid, approver="alice")),
+        dapp.service.approve(ApproveRequest(actor, wid, approver="bob")),
         return_exceptions=True,
     )
     errors = [r for r in results if isinstance(r, StateRefused)]
@@ -276,7 +279,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
         first.close()
     second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
-        out = (await second.service.approve(actor, wid, approver="alice")).payload()
+        out = (await second.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert out["steps"][1]["status"] == "failed"
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
         assert dispatcher.step_calls == []
@@ -298,7 +301,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
             first.service.get_workflow_status(wid).payload()["steps"][1]["params"]["command"]
             == "mysql --password=***"
         )
-        (await first.service.approve(actor, wid, approver="alice")).payload()
+        (await first.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert dispatcher.step_calls[0][2]["command"] == "mysql --password=hunter2-pw"
         again = create(first, actor, [GATE, guest])
         (await first.service.run_workflow(actor, again)).payload()
@@ -306,7 +309,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
         first.close()
     second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
-        out = (await second.service.approve(actor, again, approver="alice")).payload()
+        out = (await second.service.approve(ApproveRequest(actor, again, approver="alice"))).payload()
         assert out["steps"][1]["status"] == "failed"
         assert "secret(s) command," in out["steps"][1]["result"]["error"]
         assert "did not survive a restart" in out["steps"][1]["result"]["error"]
@@ -322,7 +325,7 @@ async def test_literal_secret_reaches_the_skill_in_the_creating_process(
     guest = guest_command_with_password()
     wid = create(dapp, actor, [GATE, guest])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t"
     assert out["steps"][1]["params"]["password"] == "***", "responses show what the store holds"
@@ -381,7 +384,7 @@ async def test_env_secret_reference_is_resolved_at_dispatch_and_never_stored(
     wid = create(dapp, actor, [GATE, guest_with(ref)])
     assert dapp.service.get_workflow_status(wid).payload()["steps"][1]["params"]["password"] == ref
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
     stored = dapp.service.get_workflow_status(wid).payload()
@@ -399,7 +402,7 @@ async def test_env_secret_reference_to_an_unset_variable_fails_the_step_before_s
     monkeypatch.delenv("LAB_GUEST_PASSWORD", raising=False)
     wid = create(dapp, actor, [GATE, guest_with({"$env": "LAB_GUEST_PASSWORD"})])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert "LAB_GUEST_PASSWORD" in out["steps"][1]["result"]["error"]
     assert dispatcher.step_calls == []
@@ -421,7 +424,9 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
     dispatcher.answers["get_vm_info"] = lambda s, t, p: failed(f"VM not found. Requested: '{p['vm_name']}'")
     wid = create(dapp, actor, [GATE, clone, READ])
     (await dapp.service.run_workflow(actor, wid)).payload()
-    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())["outcome"] == "failed"
+    assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
+        "outcome"
+    ] == "failed"
     preview = (await dapp.service.rollback(actor, wid)).payload()
     assert "web-01-test" in preview["blast_radius"]["would_roll_back"][0]["leaves_behind"]
     out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
@@ -448,7 +453,7 @@ async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resol
     pending = dapp.service.get_workflow_status(wid).payload()["diff_report"]["pending"]
     assert [p["object"] for p in pending if p["tool"] == "apply_vm_plan"] == ["__from_step_0__:plan_id"]
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     changed = {c["tool"]: c["object"] for c in out["diff_report"]["changed"]}
     assert changed == {"create_vm_plan": "web-01, web-02", "apply_vm_plan": "p-42"}
@@ -503,7 +508,9 @@ async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
     dispatching = build_app(settings, dispatcher=dispatcher)
     try:
         out = (
-            await dispatching.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)
+            await dispatching.service.approve(
+                ApproveRequest(actor, wid, approver="alice", acknowledge_not_executed=True)
+            )
         ).payload()
         assert out["steps"][0]["status"] == "reported_done"
         assert out["steps"][2]["status"] == "failed"
@@ -522,7 +529,7 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
     wf = dapp.store.workflows.load(wid)  # staged: real parts cannot roll a read back
     wf.steps[0].status = StepStatus.ROLLED_BACK
     dapp.store.workflows.save(wf)
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert "whose status is 'rolled_back', not 'success'" in out["steps"][2]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"]
 

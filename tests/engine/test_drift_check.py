@@ -21,6 +21,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.engine.requests import ApproveRequest
 
 
 class Counted:
@@ -61,7 +62,7 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     counted = Counted()
     stop = telemetry.listen(counted)
     try:
-        out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+        out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     finally:
         stop()
     assert counted.holds == [{"kind": "drift"}], "measured: pilot_write_holds_total{kind='drift'}"
@@ -99,7 +100,7 @@ async def test_a_vm_powered_off_after_approval_stops_the_run_before_the_power_of
     assert announced["event"] == "drift_detected" and announced["step"] == 0
     assert announced["hold"]["details"]["changes"][0]["now"] == "poweredOff"
 
-    done = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    done = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert done["outcome"] == "completed"
     assert acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     assert [e["action"] for e in done["audit_log"]].count("drift_detected") == 1
@@ -110,7 +111,7 @@ async def test_the_plans_own_power_off_is_no_drift_for_its_power_on(
 ) -> None:
     Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     assert "drift_detected" not in [e["action"] for e in out["audit_log"]]
@@ -141,7 +142,7 @@ async def test_with_the_check_off_the_step_is_sent_as_approved(
         estate = Estate(dispatcher, tools=True)
         wid = await at_gate(app, actor, [gate(), *restart("web")])
         powered_off_by_someone(estate)
-        out = (await app.service.approve(actor, wid, approver="alice")).payload()
+        out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert out["outcome"] == "completed" and acted(dispatcher) == ["power_off_vm:web", "power_on_vm:web"]
     finally:
         app.close()
@@ -152,7 +153,7 @@ async def test_hand_back_says_the_check_is_the_agents(app: PilotApp, actor: Acto
         "workflow_id"
     ]
     (await app.service.run_workflow(actor, wid)).payload()
-    out = (await app.service.approve(actor, wid, approver="alice")).payload()
+    out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     off, on, alarms = out["pending_dispatch"]
     assert list(off)[:4] == ["index", "skill", "tool", "params"], "the contract's keys come first"
     (said,) = off["agent_checks"]
@@ -172,7 +173,7 @@ async def test_the_drift_is_posted_to_the_webhook(settings: Settings, actor: Act
         try:
             wid = await at_gate(app, actor, [gate(), *restart("web")])
             powered_off_by_someone(estate)
-            (await app.service.approve(actor, wid, approver="alice")).payload()
+            (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
             got = receiver.wait_for(2)
         finally:
             app.close()

@@ -29,6 +29,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +115,9 @@ async def test_a_read_in_flight_runs_again_on_another_replica_which_takes_the_ru
         actions = [e.action for e in wf.audit_log]
         assert actions.count("read_step_restarted") == 1 and "interrupted_step_detected" not in actions
 
-        out = (await app.service.approve(actor, wid, approver="alice")).payload()  # on the surviving replica
+        out = (
+            await app.service.approve(ApproveRequest(actor, wid, approver="alice"))
+        ).payload()  # on the surviving replica
         assert out["outcome"] == "completed"
         assert [c[1] for c in dispatcher.step_calls] == ["get_events", "power_on_vm"]
         assert app.store.audit.verify_audit().ok

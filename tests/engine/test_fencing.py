@@ -31,6 +31,7 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine.execution import sweeper as sweeper_module
 from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import DatabaseUnavailable, StateRefused
 from vmware_pilot.ownership import new_run_owner
 from vmware_pilot.store.protocol import Store
@@ -246,7 +247,9 @@ async def test_a_run_lease_whose_release_failed_does_not_hold_up_the_next_run_he
     pilot: PilotApp, actor: Actor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wid = await _at_gate_with_a_failed_release(pilot, actor, monkeypatch)
-    out = (await pilot.service.approve(actor, wid, approver="alice")).payload()  # at once, on the same Pilot
+    out = (
+        await pilot.service.approve(ApproveRequest(actor, wid, approver="alice"))
+    ).payload()  # at once, on the same Pilot
     assert out["outcome"] == "completed"
 
 
@@ -263,7 +266,9 @@ async def test_a_run_lease_whose_release_failed_is_released_when_the_database_an
         while not (lease := other.store.leases.lease(run_key(wid))) or not lease.expired:
             assert asyncio.get_running_loop().time() < deadline, "the run lease was never released"
             await asyncio.sleep(0.05)
-        out = (await other.service.approve(actor, wid, approver="alice")).payload()  # on another replica
+        out = (
+            await other.service.approve(ApproveRequest(actor, wid, approver="alice"))
+        ).payload()  # on another replica
         assert out["outcome"] == "completed"
     finally:
         pilot.close()

@@ -15,6 +15,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
 from vmware_pilot.engine.gateview import skill_irreversible_steps, undo_note
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -84,7 +85,9 @@ async def test_the_digest_covers_the_shown_params(dapp: PilotApp, actor: Actor) 
     assert changed["gate"]["plan_changed"] and changed["releases"][0]["params"]["vm_name"] == "db-01"
     try:
         (
-            await dapp.service.approve(actor, wid, approver="alice", expected_digest=view["gate"]["digest"])
+            await dapp.service.approve(
+                ApproveRequest(actor, wid, approver="alice", expected_digest=view["gate"]["digest"])
+            )
         ).payload()
     except StateRefused as exc:
         assert exc.fields["refused"] == "plan_changed"

@@ -14,6 +14,7 @@ from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso, utcnow
 from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 from vmware_pilot.errors import InvalidInput, StateRefused, StepValidationError
 
 
@@ -101,7 +102,7 @@ async def test_approve_refuses_when_the_released_plan_changed_after_the_gate(
     wf.steps[1].params["vm_name"] = "db-01"
     app.store.workflows.save(wf)
     with pytest.raises(StateRefused) as info:
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     payload = info.value.payload()
     assert payload["refused"] == "plan_changed"
     assert payload["current_digest"] != payload["approved_digest"]
@@ -113,18 +114,22 @@ async def test_approve_refuses_a_digest_other_than_the_one_shown(app: PilotApp, 
     wid = await at_gate(app, actor)
     with pytest.raises(StateRefused) as info:
         (
-            await app.service.approve(actor, wid, approver="alice", expected_digest="sha256:" + "0" * 64)
+            await app.service.approve(
+                ApproveRequest(actor, wid, approver="alice", expected_digest="sha256:" + "0" * 64)
+            )
         ).payload()
     assert info.value.payload()["refused"] == "plan_changed"
     shown = app.service.pending_gate(wid).payload()["gate"]["digest"]
-    out = (await app.service.approve(actor, wid, approver="alice", expected_digest=shown)).payload()
+    out = (
+        await app.service.approve(ApproveRequest(actor, wid, approver="alice", expected_digest=shown))
+    ).payload()
     assert out["steps"][0]["status"] == "success"
 
 
 async def test_approval_is_audited_with_approver_and_digest(app: PilotApp, actor: Actor) -> None:
     wid = await at_gate(app, actor)
     digest = app.service.pending_gate(wid).payload()["gate"]["digest"]
-    (await app.service.approve(actor, wid, approver="alice")).payload()
+    (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     approved = [d for a, d in audit(app, wid) if a == "approved"]
     assert len(approved) == 1 and "alice" in approved[0] and digest in approved[0]
     (record,) = app.service.get_workflow_status(wid).payload()["gates"]
@@ -140,9 +145,9 @@ async def test_an_expired_gate_refuses_approval_but_can_be_rejected(app: PilotAp
     await asyncio.sleep(0.1)
     assert app.service.get_workflow_status(wid).payload()["gates"][0]["expired"] is True
     with pytest.raises(StateRefused) as info:
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert info.value.payload()["refused"] == "gate_expired"
-    out = app.service.reject(actor, wid, "too late", rejected_by="alice").payload()
+    out = app.service.reject(RejectRequest(actor, wid, "too late", rejected_by="alice")).payload()
     assert (out["state"], out["outcome"], out["action"]) == ("cancelled", "cancelled", "cancelled")
     assert ("rejected", "alice rejected the gate at step 0: too late") in audit(app, wid)
 
@@ -151,13 +156,13 @@ async def test_a_gate_not_yet_expired_approves(app: PilotApp, actor: Actor) -> N
     wid = await at_gate(app, actor, expires_in_minutes=30)
     expires = from_iso(app.service.get_workflow_status(wid).payload()["gates"][0]["expires_at"])
     assert expires is not None and expires > utcnow() + timedelta(minutes=29)
-    out = (await app.service.approve(actor, wid, approver="alice")).payload()
+    out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["steps"][0]["status"] == "success"
 
 
 async def test_a_quorum_gate_waits_for_distinct_approvers(app: PilotApp, actor: Actor) -> None:
     wid = await at_gate(app, actor, approvals_required=2)
-    first = (await app.service.approve(actor, wid, approver="alice")).payload()
+    first = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert (first["outcome"], first["state"], first["approvals_missing"]) == (
         "awaiting_approval",
         "awaiting_approval",
@@ -165,9 +170,9 @@ async def test_a_quorum_gate_waits_for_distinct_approvers(app: PilotApp, actor: 
     )
     assert first["steps"][0]["status"] == "pending"
     with pytest.raises(StateRefused) as info:
-        (await app.service.approve(actor, wid, approver=" Alice ")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver=" Alice "))).payload()
     assert info.value.payload()["refused"] == "same_approver"
-    second = (await app.service.approve(actor, wid, approver="bob")).payload()
+    second = (await app.service.approve(ApproveRequest(actor, wid, approver="bob"))).payload()
     assert second["outcome"] == "dispatch_required"
     assert second["steps"][0]["result"] == {"approved_by": "alice, bob", "approvals": ["alice", "bob"]}
     assert second["approved_by"] == "alice, bob"
@@ -178,11 +183,11 @@ async def test_a_quorum_gate_waits_for_distinct_approvers(app: PilotApp, actor: 
 async def test_reject_needs_a_reason_and_a_waiting_gate(app: PilotApp, actor: Actor) -> None:
     wid = await at_gate(app, actor)
     with pytest.raises(InvalidInput):
-        app.service.reject(actor, wid, "  ").payload()
+        app.service.reject(RejectRequest(actor, wid, "  ")).payload()
     assert app.service.get_workflow_status(wid).payload()["state"] == "awaiting_approval"
-    app.service.reject(actor, wid, "wrong vm").payload()
+    app.service.reject(RejectRequest(actor, wid, "wrong vm")).payload()
     with pytest.raises(StateRefused):
-        app.service.reject(actor, wid, "again").payload()
+        app.service.reject(RejectRequest(actor, wid, "again")).payload()
 
 
 @pytest.mark.parametrize(
@@ -252,11 +257,15 @@ async def test_an_oauth_caller_renamed_between_two_tokens_is_still_one_approver(
 ) -> None:
     # Released to someone other than its creator: the secret goes by reference (handout.py).
     wid = await at_gate(app, actor, releases=OFF_BY_REF, approvals_required=2)
-    (await app.service.approve(Actor("sub-1", kind="oidc", display="Alice"), wid)).payload()
+    (await app.service.approve(ApproveRequest(Actor("sub-1", kind="oidc", display="Alice"), wid))).payload()
     with pytest.raises(StateRefused) as info:
-        (await app.service.approve(Actor("sub-1", kind="oidc", display="Alice Smith"), wid)).payload()
+        (
+            await app.service.approve(ApproveRequest(Actor("sub-1", kind="oidc", display="Alice Smith"), wid))
+        ).payload()
     assert info.value.payload()["refused"] == "same_approver"
-    second = (await app.service.approve(Actor("sub-2", kind="oidc", display="Alice"), wid)).payload()
+    second = (
+        await app.service.approve(ApproveRequest(Actor("sub-2", kind="oidc", display="Alice"), wid))
+    ).payload()
     assert second["approved_by"] == "Alice (oidc:sub-1), Alice (oidc:sub-2)"
 
 
@@ -267,8 +276,8 @@ async def test_token_callers_are_named_in_the_audit_trail_and_secrets_beside_the
     audit text keeps it, while a secret in the same text is masked and the chain verifies."""
     dave, erin = Actor(name="dave", kind="token"), Actor(name="erin", kind="token")
     wid = await at_gate(app, actor, OFF_BY_REF, approvals_required=2)
-    (await app.service.approve(dave, wid)).payload()
-    done = (await app.service.approve(erin, wid)).payload()
+    (await app.service.approve(ApproveRequest(dave, wid))).payload()
+    done = (await app.service.approve(ApproveRequest(erin, wid))).payload()
     assert done["approved_by"] == "token:dave, token:erin"
     details = dict(audit(app, wid))
     assert details["approval_recorded"].startswith("token:dave approved step 0 (1 of 2")
@@ -276,7 +285,9 @@ async def test_token_callers_are_named_in_the_audit_trail_and_secrets_beside_the
     assert details["approved"].endswith("2 of 2 approvals: token:dave, token:erin)")
 
     other = await at_gate(app, actor)
-    app.service.reject(dave, other, "password=hunter2 leaked in the plan", rejected_by=dave.label).payload()
+    app.service.reject(
+        RejectRequest(dave, other, "password=hunter2 leaked in the plan", rejected_by=dave.label)
+    ).payload()
     assert ("rejected", "token:dave rejected the gate at step 0: password=*** leaked in the plan") in audit(
         app, other
     )

@@ -9,6 +9,7 @@ import pytest
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import InvalidTransition, PilotError, StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -53,7 +54,7 @@ async def test_approve_refuses_until_handed_out_steps_are_acknowledged(app: Pilo
     wid = create(app, actor)
     (await app.service.run_workflow(actor, wid)).payload()
     with pytest.raises(StateRefused) as info:
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     payload = info.value.payload()
     assert payload["not_executed_before_gate"] == [{"index": 0, "skill": "monitor", "tool": "get_alarms"}]
     assert payload["state"] == "awaiting_approval"
@@ -61,7 +62,9 @@ async def test_approve_refuses_until_handed_out_steps_are_acknowledged(app: Pilo
         "refusal changes nothing"
     )
 
-    out = (await app.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)).payload()
+    out = (
+        await app.service.approve(ApproveRequest(actor, wid, approver="alice", acknowledge_not_executed=True))
+    ).payload()
     statuses = [s["status"] for s in out["steps"]]
     assert statuses == ["reported_done", "success", "not_executed"]
     assert out["steps"][1]["result"] == {"approved_by": "alice", "acknowledged_not_executed": [0]}
@@ -77,19 +80,19 @@ async def test_blank_approver_is_refused(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor, [GATE])
     (await app.service.run_workflow(actor, wid)).payload()
     with pytest.raises(StateRefused, match="approver is required"):
-        (await app.service.approve(actor, wid, approver="   ")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="   "))).payload()
 
 
 async def test_approve_when_not_awaiting_approval_is_refused(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
     with pytest.raises(StateRefused, match="is not awaiting approval"):
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
 
 
 async def test_gate_only_workflow_completes_without_dispatch(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor, [GATE])
     (await app.service.run_workflow(actor, wid)).payload()
-    out = (await app.service.approve(actor, wid, approver="alice")).payload()
+    out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed" and out["state"] == "completed"
 
 
@@ -126,7 +129,7 @@ async def test_cancelled_workflow_never_runs_or_approves(app: PilotApp, actor: A
         (await app.service.run_workflow(actor, wid)).payload()
     assert info.value.payload()["state"] == "cancelled"
     with pytest.raises(StateRefused):
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     with pytest.raises(StateRefused) as again:
         (await app.service.cancel_workflow(actor, wid, confirm=True)).payload()
     assert again.value.payload()["blast_radius"]["blockers"]
@@ -135,7 +138,9 @@ async def test_cancelled_workflow_never_runs_or_approves(app: PilotApp, actor: A
 async def test_rollback_without_dispatch_reverses_only_pilot_successes(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
     (await app.service.run_workflow(actor, wid)).payload()
-    (await app.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)).payload()
+    (
+        await app.service.approve(ApproveRequest(actor, wid, approver="alice", acknowledge_not_executed=True))
+    ).payload()
     preview = (await app.service.rollback(actor, wid)).payload()
     radius = preview["blast_radius"]
     assert preview["action"] == "preview"
@@ -154,7 +159,9 @@ async def test_diff_report_follows_every_transition(app: PilotApp, actor: Actor)
     (await app.service.run_workflow(actor, wid)).payload()
     mid = app.service.get_workflow_status(wid).payload()["diff_report"]
     assert [h["index"] for h in mid["handed_out"]] == [0]
-    (await app.service.approve(actor, wid, approver="alice", acknowledge_not_executed=True)).payload()
+    (
+        await app.service.approve(ApproveRequest(actor, wid, approver="alice", acknowledge_not_executed=True))
+    ).payload()
     after = app.service.get_workflow_status(wid).payload()["diff_report"]
     assert [r["index"] for r in after["reported_done"]] == [0]
     assert after["handed_out"] == [
@@ -205,15 +212,11 @@ async def test_person_approval_releases_steps_to_the_agent_not_the_approver(
     first = (await app.service.run_workflow(AGENT, wid)).payload()
     assert [p["index"] for p in first["pending_dispatch"]] == [0]
 
-    out = (
-        await app.service.approve(
-            PERSON,
-            wid,
-            "carol",
-            acknowledge_not_executed=True,
-            channel=channel,  # type: ignore[arg-type]
-        )
-    ).payload()
+    digest = app.service.pending_gate(wid).gate.digest  # the plan the person was shown
+    request = ApproveRequest(
+        PERSON, wid, approver="carol", acknowledge_not_executed=True, door=channel, expected_digest=digest
+    )
+    out = (await app.service.approve(request)).payload()
     assert "pending_dispatch" not in out
     assert out["outcome"] == "dispatch_required"
     assert out["released_to"] == "token:agent-bot"
@@ -234,7 +237,7 @@ async def test_person_approval_releases_steps_to_the_agent_not_the_approver(
 async def test_person_approval_before_any_handout_releases_to_the_creator(app: PilotApp) -> None:
     wid = create(app, AGENT, [GATE, steps()[2]])
     (await app.service.run_workflow(AGENT, wid)).payload()
-    out = (await app.service.approve(PERSON, wid, "carol", channel="cli")).payload()
+    out = (await app.service.approve(ApproveRequest(PERSON, wid, approver="carol", door="cli"))).payload()
     assert "pending_dispatch" not in out and out["released_to"] == "token:agent-bot"
     again = (await app.service.run_workflow(AGENT, wid)).payload()
     assert [p["index"] for p in again["pending_dispatch"]] == [1]
@@ -243,6 +246,6 @@ async def test_person_approval_before_any_handout_releases_to_the_creator(app: P
 async def test_agent_approving_through_mcp_still_receives_the_steps(app: PilotApp) -> None:
     wid = create(app, AGENT, [GATE, steps()[2]])
     (await app.service.run_workflow(AGENT, wid)).payload()
-    out = (await app.service.approve(AGENT, wid)).payload()
+    out = (await app.service.approve(ApproveRequest(AGENT, wid))).payload()
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
     assert "released_to" not in out

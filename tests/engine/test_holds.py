@@ -11,6 +11,7 @@ from tests.engine.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.holds import Hold, PreWriteCheck, WriteContext
+from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 
 
 def gate(message: str = "Restart?") -> dict[str, Any]:
@@ -66,7 +67,7 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
     assert check.asked == [], "reads are not checked"
 
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "awaiting_approval"
     assert check.asked == [2, 3]
     assert sent(dispatcher) == ["get_alarms:", "power_on_vm:a"], "step 3 was not sent"
@@ -85,7 +86,7 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     # The gate is inspected again for the steps still to run, from the held step on.
     assert [s["step"] for s in status["prediction"]["steps"]] == [3, 4]
 
-    done = (await dapp.service.approve(actor, wid, approver="alice", gate_step=1)).payload()
+    done = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice", gate_step=1))).payload()
     assert done["outcome"] == "completed"
     assert check.asked == [2, 3, 3]
     assert sent(dispatcher) == ["get_alarms:", "power_on_vm:a", "power_on_vm:b", "get_alarms:"]
@@ -97,10 +98,10 @@ async def test_a_held_write_can_be_rejected(
     install(dapp, Scripted(HOLD))
     wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
     (await dapp.service.run_workflow(actor, wid)).payload()
-    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+    assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
         "outcome"
     ] == "awaiting_approval"
-    out = dapp.service.reject(actor, wid, reason="not after that change", rejected_by="bob").payload()
+    out = dapp.service.reject(RejectRequest(actor, wid, "not after that change", rejected_by="bob")).payload()
     assert out["state"] == "cancelled" and out["steps"][1]["status"] == "skipped"
     assert sent(dispatcher) == []
 
@@ -111,7 +112,7 @@ async def test_a_check_that_raises_holds_the_write(
     install(dapp, Scripted(RuntimeError("boom")))
     wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "awaiting_approval" and sent(dispatcher) == []
     assert "could not make its test check before step 1" in out["pending_gate"]["message"]
     assert "RuntimeError: boom" in out["pending_gate"]["message"]
@@ -145,7 +146,7 @@ async def test_a_run_held_after_a_write_rolls_back_that_write(
         "workflow_id"
     ]
     (await dapp.service.run_workflow(actor, wid)).payload()
-    assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+    assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
         "outcome"
     ] == "awaiting_approval"
     out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()

@@ -16,6 +16,7 @@ from tests.engine.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 
 SECRET = "webhook-key-1"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -55,7 +56,7 @@ async def test_gate_and_completion_are_posted_signed(
         wid = create(app, actor, [READ, GATE, READ])
         (await app.service.run_workflow(actor, wid)).payload()
         first = receiver.wait_for(1)[0]
-        (await app.service.approve(actor, wid, approver="alice")).payload()
+        (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         second = receiver.wait_for(2)[1]
     finally:
         app.close()
@@ -84,7 +85,7 @@ async def test_failure_and_rollback_are_posted(settings: Settings, receiver: Rec
         steps = [GATE, OFF, {**OFF, "tool": "reboot_vm", "rollback_tool": "", "rollback_params": {}}]
         wid = create(app, actor, steps)
         (await app.service.run_workflow(actor, wid)).payload()
-        out = (await app.service.approve(actor, wid, approver="alice")).payload()
+        out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert out["outcome"] == "failed"
         (await app.service.rollback(actor, wid, confirm=True)).payload()
         events = [r.event for r in receiver.wait_for(3)]
@@ -122,7 +123,7 @@ async def test_a_receiver_that_always_fails_never_fails_the_workflow(
         try:
             wid = create(app, actor, [GATE, READ])
             (await app.service.run_workflow(actor, wid)).payload()
-            out = (await app.service.approve(actor, wid, approver="alice")).payload()
+            out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
             assert out["outcome"] == "completed"
             receiver.wait_attempts(4)  # two events, two attempts each
         finally:
@@ -142,7 +143,7 @@ async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
             wid = create(app, actor, [GATE, READ])
             (await app.service.run_workflow(actor, wid)).payload()
             receiver.wait_attempts(1)  # the awaiting_approval POST is now stuck in the receiver
-            out = (await app.service.approve(actor, wid, approver="alice")).payload()
+            out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
             assert out["outcome"] == "completed"
             assert receiver.received == [] and not hold.is_set()
         finally:

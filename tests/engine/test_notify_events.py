@@ -23,6 +23,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
@@ -78,8 +79,10 @@ async def test_every_event_says_who_asked_why_and_who_acted(settings: Settings, 
     app = notifying(settings, receiver)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
-        (await app.service.approve(BOB, wid, comment="Window agreed with the app team")).payload()
-        app.service.reject(CAROL, wid, "Wrong host: web-01 is the primary").payload()
+        (
+            await app.service.approve(ApproveRequest(BOB, wid, comment="Window agreed with the app team"))
+        ).payload()
+        app.service.reject(RejectRequest(CAROL, wid, "Wrong host: web-01 is the primary")).payload()
         events = [r.event for r in receiver.wait_for(3)]
     finally:
         app.close()
@@ -112,7 +115,7 @@ async def test_a_failure_carries_its_error_and_what_was_already_changed(
     app = notifying(settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(), off("web-01"), off("web-02", tool="reboot_vm")])
-        out = (await app.service.approve(BOB, wid)).payload()
+        out = (await app.service.approve(ApproveRequest(BOB, wid))).payload()
         events = by_name([r.event for r in receiver.wait_for(2)])
     finally:
         app.close()
@@ -175,7 +178,7 @@ async def test_a_changed_prediction_is_announced_with_the_voided_approvals(
     app = notifying(settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
-        (await app.service.approve(BOB, wid)).payload()
+        (await app.service.approve(ApproveRequest(BOB, wid))).payload()
         dispatcher.answers["get_vm_info"] = vm_info("poweredOff")
         (await app.service.show_gate(CAROL, wid)).payload()
         events = by_name([r.event for r in receiver.wait_for(3)])
@@ -199,7 +202,7 @@ async def test_slack_bodies_are_valid_block_kit(settings: Settings, receiver: Re
             ALICE, "patch-web", _hostile_description(), [gate(), off(tool="reboot_vm")]
         ).payload()["workflow_id"]
         (await app.service.run_workflow(ALICE, wid)).payload()
-        (await app.service.approve(BOB, wid)).payload()
+        (await app.service.approve(ApproveRequest(BOB, wid))).payload()
         bodies = [r.event for r in receiver.wait_for(2)]
     finally:
         app.close()
@@ -221,7 +224,7 @@ async def test_teams_bodies_are_adaptive_cards(settings: Settings, receiver: Rec
     app = notifying(settings, receiver, notify_format="teams")
     try:
         wid = await at_gate(app, [gate(), off()])
-        app.service.reject(CAROL, wid, "not today").payload()
+        app.service.reject(RejectRequest(CAROL, wid, "not today")).payload()
         bodies = [r.event for r in receiver.wait_for(2)]
     finally:
         app.close()

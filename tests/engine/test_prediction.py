@@ -14,6 +14,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.results import StatusView, undeclared_keys
 
@@ -149,16 +150,22 @@ async def test_approving_a_failing_prediction_takes_a_reason_recorded_with_the_a
     Estate(dispatcher)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
     with pytest.raises(StateRefused) as refused:
-        (await dapp.service.approve(actor, wid, approver="alice")).payload()
+        (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert refused.value.fields["refused"] == "predicted_failure"
     assert refused.value.fields["failing_step"] == 1 and "acknowledge_predicted_failure" in refused.value.hint
     with pytest.raises(StateRefused):
-        (await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="   ")).payload()
+        (
+            await dapp.service.approve(
+                ApproveRequest(actor, wid, approver="alice", acknowledge_failure="   ")
+            )
+        ).payload()
     assert dapp.service.get_workflow_status(wid).payload()["state"] == "awaiting_approval", "nothing changed"
 
     out = (
         await dapp.service.approve(
-            actor, wid, approver="alice", acknowledge_failure="checking aiops' refusal on purpose"
+            ApproveRequest(
+                actor, wid, approver="alice", acknowledge_failure="checking aiops' refusal on purpose"
+            )
         )
     ).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
@@ -176,7 +183,9 @@ async def test_a_succeeding_prediction_needs_no_acknowledgment_and_records_none(
     Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(), *restart("web")])
     out = (
-        await dapp.service.approve(actor, wid, approver="alice", acknowledge_failure="not needed")
+        await dapp.service.approve(
+            ApproveRequest(actor, wid, approver="alice", acknowledge_failure="not needed")
+        )
     ).payload()
     assert out["outcome"] == "completed"
     (approval,) = dapp.service.get_workflow_status(wid).payload()["gates"][0]["approvals"]
@@ -188,7 +197,7 @@ async def test_an_approval_stops_counting_when_a_later_inspection_changes_the_pr
 ) -> None:
     estate = Estate(dispatcher, tools=True)
     wid = await at_gate(dapp, actor, [gate(approvals_required=2), *restart("web")])
-    first = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    first = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert first["approvals_missing"] == 1
     estate.power = "poweredOff"  # someone powered it off: the power-off now has nothing to do
     shown = (await dapp.service.show_gate(actor, wid)).payload()
@@ -198,11 +207,11 @@ async def test_an_approval_stops_counting_when_a_later_inspection_changes_the_pr
     (voided,) = [e for e in status["audit_log"] if e["action"] == "approvals_voided"]
     assert "alice" in voided["detail"] and "no longer count" in voided["detail"]
     # The same prediction shown again keeps the approvals given for it.
-    again = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    again = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert again["approvals_missing"] == 1
     (await dapp.service.show_gate(actor, wid)).payload()
     assert dapp.service.pending_gate(wid).payload()["gate"]["approvals_missing"] == 1
-    done = (await dapp.service.approve(actor, wid, approver="bob")).payload()
+    done = (await dapp.service.approve(ApproveRequest(actor, wid, approver="bob"))).payload()
     assert done["outcome"] == "completed"
 
 

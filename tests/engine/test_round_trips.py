@@ -12,6 +12,7 @@ from sqlalchemy import Engine, event
 from tests.engine.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -56,8 +57,8 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
     with transactions(dapp.store.database.engine) as run:
         out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval"
-    with transactions(dapp.store.database.engine) as approve:
-        out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    with transactions(dapp.store.engine) as approve:
+        out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     saves = [tx for tx in run + approve if "UPDATE workflows SET" in tx]
     assert len(saves) >= 6

@@ -16,6 +16,7 @@ from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution.runlease import run_key
 from vmware_pilot.engine.execution.sweeper import Sweeper
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -54,7 +55,7 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
             ]
         )
         assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
-        assert ((await dapp.service.approve(actor, wid, approver="alice")).payload())[
+        assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
             "outcome"
         ] == "completed"
     finally:

@@ -23,6 +23,7 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.records import RunOwner
 from vmware_pilot.domain.transitions import fire
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.ownership import this_process
 
@@ -90,7 +91,7 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
 
     dispatcher.answers["power_on_vm"] = record
     (await dapp.service.run_workflow(actor, wid)).payload()
-    out = (await dapp.service.approve(actor, wid, approver="alice")).payload()
+    out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     [(owner, lease)] = seen
     assert owner == this_process(lease.owner), "this process's host and pid, and the run's lease owner"
@@ -171,7 +172,7 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     dispatcher.answers["power_on_vm"] = meanwhile_failed_elsewhere
     (await dapp.service.run_workflow(actor, wid)).payload()
     with pytest.raises(StateRefused, match="changed by another caller"):
-        (await dapp.service.approve(actor, wid, approver="alice")).payload()
+        (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "step 2 was never dispatched"
     assert dapp.store.workflows.load(wid).steps[2].status is StepStatus.PENDING
 
@@ -206,7 +207,7 @@ async def test_an_approval_at_another_replica_continues_the_run_there(
     elsewhere = ScriptedDispatcher()
     replica_b = build_app(dapp.settings, dispatcher=elsewhere)
     try:
-        out = (await replica_b.service.approve(actor, wid, approver="alice")).payload()
+        out = (await replica_b.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     finally:
         replica_b.close()
     assert out["outcome"] == "completed"

@@ -15,7 +15,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 
-from vmware_pilot.server.access import PilotFastMCP
+from vmware_pilot.server.pipeline import PilotFastMCP
 
 
 class RawPeer:

@@ -20,6 +20,7 @@ from tests.server.conftest import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.server import create_server
 
 OFF = {
@@ -251,7 +252,9 @@ async def test_a_form_answered_after_another_gate_came_to_wait_is_refused_naming
     async def dave_approves_meanwhile(params: ElicitRequestFormParams) -> ElicitResult:
         # While carol reads the form for the first gate, dave approves it at the terminal.
         (
-            await elicit_app.service.approve(Actor("dave"), wf_id[0], "dave", channel="cli", gate_step=0)
+            await elicit_app.service.approve(
+                ApproveRequest(Actor("dave"), wf_id[0], approver="dave", door="cli", gate_step=0)
+            )
         ).payload()
         return ElicitResult(action="accept", content={"decision": "approve", "approver": "carol"})
 

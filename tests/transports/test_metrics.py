@@ -25,6 +25,7 @@ from vmware_pilot import telemetry
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import RejectRequest
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.http import HttpOptions, build_http_app
@@ -128,7 +129,7 @@ async def test_a_rejection_moves_the_gate_wait_histogram_under_its_own_label(
         async with connect(pilot_app, Actor("tester")) as client:
             workflow_id = await client.incident()
             await client.ok("run_workflow", workflow_id=workflow_id)
-            pilot_app.service.reject(Actor("pat"), workflow_id, "wrong host").payload()
+            pilot_app.service.reject(RejectRequest(Actor("pat"), workflow_id, "wrong host")).payload()
         text = (await metrics.text()).decode()
     finally:
         metrics.close()

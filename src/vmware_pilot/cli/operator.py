@@ -31,9 +31,9 @@ from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
-from vmware_pilot.engine.execution.approval import release_notice
 from vmware_pilot.engine.gateview import GateView
 from vmware_pilot.engine.progress import ProgressFn
+from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 from vmware_pilot.errors import PilotError, StepsNotExecuted
 from vmware_pilot.results import (
     ActiveWorkflow,
@@ -154,7 +154,7 @@ def workflows(
 
     def fetch(app: PilotApp) -> WorkflowPage:
         # One row more than the page tells whether another page follows, without counting the table.
-        rows = app.store.workflows.list_all(limit + 1, offset, state or None)
+        rows = app.service.records.list_all(limit + 1, offset, state or None)
         page = app.service.flag_expired(rows[:limit])
         more = len(rows) > limit
         return WorkflowPage(workflows=page, count=len(page), next_offset=offset + limit if more else None)
@@ -275,7 +275,7 @@ def approve(
             out.show(
                 "Once approved, Pilot runs the released steps here."
                 if app.dispatcher is not None
-                else release_notice(app.store.workflows.load(workflow_id), dispatching=False)
+                else app.service.release_notice(workflow_id)
             )
         allowed = _decision(app, workflow_id, person, out)
         if not allowed.may_approve:
@@ -284,16 +284,31 @@ def approve(
                 f"`vmware-pilot reject {workflow_id} --reason ...` rejects it; `vmware-pilot status "
                 f"{workflow_id}` shows where it stands.",
             )
-        try:  # the engine's own refusals, before the person is asked (nothing changes)
-            app.service.check_approval(
-                workflow_id,
-                person.label,
-                ack_not_executed,
-                digest,
-                gate_step,
-                acknowledge_failure,
-                actor=person,
+
+        async def asked() -> bool:  # once the engine's own checks passed: nothing changed yet
+            # The terminal's question on the event loop: nothing is held or running while it waits.
+            confirm(
+                f"Approve this gate as {person.label}?",
+                yes,
+                json_output,
+                "Run it in a terminal and answer the question. --yes is for the person approving, who "
+                "already decided; an agent must not use it to approve on a person's behalf.",
             )
+            return True
+
+        request = ApproveRequest(
+            person,
+            workflow_id,
+            door="cli",
+            approver=person.label,
+            acknowledge_not_executed=ack_not_executed,
+            expected_digest=digest,
+            gate_step=gate_step,
+            acknowledge_failure=acknowledge_failure,
+            comment=comment,
+        )
+        try:
+            result = run_async(app, app.service.approve(request, progress=printer(out), confirm=asked))
         except PilotError as exc:
             if isinstance(exc, StepsNotExecuted):
                 exc.hint = (
@@ -305,31 +320,6 @@ def approve(
                     "Fix the plan or the estate and look again, or add --acknowledge-failure REASON to "
                     f"approve anyway; otherwise `vmware-pilot reject {workflow_id} --reason ...`."
                 )
-            fail(exc, json_output)
-        confirm(
-            f"Approve this gate as {person.label}?",
-            yes,
-            json_output,
-            "Run it in a terminal and answer the question. --yes is for the person approving, who "
-            "already decided; an agent must not use it to approve on a person's behalf.",
-        )
-        try:
-            result = run_async(
-                app,
-                app.service.approve(
-                    person,
-                    workflow_id,
-                    person.label,
-                    ack_not_executed,
-                    progress=printer(out),
-                    channel="cli",
-                    expected_digest=digest,
-                    gate_step=gate_step,
-                    acknowledge_failure=acknowledge_failure,
-                    comment=comment,
-                ),
-            )
-        except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())
     if not json_output:
@@ -357,7 +347,7 @@ def reject(
             refuse(allowed.reject_why, f"`vmware-pilot status {workflow_id}` shows where it stands.")
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
         try:
-            result = app.service.reject(person, workflow_id, reason, rejected_by=person.label)
+            result = app.service.reject(RejectRequest(person, workflow_id, reason, rejected_by=person.label))
         except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())

@@ -31,6 +31,8 @@ from vmware_pilot.cli.common import (
 from vmware_pilot.cli.operator import printer
 from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.approvals import Declined
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import AlreadyApproved, PilotError
 from vmware_pilot.results import RunResult
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
@@ -108,30 +110,31 @@ async def _drive(
         unrun = view.not_executed_before_gate
         if unrun and yes:
             return result  # --yes cannot state that steps printed a moment ago were performed
-        try:  # the engine's own refusals, before the person is asked
-            app.service.check_approval(
-                workflow_id, person.label, bool(unrun), gate.digest, gate.index, actor=person
-            )
-        except AlreadyApproved:
-            return result  # this person already approved; others still have to
         question = f"Approve this gate as {person.label}?"
         if unrun:
             question = (
                 f"Did you perform the {len(unrun)} step(s) listed above and check their results, "
                 f"and do you approve this gate as {person.label}?"
             )
-        if not yes and (not sys.stdin.isatty() or not ask(question, err=out.json_mode)):
-            return result  # nobody to ask, or the person said no: the workflow waits at the gate
-        result = await app.service.approve(
+
+        async def asked(question: str = question) -> bool:  # after the engine's own checks
+            return yes or (sys.stdin.isatty() and ask(question, err=out.json_mode))
+
+        request = ApproveRequest(
             person,
             workflow_id,
-            person.label,
-            bool(unrun),
-            progress=printer(out),
-            channel="cli",
+            door="cli",
+            approver=person.label,
+            acknowledge_not_executed=bool(unrun),
             expected_digest=gate.digest,
             gate_step=gate.index,
         )
+        try:
+            result = await app.service.approve(request, progress=printer(out), confirm=asked)
+        except (AlreadyApproved, Declined):
+            # This person already approved (others still have to), or nobody to ask, or the
+            # person said no: the workflow waits at the gate.
+            return result
         pending = result.pending_gate
         if result.is_at_gate and pending is not None and pending.index == gate.index:
             out.show(views.outcome_panel(result))

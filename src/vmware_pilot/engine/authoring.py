@@ -10,7 +10,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import Event, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine.core import ServiceCore, step_summary
+from vmware_pilot.engine.context import ServiceContext, step_summary
 from vmware_pilot.engine.decision import asked_through
 from vmware_pilot.errors import (
     InvalidInput,
@@ -35,7 +35,7 @@ W = WorkflowState
 class Authoring:
     """Workflows come into being here; every plan passes the approval-gate rule before it is saved."""
 
-    def __init__(self, core: ServiceCore) -> None:
+    def __init__(self, core: ServiceContext) -> None:
         self.core = core
 
     @contextlib.contextmanager

@@ -8,7 +8,7 @@ from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.engine.core import ServiceCore
+from vmware_pilot.engine.context import ServiceContext
 from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.errors import (
     InvalidInput,
@@ -35,7 +35,7 @@ def _preview(wf: Workflow, radius: BlastRadius, what: str, tool: str) -> Preview
 class Lifecycle:
     """Rollback and cancel show their blast radius and change nothing until confirmed."""
 
-    def __init__(self, core: ServiceCore) -> None:
+    def __init__(self, core: ServiceContext) -> None:
         self.core = core
 
     def reject(self, actor: Actor, workflow_id: str, reason: str, rejected_by: str = "") -> CancelResult:

@@ -85,7 +85,7 @@ def complete(service: PilotService, refusal: Refusal, ref: Any, argument: Comple
     if name == "workflow_id":
         if refusal("get_workflow_status") is not None:
             return Completion(values=[])
-        ids = service.store.workflows.workflow_ids(typed, _MAX + 1)
+        ids = service.records.workflow_ids(typed, _MAX + 1)
         return Completion(values=ids[:_MAX], hasMore=len(ids) > _MAX)
     return Completion(values=[])
 

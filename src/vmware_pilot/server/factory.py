@@ -16,14 +16,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from vmware_pilot import __version__, telemetry
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.model import Workflow
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.ondemand import AppOnDemand
 from vmware_pilot.server import sdk
-from vmware_pilot.server.access import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.completions import register_completions
 from vmware_pilot.server.descriptions import instructions
 from vmware_pilot.server.exposure import exposed_tools
+from vmware_pilot.server.pipeline import ActorSource, PilotFastMCP, RoleOf
 from vmware_pilot.server.prompts import register_prompts
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runaway import RunawayBreaker
@@ -60,11 +59,9 @@ def _speak_fully(server: PilotFastMCP, source: AppOnDemand) -> None:
 def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
     from vmware_pilot.server.tools import build_tools  # and the result models: not for `initialize`
 
-    return build_tools(lambda: source.get().service, caller, source.settings.watch_interval)
-
-
-def _load(source: AppOnDemand, workflow_id: str) -> Workflow:
-    return source.get().service.store.workflows.load(workflow_id)
+    return build_tools(
+        lambda: source.get().service, caller, source.settings.watch_interval, role=PilotFastMCP.call_role
+    )
 
 
 @contextlib.contextmanager
@@ -109,7 +106,7 @@ def create_server(
 
     ``actor`` is the fixed caller (stdio) or a function returning the caller of the request being
     handled (network). With ``role_of``, tools/list and every call are limited to the caller's role
-    (``server.access``). The settings' exposure (``server.exposure``) hides tools from every caller,
+    (``server.pipeline``). The settings' exposure (``server.exposure``) hides tools from every caller,
     and their runaway limits refuse repeated identical write calls (``server.runaway``). The
     remaining arguments configure FastMCP's HTTP authentication and
     Host/Origin checks. ``initialize`` reports name ``vmware-pilot`` and the package version.
@@ -126,7 +123,6 @@ def create_server(
         log_level=cast(_LogLevel, level if level in _LEVELS else "INFO"),
         caller=caller,
         role_of=role_of,
-        load_workflow=functools.partial(_load, source),
         offered=exposed_tools(settings.mcp_expose, settings.mcp_allow_write),
         runaway=RunawayBreaker(settings.runaway_max, settings.runaway_window_sec),
         token_verifier=token_verifier,

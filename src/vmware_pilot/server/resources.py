@@ -71,10 +71,7 @@ def canonical_uri(uri: str) -> str | None:
 
 
 def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
-    service.store.workflows.load(workflow_id)  # WorkflowNotFound for an unknown id
-    report = service.store.audit.verify_audit(workflow_id)
-    events = [r.to_dict() for r in service.store.audit.audit_events(workflow_id)]
-    return {"workflow_id": workflow_id, "intact": report.ok, "events": events}
+    return service.records.audit_trail(workflow_id)  # WorkflowNotFound for an unknown id
 
 
 def _view(service: PilotService, uri: str) -> _View | None:

@@ -8,7 +8,7 @@ tool declares an output schema exactly when its function's return annotation is 
 model, or a union of models (``output_schema``): every tool's result is one of
 ``vmware_pilot.results``' models, so every tool declares one.
 
-A tool function returns the service's result; ``PilotFastMCP.call_tool`` (``server.access``)
+A tool function returns the service's result; ``PilotFastMCP.call_tool`` (``server.pipeline``)
 frames it, and turns the ``PilotError`` it raises into the refusal result.
 """
 
@@ -34,6 +34,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import PilotError
 from vmware_pilot.results import (
     ApproveResult,
@@ -61,6 +62,7 @@ from vmware_pilot.tooltable import TOOL_NAMES, TOOLS, Effect, ToolSpec
 
 if TYPE_CHECKING:
     from vmware_pilot.engine.service import PilotService
+    from vmware_pilot.safety.duties import Role
 
 __all__ = ["TOOL_NAMES", "build_tools"]
 
@@ -374,14 +376,18 @@ def _through_client(actor: Callable[[], Actor]) -> Callable[[], Actor]:
 
 
 def build_tools(
-    service: Callable[[], PilotService], actor: Callable[[], Actor], watch: float = 1.0
+    service: Callable[[], PilotService],
+    actor: Callable[[], Actor],
+    watch: float = 1.0,
+    role: Callable[[], Role | None] = lambda: None,
 ) -> list[Tool]:
     """The 13 tools bound to ``service()``, in the tool table's order; ``watch`` is the seconds
     between two looks at a workflow's version while ``get_workflow_status`` waits for a change.
 
     ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling
     (and, for a threaded tool, in its worker thread): the service may be built by the first call,
-    and ``actor()`` returns the caller of the request. Each function is named after its tool.
+    and ``actor()`` returns the caller of the request, ``role()`` its role (None: no roles). Each
+    function is named after its tool.
     """
     functions: dict[str, Callable[..., Any]] = {}
     actor = _through_client(actor)
@@ -447,17 +453,18 @@ def build_tools(
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
-            return await service().approve(
+            request = ApproveRequest(
                 actor(),
                 workflow_id,
-                approver,
-                acknowledge_not_executed,
-                progress=progress,
-                ask=ask,
+                door="mcp",
+                role=role(),
+                approver=approver,
+                acknowledge_not_executed=acknowledge_not_executed,
                 gate_step=gate_step,
                 acknowledge_failure=acknowledge_predicted_failure,
                 comment=comment,
             )
+            return await service().approve(request, progress=progress, ask=ask)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -491,7 +498,7 @@ def build_tools(
         if wait_seconds > 0:
 
             def versions(ids: list[str]) -> dict[str, int]:
-                return service().store.workflows.versions(ids)  # in the worker thread: may build the app
+                return service().records.versions(ids)  # in the worker thread: may build the app
 
             await _wait_for_change(versions, workflow_id, wait_seconds, watch)
         return await anyio.to_thread.run_sync(lambda: service().get_workflow_status(workflow_id))

@@ -13,7 +13,7 @@ save, the run that follows), so nothing here calls back into the runner.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 from vmware_pilot.domain.actor import Actor, identity_key
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
@@ -27,6 +27,7 @@ from vmware_pilot.safety.predict import verdict_key
 __all__ = [
     "COMMENT_MAX",
     "PERSON_DOORS",
+    "Admitted",
     "QuorumReached",
     "approvals_missing",
     "precheck",
@@ -42,6 +43,16 @@ S = StepStatus
 PERSON_DOORS: Final = frozenset({"cli", "console"})
 # The longest approval comment kept (characters, on one line).
 COMMENT_MAX: Final = 500
+
+
+class Admitted(NamedTuple):
+    """What ``precheck`` found: the pending gate, the plan digest, the approvals so far and the
+    approvals the gate requires."""
+
+    gate: Step
+    digest: str
+    so_far: int
+    required: int
 
 
 class QuorumReached(StateRefused):
@@ -138,7 +149,7 @@ def precheck(
     now: datetime,
     gate_step: int | None = None,
     acknowledge_failure: str = "",
-) -> tuple[Step, str, int, int]:
+) -> Admitted:
     """Every refusal approve can give before anything changes, in the contract's order
     (docs/contract.md#approve), judged at ``now`` (the database's clock: ``Store.now``).
 
@@ -172,7 +183,7 @@ def precheck(
         )
     if approver is not None:
         _refuse_unacknowledged_failure(wf, gate, acknowledge_failure)
-    return gate, digest, so_far, required
+    return Admitted(gate, digest, so_far, required)
 
 
 def record(

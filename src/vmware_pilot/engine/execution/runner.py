@@ -767,27 +767,35 @@ class Runner:
         holds_run: bool = True,
         acknowledge_failure: str = "",
         comment: str = "",
+        admitted: approval.Admitted | None = None,
     ) -> RunResult:
         """Record an approval of the pending gate (after the caller's checks); at the last one the
         approvals the gate requires, release it and continue the run. ``engine.execution.approval`` decides
         and records (docs/contract.md#approve, plus digest, expiry, quorum and ``gate_step``); this
         carries it out, on the database's clock. ``holds_run`` False (another Pilot holds the run
         lease, e.g. recording another approval of the gate): recorded only when it is not the
-        last approval the gate needs; the last raises ``approval.QuorumReached``, nothing recorded."""
+        last approval the gate needs; the last raises ``approval.QuorumReached``, nothing recorded.
+        ``admitted``: the service's precheck of this approval (made once, before the door asked
+        anyone): not repeated for the first attempt; ``approval.record`` checks the stored record
+        again in the save (state, gate, expiry, plan, four eyes, predicted failure). An attempt
+        after another approval landed checks again."""
         who = approver.strip()
         dispatching = self.dispatcher is not None
         try:
             for _ in range(_COMMIT_ATTEMPTS):
                 now = await asyncio.to_thread(self.store.now)
-                gate, digest, so_far, required = approval.precheck(
-                    wf,
-                    approver,
-                    acknowledge_not_executed,
-                    expected_digest,
-                    now=now,
-                    gate_step=gate_step,
-                    acknowledge_failure=acknowledge_failure,
-                )
+                if admitted is None:
+                    admitted = approval.precheck(
+                        wf,
+                        approver,
+                        acknowledge_not_executed,
+                        expected_digest,
+                        now=now,
+                        gate_step=gate_step,
+                        acknowledge_failure=acknowledge_failure,
+                    )
+                gate, digest, so_far, required = admitted
+                admitted = None  # a further attempt reloaded the workflow: checked again
                 policy = self.policy()
                 guard.refuse_denied(policy, wf.steps, self.catalog, "approve", wf.id)
                 required, judged = self.policy_demand(wf, gate, actor, who, now, policy, required)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from vmware_pilot.app import PilotApp
-from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.gates import waiting_gate
 from vmware_pilot.errors import PilotError
 
 __all__ = ["POLL_SECONDS", "workflow_events", "workflows_events"]
@@ -63,10 +63,9 @@ def workflow_events(
     app: PilotApp, workflow_id: str, request: Request, signed_in: SignedIn
 ) -> StreamingResponse:
     def snapshot() -> dict[str, Any]:
-        wf = app.store.workflows.load(workflow_id)
-        gate = gate_records.pending_gate(wf)
-        digest = gate_records.plan_digest(wf, gate.index) if gate is not None else ""
-        approvals = len(gate_records.approver_names(gate_records.gate_record(wf, gate.index))) if gate else 0
+        wf = app.service.records.load(workflow_id)
+        gate = waiting_gate(wf)
+        digest, approvals = (gate.digest, len(gate.approvers)) if gate is not None else ("", 0)
         return {"version": wf.version, "state": wf.state.value, "digest": digest, "approvals": approvals}
 
     return _stream(request, snapshot, signed_in)
@@ -74,7 +73,7 @@ def workflow_events(
 
 def workflows_events(app: PilotApp, request: Request, signed_in: SignedIn) -> StreamingResponse:
     def snapshot() -> dict[str, Any]:
-        rows = app.store.workflows.list_all(50, 0, None)
+        rows = app.service.records.list_all(50, 0)
         return {"version": "|".join(f"{r['id']}:{r['state']}:{r['updated_at']}" for r in rows)}
 
     return _stream(request, snapshot, signed_in)

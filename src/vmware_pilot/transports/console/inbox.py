@@ -17,7 +17,7 @@ from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.decision import time_left
-from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.gates import waiting_gate
 from vmware_pilot.engine.targets import named_objects
 from vmware_pilot.safety.classify import classify_step
 from vmware_pilot.transports.console.words import StateLook, state_look
@@ -69,9 +69,8 @@ def display_state(wf: Workflow, now: datetime) -> str:
     """The stored state, told apart further: an expired waiting gate, a rolled-back workflow
     (failed, with every undo done) and an incomplete rollback."""
     if wf.state is WorkflowState.AWAITING_APPROVAL:
-        gate = gate_records.pending_gate(wf)
-        record = gate_records.gate_record(wf, gate.index) if gate is not None else None
-        return "expired" if gate_records.is_expired(record, now) else wf.state.value
+        gate = waiting_gate(wf, now)
+        return "expired" if gate is not None and gate.expired else wf.state.value
     if wf.state is WorkflowState.FAILED and wf.rollback_results:
         bad = [r for r in wf.rollback_results if r.get("status") in ("failed", "unknown", "partial")]
         return "rollback_incomplete" if bad else "rolled_back"
@@ -97,12 +96,10 @@ def row_of(wf: Workflow, catalog: Catalog, now: datetime) -> Row:
     tiers = [classify_step(s, catalog)[0].value for s in wf.steps if not s.is_gate]
     risk = max(tiers, key=lambda t: _RISK_ORDER.get(t, 1)) if tiers else "none"
     verdict, left = "", ""
-    gate = gate_records.pending_gate(wf) if wf.state is WorkflowState.AWAITING_APPROVAL else None
+    gate = waiting_gate(wf, now)
     if gate is not None:
-        prediction = gate_records.stored_prediction(wf, gate.index)
-        verdict = prediction.verdict if prediction is not None else "not predicted"
-        record = gate_records.gate_record(wf, gate.index)
-        expires = record.expires_at if record else None
+        verdict = gate.prediction.verdict if gate.prediction is not None else "not predicted"
+        expires = gate.expires_at
         left = time_left(None if expires is None else (expires - now).total_seconds())
     messages = [str(s.params.get("message", "")) for s in wf.steps if s.is_gate]
     description = str(wf.params.get("description", "") or "")

@@ -1,6 +1,6 @@
 """What every part of the application service shares: its dependencies, per-workflow locks,
 detached runs and loading. ``PilotService``, ``Authoring`` and ``Lifecycle`` each hold one
-``ServiceCore`` (composition, not a chain of base classes)."""
+``ServiceContext`` (composition, not a chain of base classes)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from vmware_pilot.safety import gating
 from vmware_pilot.store.protocol import Store
 from vmware_pilot.templates.registry import TemplateRegistry
 
-__all__ = ["ServiceCore", "step_summary"]
+__all__ = ["ServiceContext", "step_summary"]
 
 W = WorkflowState
 T = TypeVar("T")
@@ -35,7 +35,7 @@ def step_summary(step: Step) -> dict[str, Any]:
     return {"index": step.index, "action": step.action, "skill": step.skill, "tool": step.tool}
 
 
-class ServiceCore:
+class ServiceContext:
     """Store, catalog, templates, runner and approvals policy, and the helpers every operation uses."""
 
     def __init__(

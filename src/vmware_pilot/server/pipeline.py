@@ -1,11 +1,12 @@
-"""Per-caller access: who is calling, which tools they see and may call, and the four-eyes rule.
+"""The call pipeline: every tool call from an MCP client, from its name to its framed result.
 
 ``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name or
 OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
-tools the caller's role allows, and a call outside the role, or an approval the role forbids
-(``approve: none``, or ``approve: others`` on a workflow the caller created or edited), is
-refused (``AccessRefused``) before the tool runs. Without a role lookup (stdio) every tool is
-available.
+tools the caller's role allows, and a call outside the role is refused (``AccessRefused``,
+``engine.roles``) before the tool runs; the role goes with the call (``call_role``) to the
+service, which applies the approve rule (``approve: none``, or ``approve: others`` on a workflow
+the caller created or edited) with the rest of an approval's checks. Without a role lookup
+(stdio) every tool is available.
 
 Every refusal of a call, whoever raises it (the door in ``server.arguments``, the role check here,
 the engine), is a ``PilotError`` that ``call_tool`` turns into a result in one place
@@ -25,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
@@ -37,16 +39,16 @@ from pydantic import ValidationError
 
 from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.model import Workflow
-from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
-from vmware_pilot.safety.duties import Role, approve_refusal, tool_refusal
+from vmware_pilot.engine import roles
+from vmware_pilot.errors import PilotError
+from vmware_pilot.safety.duties import Role
 from vmware_pilot.server import sdk
 from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_tool_refusal
 from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_failure
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
-__all__ = ["ActorSource", "PilotFastMCP", "RoleOf", "read_refusal"]
+__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -54,31 +56,8 @@ ActorSource = Callable[[], Actor]
 """The caller of the request being handled; raises ``PilotError`` when there is none."""
 RoleOf = Callable[[Actor], Role]
 """The caller's role, looked up on every call; raises ``PilotError`` when it cannot be used."""
-LoadWorkflow = Callable[[str], Workflow]
-
-_APPROVE_HINT = (
-    "Have someone whose role allows approving (approve: any, or approve: others for a workflow "
-    "they did not create or edit) approve it."
-)
-
-
-def read_refusal(actor: Actor, role: Role, tools: Collection[str]) -> AccessRefused | None:
-    """Why ``actor`` (with ``role``) may not see what ``tools`` show, or None when any one of them
-    is the role's: the one rule for reads outside the tools themselves (resources, completions,
-    subscriptions, the web console's pages)."""
-    if any(tool_refusal(role, tool) is None for tool in tools):
-        return None
-    first = next(iter(tools))
-    how = (
-        "a group of yours mapped to it in the roles file"
-        if actor.kind == "oidc"
-        else f"`vmware-pilot token set-role {actor.name} ROLE`"
-    )
-    return AccessRefused(
-        f"{tool_refusal(role, first)}.",
-        hint=f"Ask an administrator for a role that includes {' or '.join(tools)} ({how}).",
-        role=role.name,
-    )
+# The caller's role as the pipeline looked it up for the tool call in flight (None: no roles).
+_CALL_ROLE: ContextVar[Role | None] = ContextVar("vmware_pilot_call_role", default=None)
 
 
 class _HiddenToolNotice(logging.Filter):
@@ -97,7 +76,6 @@ class PilotFastMCP(FastMCP[Any]):
         tools: Callable[[], list[Tool]],
         caller: ActorSource,
         role_of: RoleOf | None,
-        load_workflow: LoadWorkflow,
         offered: frozenset[str] = frozenset(TOOL_NAMES),
         runaway: RunawayBreaker | None = None,
         **kwargs: Any,
@@ -107,7 +85,6 @@ class PilotFastMCP(FastMCP[Any]):
         self._build_tools: Callable[[], list[Tool]] | None = tools
         self._caller = caller
         self._role_of = role_of
-        self._load_workflow = load_workflow
         self._offered = offered
         self._runaway = runaway
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -123,6 +100,11 @@ class PilotFastMCP(FastMCP[Any]):
             build, self._build_tools = self._build_tools, None
             sdk.add_tools(self, build())
 
+    @staticmethod
+    def call_role() -> Role | None:
+        """The role of the caller of the tool call in flight (None: this server knows no roles)."""
+        return _CALL_ROLE.get()
+
     def _role(self) -> tuple[Actor, Role]:
         assert self._role_of is not None
         actor = self._caller()
@@ -136,7 +118,7 @@ class PilotFastMCP(FastMCP[Any]):
             actor, role = self._role()
         except PilotError as exc:
             return exc
-        return read_refusal(actor, role, (tool,))
+        return roles.read_refusal(actor, role, (tool,))
 
     async def list_tools(self) -> list[MCPTool]:
         self._build_tools_once()
@@ -186,7 +168,7 @@ class PilotFastMCP(FastMCP[Any]):
             raise unknown_tool_refusal(name, [n for n in TOOL_NAMES if n in self._offered])
         check_limits(arguments)
         if self._role_of is not None:
-            await self._check_role(name, arguments)
+            self._check_role(name)
         if self._runaway is not None:
             actor = self._caller()
             self._runaway.check(f"{actor.kind}:{actor.name}", name, arguments)
@@ -220,26 +202,12 @@ class PilotFastMCP(FastMCP[Any]):
             else:
                 self._turns[workflow_id] = (lock, users - 1)
 
-    async def _check_role(self, name: str, arguments: dict[str, Any]) -> None:
-        """Raise ``AccessRefused`` (or the role lookup's refusal) unless the caller may make this call."""
+    def _check_role(self, name: str) -> None:
+        """Raise ``AccessRefused`` (or the role lookup's refusal) unless the caller's role has the
+        tool; the role then goes with the call (``call_role``)."""
         actor, role = self._role()
-        reason = tool_refusal(role, name)
-        how = (
-            "a group of yours mapped to it in the roles file"
-            if actor.kind == "oidc"
-            else f"`vmware-pilot token set-role {actor.name} ROLE`"
-        )
-        hint = f"Ask an administrator for a role that includes {name} ({how}), or use a tool this role lists."
-        if reason is None and name == "approve" and role.approve != "any":
-            workflow_id = arguments.get("workflow_id")
-            if not isinstance(workflow_id, str):
-                return  # argument validation reports it
-            try:
-                wf = self._load_workflow(workflow_id)
-            except WorkflowNotFound:
-                return  # the tool reports the unknown id in the contract's words
-            reason, hint = approve_refusal(role, actor, wf), _APPROVE_HINT
-        if reason is None:
-            return
-        _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, reason)
-        raise AccessRefused(f"{reason}.", hint=hint, role=role.name, tool=name)
+        refused = roles.call_refusal(actor, role, name)
+        if refused is not None:
+            _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, refused.message)
+            raise refused
+        _CALL_ROLE.set(role)
