@@ -19,6 +19,7 @@ from tests.conftest import REPO
 PACKAGE_ROOT = REPO / "src" / "vmware_pilot"
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 ROW = re.compile(r"^\| `([\w.]+?)/?` \|[^|]*\| (.*) \|$")
+INNER = re.compile(r"^\| `([\w.]+)` \| (.*) \|$")
 NAME = re.compile(r"`([\w.]+?)/?`")
 
 
@@ -34,6 +35,18 @@ def documented_layers() -> list[tuple[str, set[str] | None]]:
         unit, imports = match.groups()
         rows.append((unit, None if imports.strip() == "everything below" else set(NAME.findall(imports))))
     return rows
+
+
+def inner_modules() -> dict[str, set[str]]:
+    """The Doors table: each inner module (dotted, under vmware_pilot) and the units that may not import it."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    table = text.split("## Doors", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        match = INNER.match(line.strip())
+        if match is not None:
+            found[match.group(1)] = set(NAME.findall(match.group(2)))
+    return found
 
 
 def unit_of(module: str) -> str | None:
@@ -109,6 +122,57 @@ def offending_imports(rows: list[tuple[str, set[str] | None]], files: dict[Path,
 def test_no_module_imports_outside_what_its_layer_allows() -> None:
     offences = offending_imports(documented_layers(), source_files())
     assert not offences, "imports against docs/architecture.md#layers:\n" + "\n".join(offences)
+
+
+def door_offences(inner: dict[str, set[str]], files: dict[Path, str]) -> list[str]:
+    """Imports of an inner module (or a module inside it) by a unit its Doors row names."""
+    offences = []
+    for path, source in files.items():
+        here = unit_of(module_name(path)[0])
+        for target, line in imported_modules(path, source):
+            for module, doors in inner.items():
+                name = f"vmware_pilot.{module}"
+                if here in doors and (target == name or target.startswith(name + ".")):
+                    offences.append(f"{path.relative_to(REPO)}:{line} imports {target} ({here} -> {module})")
+    return offences
+
+
+def test_the_doors_table_names_modules_and_units_that_exist() -> None:
+    inner = inner_modules()
+    assert {"engine.execution", "store.sql"} <= set(inner)
+    units = {unit for unit, _ in documented_layers()}
+    for module, doors in inner.items():
+        parts = module.split(".")
+        assert (
+            PACKAGE_ROOT.joinpath(*parts).is_dir()
+            or PACKAGE_ROOT.joinpath(*parts[:-1], f"{parts[-1]}.py").exists()
+        ), module
+        assert doors and doors <= units, (module, doors - units)
+
+
+def test_no_door_imports_the_engines_or_the_stores_inner_modules() -> None:
+    """cli, transports and server go through PilotService and the store package's names."""
+    offences = door_offences(inner_modules(), source_files())
+    assert not offences, "imports against docs/architecture.md#doors:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize(
+    ("door", "inner", "row"),
+    [
+        ("cli", "engine.execution.approval", "engine.execution"),
+        ("transports", "store.sql", "store.sql"),
+        ("server", "engine.execution", "engine.execution"),
+    ],
+)
+def test_a_door_importing_an_inner_module_is_caught(door: str, inner: str, row: str) -> None:
+    """The check can fail: a door module importing an inner module, even by a relative path, is reported."""
+    probe = PACKAGE_ROOT / door / "probe.py"
+    files = {probe: f"from vmware_pilot.{inner} import __name__ as _inner\n"}
+    assert door_offences(inner_modules(), files) == [
+        f"{probe.relative_to(REPO)}:1 imports vmware_pilot.{inner} ({door} -> {row})"
+    ]
+    relative = {PACKAGE_ROOT / door / "sub" / "probe.py": "from ...engine.execution import runner\n"}
+    assert door_offences(inner_modules(), relative), "a relative import is resolved and caught"
 
 
 @pytest.mark.parametrize(

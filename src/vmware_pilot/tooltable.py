@@ -3,7 +3,7 @@
 This table is the only list of the tools. Registration (name, title, description, annotations),
 the built-in roles' tools, which calls run in a worker thread, which calls on one workflow take
 turns, and the hint of an unexpected failure are all read from it (``server/tools.py``,
-``server/access.py``, ``server/errors.py``, ``safety/duties.py``). It imports nothing: the MCP
+``server/pipeline.py``, ``server/errors.py``, ``safety/duties.py``). It imports nothing: the MCP
 annotations are derived from ``effect`` in ``server/tools.py``, the one module that registers.
 
 A tool's description is product copy for a model: what it does, when to use it (and which sibling

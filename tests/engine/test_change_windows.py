@@ -16,8 +16,8 @@ from tests.engine.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
 

@@ -22,8 +22,8 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import conflicts
 from vmware_pilot.engine.execution import conductor
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
 

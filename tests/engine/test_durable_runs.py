@@ -1,5 +1,5 @@
 """Durable runs: a replica SIGKILLed in the middle of a run, and another replica's sweeper
-continues it once the dead one's run lease has expired (engine/execution/sweeper.py).
+continues it once the dead one's run lease has expired (engine/sweeper.py).
 
 The dead replica is a real process (tests/engine/replica.py) on the test's database; the survivor
 is a Pilot in this process whose sweeper is driven one pass at a time.
@@ -28,8 +28,8 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.sweeper import Sweeper
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.execution.sweeper import Sweeper, sweeping
+from vmware_pilot.engine.sweeper import Sweeper, sweeping
 from vmware_pilot.errors import DatabaseUnavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]

@@ -28,10 +28,10 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine.execution import sweeper as sweeper_module
+from vmware_pilot.engine import sweeper as sweeper_module
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import DatabaseUnavailable, StateRefused
 from vmware_pilot.ownership import new_run_owner
 from vmware_pilot.store.protocol import Store

@@ -22,8 +22,8 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.sweeper import Sweeper
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")

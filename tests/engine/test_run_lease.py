@@ -15,8 +15,8 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.execution.sweeper import Sweeper
 from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}

@@ -82,10 +82,10 @@ def load_settings(dispatch: bool, expose: str | None = None, allow_write: str | 
 
 
 async def _sweep(app: AppOnDemand) -> None:
-    """With dispatch, continue the runs of Pilots that stopped (engine/execution/sweeper.py). The engine is
+    """With dispatch, continue the runs of Pilots that stopped (engine/sweeper.py). The engine is
     imported only after the first interval: the MCP handshake never waits for it."""
     await asyncio.sleep(app.settings.sweep_seconds)
-    from vmware_pilot.engine.execution.sweeper import Sweeper
+    from vmware_pilot.engine.sweeper import Sweeper
 
     await Sweeper(lambda: app.get().service.runner, app.settings.sweep_seconds).run()
 

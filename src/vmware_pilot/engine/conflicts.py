@@ -12,7 +12,7 @@ approval that would release it (nothing changed), naming the holder, its state a
 with ``conflicts: {mode: wait}`` in the policy the run goes on (reads run) and its first write
 is held (``conflict_check``, a pre-write check of engine/execution/holds.py) at the gate that
 released it, saying which workflow it waits for; the sweeper continues it once the holder lets
-go (engine/execution/sweeper.py). A write with no gate before it has nowhere to wait: refused
+go (engine/sweeper.py). A write with no gate before it has nowhere to wait: refused
 in wait mode too. Reads take nothing and are never held back. Datastores and networks are
 places many workflows use at once (a clone onto a datastore, a VM on a port group): they are
 not locked. Without dispatch (hand-back) a workflow holds its objects the same way while it

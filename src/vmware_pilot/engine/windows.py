@@ -4,7 +4,7 @@ The policy's ``windows`` (policy/model.py) say when write and destructive steps 
 may run. Right before Pilot sends a write step, ``window_check`` (a pre-write check,
 engine/execution/holds.py) judges the step on the database's clock (``Store.now``): closed, the
 step is held and the run waits at the gate that released it, which says why and when it may go
-on (the next opening, ``resumes_at``). The sweeper (engine/execution/sweeper.py) continues the
+on (the next opening, ``resumes_at``). The sweeper (engine/sweeper.py) continues the
 run on its own once the window opens. Before that, a person holding one of the roles or
 identity-provider groups the closed windows name (``approvers``) may approve the gate as an
 exception (``exception_refusal`` refuses anyone else); the steps that gate releases then run

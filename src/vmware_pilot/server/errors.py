@@ -2,7 +2,7 @@
 
 Every refusal a client sees is a raised ``PilotError``: the engine's, the door's (an unknown tool,
 arguments over a limit or against the schema: ``server.arguments``) and the caller's role
-(``server.access``). ``refusal_result`` frames its ``payload()`` (``error``, the fields a client
+(``server.pipeline``). ``refusal_result`` frames its ``payload()`` (``error``, the fields a client
 keys on, ``hint``) with ``isError`` true, kept small whatever the caller sent (``server.bounds``).
 
 Anything else escaping a tool is a bug or an outside failure: ``unexpected_failure`` logs it to

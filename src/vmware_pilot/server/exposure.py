@@ -2,7 +2,7 @@
 
 ``all`` (the default) offers the 13 tools. ``read`` offers the tools whose effect is ``read`` in
 the tool table (``vmware_pilot.tooltable``), plus the write tools ``--allow-write`` names. A tool
-not offered is neither listed nor callable (``server.access``): a call to it gets the answer of a
+not offered is neither listed nor callable (``server.pipeline``): a call to it gets the answer of a
 tool this server does not have. The flags win; the environment (``VMWARE_PILOT_MCP_EXPOSE``,
 ``VMWARE_PILOT_MCP_ALLOW_WRITE``) is read only when neither flag is given, so the two are never
 mixed. Every problem is a ``StartupRefused`` (one line and a hint; exit 2).

@@ -2,7 +2,7 @@
 
 Every request to ``/mcp`` needs ``Authorization: Bearer <token>``: a static token (tokens.py),
 whose name is the caller, or with OAuth configured a JWT access token (oauth.py), whose subject is
-the caller; the caller's role limits what it sees and may do (server/access.py). Before auth,
+the caller; the caller's role limits what it sees and may do (server/pipeline.py). Before auth,
 the Host header must name the server (421) and a browser Origin must be the server's own (403),
 in any letter case, which defeats DNS rebinding. ``GET /healthz`` answers ``{"status": "ok"}``
 to anyone and says nothing else; ``/livez`` and ``/readyz`` are the probes of health.py. ``/console`` is the web console (transports/console), signed in

@@ -6,7 +6,7 @@ the next. The run lease can: every run and approval takes it (row ``run:<workflo
 same ``leases`` table, on the database's clock) before the workflow can become ``running``, holds
 it while the walk goes on and releases it when the run stops at a gate, an end or a refusal. A
 workflow that is ``running`` while its run lease has expired was left by a Pilot that is gone;
-the sweeper (engine/execution/sweeper.py) takes the lease (exactly one process can) and continues
+the sweeper (engine/sweeper.py) takes the lease (exactly one process can) and continues
 the run.
 
 Fencing. Every save a run makes carries the run lease's fence, and the step lease's while a step
