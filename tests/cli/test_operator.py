@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
+from tests.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli import views
 from vmware_pilot.cli.main import app as cli
@@ -190,6 +191,30 @@ def test_approve_records_the_os_user_bound_to_the_digest_shown(pilot: PilotApp) 
     approved = [e for e in after["audit_log"] if e["action"] == "approved"]
     assert approved[0]["actor"] == ME and digest in approved[0]["detail"]
     assert "hunter2" not in result.stdout
+
+
+def test_approve_at_the_terminal_runs_the_precheck_once(
+    pilot: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI shows the gate, then hands one request to the service, which checks it once before
+    the question and records it with that check (it used to check, ask, then check again)."""
+    wid = at_gate(pilot)
+    prechecks = count_prechecks(monkeypatch)
+    result = invoke("approve", wid, "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["approved_by"] == ME
+    assert prechecks == [wid]
+
+
+def test_a_refused_approval_at_the_terminal_is_refused_before_the_question(
+    pilot: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wid = at_gate(pilot, READ, GATE, OFF)  # the read was handed out: unacknowledged, it refuses
+    prechecks = count_prechecks(monkeypatch)
+    result = invoke("approve", wid, input="y\n")
+    assert result.exit_code != 0 and "--ack-not-executed" in result.stderr
+    assert "Approve this gate" not in result.output, "refused before the person is asked"
+    assert prechecks == [wid] and status(pilot, wid)["state"] == "awaiting_approval"
 
 
 def test_approve_full_shows_what_the_gate_releases_with_its_risk(pilot: PilotApp) -> None:

@@ -16,10 +16,12 @@ import httpx
 import pytest
 
 from tests.engine.fakes import ScriptedDispatcher
+from tests.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.console.words import change_lines, evidence_line, for_people
@@ -304,3 +306,58 @@ def test_changes_are_told_plainly_and_a_running_step_is_running_not_of_unknown_e
         "Running now: step 2 (power_on_vm on web-02).",
     ]
     assert change_lines({"changed": [], "unknown_effects": []}) == ["Nothing changed yet."]
+
+
+def digest_on(html: str) -> str:
+    found = re.search(r'name="digest" value="([^"]+)"', html)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+async def test_the_gate_page_predicts_once_and_an_approval_runs_the_precheck_once(
+    console: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read of the gate for the page (view, decision summary, what the person may do); the
+    approval is one request to the service, checked once before the answer page, recorded with it."""
+    app, signed_in, _ = console
+    wid = await at_gate(app, "bob", [gate(), off()])
+    alice = await signed_in("alice")
+    predictions: list[int] = []
+    real = gate_records.prediction_of
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        predictions.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gate_records, "prediction_of", counted)
+    page = await alice.get(f"/console/workflows/{wid}/gate")
+    assert page.status_code == 200 and 'id="approve"' in page.text
+    assert len(predictions) == 1, "the view, the summary and the controls share one prediction"
+
+    prechecks = count_prechecks(monkeypatch)
+    wrong = await alice.post(
+        f"/console/workflows/{wid}/approve",
+        data={"csrf": csrf_of(page.text), "digest": digest_on(page.text), "gate_step": "1"},
+    )
+    assert wrong.status_code == 409 and "not the gate waiting for approval" in text_of(wrong.text)
+    assert prechecks == [wid]
+    done = await alice.post(
+        f"/console/workflows/{wid}/approve",
+        data={"csrf": csrf_of(page.text), "digest": digest_on(page.text), "gate_step": "0"},
+    )
+    assert done.status_code == 303 and done.headers["location"].endswith("?notice=approved")
+    await settled(app, wid, lambda s: s["state"] != "awaiting_approval")
+    assert prechecks == [wid, wid], "one per approval: the refused one and the recorded one"
+
+
+async def test_the_role_refuses_an_approval_in_the_service_with_the_consoles_403(console: Any) -> None:
+    app, signed_in, _ = console
+    wid = await at_gate(app, "olga", [gate(), off()])
+    olga = await signed_in("olga")
+    page = await olga.get(f"/console/workflows/{wid}/gate")
+    refused = await olga.post(
+        f"/console/workflows/{wid}/approve", data={"csrf": csrf_of(page.text), "digest": "sha256:x"}
+    )
+    assert refused.status_code == 403
+    assert "Refused: Role 'operator' approves only workflows someone else created" in text_of(refused.text)
+    assert app.service.get_workflow_status(wid)["state"] == "awaiting_approval"

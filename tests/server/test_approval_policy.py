@@ -16,6 +16,7 @@ import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
+from tests.prechecks import count_prechecks
 from tests.server.conftest import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -366,3 +367,29 @@ async def test_a_signed_in_caller_the_policy_does_not_accept_is_refused_without_
         out = await client.refused("approve", workflow_id=wf)
     assert out["refused"] == "policy_approvers" and out["rule"] == "operators"
     assert person.forms == []
+
+
+async def test_an_approval_through_the_elicitation_form_runs_the_precheck_once(
+    elicit_app: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before the person is asked, not again after the form (the form's answer is checked
+    by the record in the save: four eyes, the acknowledgment of a predicted failure)."""
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client)
+        prechecks = count_prechecks(monkeypatch)
+        out = await client.ok("approve", workflow_id=wf)
+    assert out["approved_by"] == "carol" and len(person.forms) == 1
+    assert prechecks == [wf]
+
+
+async def test_a_refusal_through_the_form_door_comes_before_the_form_from_the_one_precheck(
+    elicit_app: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    person = Person({"decision": "approve", "approver": "carol"})
+    async with session(elicit_app, person) as client:
+        wf = await at_gate(client, gate(), OFF)
+        prechecks = count_prechecks(monkeypatch)
+        refused = await client.refused("approve", workflow_id=wf, gate_step=1)
+    assert refused["refused"] == "not_the_waiting_gate" and person.forms == []
+    assert prechecks == [wf]

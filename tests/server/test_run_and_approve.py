@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from mcp.types import ProgressNotification, ServerNotification
 
+from tests.prechecks import count_prechecks
 from tests.server.conftest import GATE, READ_STEP, Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import StepStatus
@@ -210,3 +212,18 @@ async def test_approve_without_gate_step_keeps_the_2_4_0_meaning(client: Client)
     assert wrong["waiting_gate"] == 0
     out = await client.ok("approve", workflow_id=wf, approver="bob")
     assert out["steps"][0]["status"] == "success"
+
+
+async def test_an_approval_through_the_tool_runs_the_precheck_once(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP door builds one request; the service checks it once and the runner records it with
+    that check (approval.record re-reads the stored record in the save, which is no precheck)."""
+    wf = await client.custom([GATE])
+    await client.ok("run_workflow", workflow_id=wf)
+    prechecks = count_prechecks(monkeypatch)
+    done = await client.ok("approve", workflow_id=wf, approver="alice")
+    assert done["approved_by"] == "alice"
+    assert prechecks == [wf]
+    refused = await client.refused("approve", workflow_id=wf, approver="bob")
+    assert "not awaiting approval" in refused["error"] and prechecks == [wf, wf]

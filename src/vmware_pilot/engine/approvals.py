@@ -23,7 +23,8 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import guard, policy, roles, windows
 from vmware_pilot.engine.context import ServiceContext
-from vmware_pilot.engine.execution.approval import Admitted, QuorumReached, precheck
+from vmware_pilot.engine.execution import approval
+from vmware_pilot.engine.execution.approval import Admitted, QuorumReached
 from vmware_pilot.engine.execution.runlease import RunLease, holding_run
 from vmware_pilot.engine.gates import Gates
 from vmware_pilot.engine.lifecycle import Lifecycle
@@ -95,7 +96,7 @@ class Approvals:
         window by someone the window does not name). The runner judges the policy again, with the
         time of the save, when it records the approval."""
         now = self.core.store.now()
-        admitted = precheck(
+        admitted = approval.precheck(
             wf,
             approver,
             request.acknowledge_not_executed,
