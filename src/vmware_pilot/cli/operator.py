@@ -31,7 +31,7 @@ from vmware_pilot.cli.terminal import visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
-from vmware_pilot.engine.gateview import GateView
+from vmware_pilot.engine.gates import GatePage
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 from vmware_pilot.errors import PilotError, StepsNotExecuted
@@ -193,36 +193,27 @@ def templates(json_output: JsonOption = False) -> None:
     )
 
 
-def _pending_gate(
-    app: Any,
-    workflow_id: str,
-    out: Output,
-    json_output: bool,
-    person: Actor | None = None,
-    *,
-    full: bool = False,
-) -> GateView:
-    """Show the gate view (compact, or ``full``); for ``person`` (who is about to decide) with the
-    targets read again."""
-    shown: GateView
+def _gate(
+    app: Any, workflow_id: str, person: Actor, out: Output, json_output: bool, full: bool, read_again: bool
+) -> GatePage:
+    """Show the gate view (compact, or ``full``; ``read_again``: the targets read again for the
+    person about to approve); the page also holds its decision summary and what ``person`` may do
+    (one prediction for all)."""
     try:
-        if person is not None and app.dispatcher is not None:
-            shown = run_async(app, app.service.show_gate(person, workflow_id))
-        else:
-            shown = app.service.pending_gate(workflow_id)
+        work = app.service.gate_page(person, workflow_id, None, "cli", read_again=read_again)
+        page: GatePage = run_async(app, work)
     except PilotError as exc:
         fail(exc, json_output)
-    out.show(views.gate_panel(shown, full=full))
-    return shown
+    out.show(views.gate_panel(page.view, full=full))
+    return page
 
 
-def _decision(app: Any, workflow_id: str, person: Actor, out: Output) -> Eligibility:
-    """Show the decision summary and what ``person`` may do, the last lines above the prompt."""
-    decision = app.service.decision(workflow_id)
-    allowed: Eligibility = app.service.eligibility(person, workflow_id, channel="cli")
-    if decision is not None:
-        out.show(views.decision_panel(decision, allowed))
-    return allowed
+def _decision(page: GatePage, out: Output) -> Eligibility:
+    """Show the decision summary and what the person may do, the last lines above the prompt."""
+    assert page.may is not None  # asked for a door
+    if page.decision is not None:
+        out.show(views.decision_panel(page.decision, page.may))
+    return page.may
 
 
 FullOption = Annotated[
@@ -260,7 +251,8 @@ def approve(
     out = Output(json_output)
     person = operator()
     with open_app(dispatch) as app:
-        view = _pending_gate(app, workflow_id, out, json_output, person, full=full)
+        page = _gate(app, workflow_id, person, out, json_output, full, read_again=True)
+        view = page.view
         pending = view.pending()
         # The approval names the gate and the plan the person was shown.
         digest, gate_step = (pending.digest, pending.index) if pending else ("", None)
@@ -277,7 +269,7 @@ def approve(
                 if app.dispatcher is not None
                 else app.service.release_notice(workflow_id)
             )
-        allowed = _decision(app, workflow_id, person, out)
+        allowed = _decision(page, out)
         if not allowed.may_approve:
             refuse(
                 allowed.approve_why,
@@ -341,8 +333,7 @@ def reject(
     if not reason.strip():
         refuse("a rejection needs a reason", "Pass --reason 'what is wrong'.", code=2)
     with open_app() as app:
-        _pending_gate(app, workflow_id, out, json_output, full=full)
-        allowed = _decision(app, workflow_id, person, out)
+        allowed = _decision(_gate(app, workflow_id, person, out, json_output, full, read_again=False), out)
         if not allowed.may_reject:
             refuse(allowed.reject_why, f"`vmware-pilot status {workflow_id}` shows where it stands.")
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)

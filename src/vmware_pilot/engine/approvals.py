@@ -1,7 +1,7 @@
 """Approving a gate, the same way through every door (the MCP tool, the operator CLI, the console).
 
 A door builds one ``ApproveRequest`` and calls ``Approvals.approve``; every check runs here, once
-per call, in this order: the caller's role (``engine.roles``), the authenticated caller as the
+per call, in this order: the caller's role (``safety.roles``), the authenticated caller as the
 approver, the approvals policy's door (``engine.policy.require_door``), then the approval's
 precheck (``engine.execution.approval.precheck``: not at a gate, not the gate meant, expired, plan
 changed, the same person twice, unacknowledged hand-outs or predicted failure) with the policy in
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Workflow
-from vmware_pilot.engine import guard, policy, roles, windows
+from vmware_pilot.engine import guard, policy, windows
 from vmware_pilot.engine.context import ServiceContext
 from vmware_pilot.engine.execution import approval
 from vmware_pilot.engine.execution.approval import Admitted, QuorumReached
@@ -33,6 +33,7 @@ from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import InvalidInput, PilotError, StateRefused
 from vmware_pilot.results import ApproveResult, CancelResult, RunResult
+from vmware_pilot.safety import roles
 
 __all__ = ["Approvals", "Confirm", "Declined"]
 

@@ -116,11 +116,13 @@ class Gates:
         workflow_id: str,
         role: Role | None = None,
         channel: ApprovalChannel | None = None,
+        *,
+        read_again: bool = True,
     ) -> GatePage:
-        """The gate view after reading the targets again (``show_gate``), its decision summary and,
-        with ``channel``, what ``actor`` (with ``role``) may do at it through that door: one
-        prediction for all three."""
-        view = await self.show_gate(actor, workflow_id)
+        """The gate view after reading the targets again (``show_gate``; ``read_again`` False: as
+        stored, ``pending_gate``), its decision summary and, with ``channel``, what ``actor`` (with
+        ``role``) may do at it through that door: one prediction for all three."""
+        view = await self.show_gate(actor, workflow_id) if read_again else self.pending_gate(workflow_id)
 
         def summarised() -> GatePage:
             wf = self.load_noticed(workflow_id)

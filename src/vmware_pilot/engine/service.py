@@ -17,7 +17,7 @@ from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
-from vmware_pilot.engine import conflicts, guard, roles
+from vmware_pilot.engine import conflicts, guard
 from vmware_pilot.engine.approvals import Approvals, Confirm
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.context import ServiceContext
@@ -54,6 +54,7 @@ from vmware_pilot.results import (
     StatusView,
     TemplateInfo,
 )
+from vmware_pilot.safety import roles
 from vmware_pilot.safety.duties import Role
 from vmware_pilot.safety.review import review
 from vmware_pilot.store.protocol import Store
@@ -202,8 +203,10 @@ class PilotService:
         workflow_id: str,
         role: Role | None = None,
         channel: ApprovalChannel | None = None,
+        *,
+        read_again: bool = True,
     ) -> GatePage:
-        return await self.gates.gate_page(actor, workflow_id, role, channel)
+        return await self.gates.gate_page(actor, workflow_id, role, channel, read_again=read_again)
 
     def decision(self, workflow_id: str) -> Decision | None:
         return self.gates.decision(workflow_id)

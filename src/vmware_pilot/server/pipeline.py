@@ -3,7 +3,7 @@
 ``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name or
 OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
 tools the caller's role allows, and a call outside the role is refused (``AccessRefused``,
-``engine.roles``) before the tool runs; the role goes with the call (``call_role``) to the
+``safety.roles``) before the tool runs; the role goes with the call (``call_role``) to the
 service, which applies the approve rule (``approve: none``, or ``approve: others`` on a workflow
 the caller created or edited) with the rest of an approval's checks. Without a role lookup
 (stdio) every tool is available.
@@ -39,8 +39,8 @@ from pydantic import ValidationError
 
 from vmware_pilot import telemetry
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine import roles
 from vmware_pilot.errors import PilotError
+from vmware_pilot.safety import roles
 from vmware_pilot.safety.duties import Role
 from vmware_pilot.server import sdk
 from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_tool_refusal

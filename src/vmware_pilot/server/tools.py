@@ -34,7 +34,6 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.errors import PilotError
 from vmware_pilot.results import (
     ApproveResult,
@@ -453,6 +452,8 @@ def build_tools(
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
+            from vmware_pilot.engine.requests import ApproveRequest  # the engine: not for tools/list
+
             request = ApproveRequest(
                 actor(),
                 workflow_id,

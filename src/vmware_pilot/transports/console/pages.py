@@ -13,10 +13,10 @@ from starlette.responses import RedirectResponse, Response
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.gates import waiting_gate
-from vmware_pilot.engine.roles import call_refusal
 from vmware_pilot.errors import WorkflowNotFound
 from vmware_pilot.results import StatusView
 from vmware_pilot.safety.redaction import redact, redact_identity
+from vmware_pilot.safety.roles import call_refusal
 from vmware_pilot.transports.console import inbox
 from vmware_pilot.transports.console.events import workflow_events, workflows_events
 from vmware_pilot.transports.console.outcome import ending

@@ -17,7 +17,7 @@ from vmware_pilot.transports.console.sessions import Session
 __all__ = ["GATE", "LIST", "REASON_MAX", "STATUS", "Caller", "Denied", "RoleOf", "requested_id", "safe_next"]
 
 RoleOf = Callable[[Actor], Role]
-# What each page shows is what these tools show: the role needs one of them (engine.roles.read_refusal).
+# What each page shows is what these tools show: the role needs one of them (safety.roles.read_refusal).
 LIST: Final = ("list_workflows",)
 STATUS: Final = ("get_workflow_status",)
 GATE: Final = ("get_workflow_status", "approve")

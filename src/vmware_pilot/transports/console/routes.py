@@ -4,7 +4,7 @@ Every page but the sign-in form needs a session (``sessions``), checked again on
 a session signed in with a static token ends once that token is revoked or replaced, and the
 role is read now (the token's current role; an OIDC person's from their groups), so a changed
 role applies to the next click. A page shows only what the role may read through the MCP tools
-(``engine.roles.read_refusal``, the rule the MCP resources follow): the list needs
+(``safety.roles.read_refusal``, the rule the MCP resources follow): the list needs
 ``list_workflows``, a workflow, its steps and its events ``get_workflow_status``, a gate that or
 ``approve``. Every POST body is bounded before any form is read (``http_body.FormLimit``: 413
 past 1 MiB) and carries the session's CSRF token (the sign-in form a double-submit cookie),
@@ -37,8 +37,8 @@ from starlette.templating import Jinja2Templates
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.engine.decision import time_left
-from vmware_pilot.engine.roles import read_refusal
 from vmware_pilot.errors import DatabaseUnavailable, PilotError
+from vmware_pilot.safety.roles import read_refusal
 from vmware_pilot.transports.callers import RETRY_AFTER_SECONDS, CallerVerifier, TokensUnreadable
 from vmware_pilot.transports.console.decisions import Decisions
 from vmware_pilot.transports.console.headers import SecurityHeaders

@@ -10,9 +10,9 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from vmware_pilot.engine.roles import call_refusal
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.results import BlastRadius, Preview, Result
+from vmware_pilot.safety.roles import call_refusal
 from vmware_pilot.transports.console.plumbing import REASON_MAX, STATUS, Caller, requested_id
 
 if TYPE_CHECKING:
