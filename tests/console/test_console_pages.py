@@ -360,4 +360,4 @@ async def test_the_role_refuses_an_approval_in_the_service_with_the_consoles_403
     )
     assert refused.status_code == 403
     assert "Refused: Role 'operator' approves only workflows someone else created" in text_of(refused.text)
-    assert app.service.get_workflow_status(wid)["state"] == "awaiting_approval"
+    assert app.service.get_workflow_status(wid).payload()["state"] == "awaiting_approval"
