@@ -146,9 +146,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
         await keys.load()
         return JwtVerifier(config, keys)
 
-    from vmware_pilot.engine.execution.sweeper import Sweeper, sweeping
+    from vmware_pilot.engine.sweeper import Sweeper, sweeping
 
-    # With dispatch, this server continues the runs of Pilots that stopped (engine/execution/sweeper.py).
+    # With dispatch, this server continues the runs of Pilots that stopped (engine/sweeper.py).
     runner = app.service.runner
     sweeper = Sweeper(lambda: runner, settings.sweep_seconds) if app.dispatcher is not None else None
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.domain.clock import from_iso
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import decision as decisions
@@ -59,7 +58,7 @@ def waiting_gate(wf: Workflow, now: datetime | None = None) -> WaitingGate | Non
         index=gate.index,
         digest=gate_records.plan_digest(wf, gate.index),
         approvers=tuple(gate_records.approver_names(record)),
-        expires_at=from_iso(str(record.get("expires_at") or "")) if record else None,
+        expires_at=record.expires_at if record else None,
         expired=now is not None and gate_records.is_expired(record, now),
         prediction=gate_records.stored_prediction(wf, gate.index),
     )

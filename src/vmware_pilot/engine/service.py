@@ -32,7 +32,6 @@ from vmware_pilot.engine.records import Records
 from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
 from vmware_pilot.engine.running import Running
 from vmware_pilot.errors import InvalidInput
-from vmware_pilot.ownership import RUN_OWNER_KEY, owner_label
 from vmware_pilot.results import (
     ActiveWorkflow,
     ApproveResult,
