@@ -57,7 +57,7 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
     with transactions(dapp.store.database.engine) as run:
         out = (await dapp.service.run_workflow(actor, wid)).payload()
     assert out["outcome"] == "awaiting_approval"
-    with transactions(dapp.store.engine) as approve:
+    with transactions(dapp.store.database.engine) as approve:
         out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     saves = [tx for tx in run + approve if "UPDATE workflows SET" in tx]
