@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tests.lab.harness import TARGET, Lab, running_lab
+from tests.support.lab_harness import TARGET, Lab, running_lab
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replicas.py [--clients 12] [--calls 40] [--replicas 1,2,3]
 
-Starts a private PostgreSQL 15 (tests/pg_server.py: needs /usr/lib/postgresql/15/bin, see
+Starts a private PostgreSQL 15 (tests/support/pg_server.py: needs /usr/lib/postgresql/15/bin, see
 scripts/pg-setup.sh) and, per configuration, that many `vmware-pilot mcp --transport http`
 processes on loopback sharing one pilot home (its tokens) and one database (a fresh one per
 configuration). The clients are spread over the replicas round-robin, each with its own session
@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.pg_server import PgServer
+from tests.support.pg_server import PgServer
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.client import PilotClient, connect_http

@@ -9,7 +9,7 @@ leaving out BEGIN, and every transaction begun (a statement sent in autocommit i
 once, so only Pilot's own database work is counted and timed. ``--repeat N`` runs N workflows
 and prints the median time of each phase. Default: a throw-away SQLite file; ``--database-url``
 names an empty PostgreSQL database instead, ``--postgresql`` starts a private one
-(tests/pg_server.py).
+(tests/support/pg_server.py).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def main() -> None:
         _report(args.database_url, args.repeat)
         return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.pg_server import PgServer
+    from tests.support.pg_server import PgServer
 
     server = PgServer()
     server.start()

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.lab.harness import running_lab
+from tests.support.lab_harness import running_lab
 from vmware_pilot.domain.model import Step
 from vmware_pilot.twin.binaries import LAB_BIN
 from vmware_pilot.twin.captures import Account, Capture, capture

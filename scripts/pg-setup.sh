@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL 15 for the test suite (tests/pg_server.py starts a private server from these binaries).
+# PostgreSQL 15 for the test suite (tests/support/pg_server.py starts a private server from these binaries).
 # Installs the Debian package when missing. PostgreSQL refuses to run as root: when the tests run as
 # root, they hand the server's temporary folder to $VMWARE_PILOT_TEST_PG_USER (default postgres),
 # created here as a system user when it does not exist.

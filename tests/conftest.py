@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import BACKENDS, Database, sqlite_database
-from tests.pg_server import PgServer
+from tests.support import DATA
+from tests.support.backends import BACKENDS, Database, sqlite_database
+from tests.support.pg_server import PgServer
 from vmware_pilot.config import Settings, unknown_settings
 
 # Byte-code caches on, whatever the machine says: some images set PYTHONDONTWRITEBYTECODE, and then
@@ -20,9 +21,6 @@ from vmware_pilot.config import Settings, unknown_settings
 # source. The caches land in __pycache__ folders, which git ignores.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "tests" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -107,7 +105,7 @@ def own_pg() -> Iterator[PgServer]:
 def database(
     request: pytest.FixtureRequest, pilot_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Database]:
-    """The test's database on the backend of its parameter; see tests/backends.py."""
+    """The test's database on the backend of its parameter; see tests/support/backends.py."""
     if request.param == "sqlite":
         if request.node.get_closest_marker("empty_database") is None:
             seed_sqlite(pilot_home, request.getfixturevalue("migrated_sqlite"))

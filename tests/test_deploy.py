@@ -131,7 +131,7 @@ def test_the_images_command_serves_and_its_healthcheck_passes(tmp_path: Path) ->
     import re
     import sys
 
-    from tests.transports.server_proc import PILOT, clean_env, start_server
+    from tests.support.server_proc import PILOT, clean_env, start_server
 
     steps = _instructions((REPO / "Dockerfile").read_text())
     argv: list[str] = yaml.safe_load(next(rest for k, rest in reversed(steps) if k == "CMD"))

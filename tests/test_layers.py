@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGE_ROOT = REPO / "src" / "vmware_pilot"
 ARCHITECTURE = REPO / "docs" / "architecture.md"

@@ -8,7 +8,7 @@ import re
 
 from packaging.version import Version
 
-from tests.release import PREVIOUS, REPO
+from tests.support.release import PREVIOUS, REPO
 from vmware_pilot import __version__
 from vmware_pilot.store.migrations import EXPANDS_AFTER, LATEST, needed_version
 

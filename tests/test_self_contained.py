@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 THIS_FILE = Path(__file__).resolve()
 OUTSIDE = re.compile(

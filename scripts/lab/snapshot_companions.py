@@ -24,7 +24,7 @@ import json  # noqa: E402
 import tempfile  # noqa: E402
 from typing import Any  # noqa: E402
 
-from tests.lab.harness import COMPANIONS, LabNotBuilt, list_companion_tools, running_lab  # noqa: E402
+from tests.support.lab_harness import COMPANIONS, LabNotBuilt, list_companion_tools, running_lab  # noqa: E402
 
 SNAPSHOT = REPO / "tests" / "data" / "companion-tools.json"
 

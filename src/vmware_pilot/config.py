@@ -21,7 +21,7 @@ __all__ = ["ENV_PREFIX", "LOG_LEVELS", "Settings", "settings_problem", "unknown_
 
 ENV_PREFIX = "VMWARE_PILOT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# Names the project's own tooling uses beside the settings (tests/pg_server.py, scripts/pg-setup.sh).
+# Names the project's own tooling uses beside the settings (tests/support/pg_server.py, scripts/pg-setup.sh).
 _NOT_SETTINGS = f"{ENV_PREFIX}TEST_"
 # A URL SQLAlchemy parses (its own pattern, with a numeric port) for the two databases Pilot
 # stores workflows in; checked here so that every command refuses it in one line.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.catalog.expected import catalog_rows, fingerprint
+from tests.support.catalog_expected import catalog_rows, fingerprint
 from vmware_pilot.catalog.registry import Catalog
 
 

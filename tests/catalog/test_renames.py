@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import vmware_pilot
-from tests.catalog.expected import rename_pairs
+from tests.support.catalog_expected import rename_pairs
 from vmware_pilot.catalog.renames import rename_tool, skill_key
 from vmware_pilot.dispatch.locate import package_name
 from vmware_pilot.templates.steps import make_step, step_from_dict

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.store.helpers import raw_db, sample_workflow
+from tests.support.store_helpers import raw_db, sample_workflow
 from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings

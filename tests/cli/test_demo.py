@@ -16,7 +16,7 @@ from typing import ClassVar
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
+from tests.support.backends import Database
 
 BIN = Path(sys.executable).parent / "vmware-pilot"
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.backends import Database
+from tests.support import FAKE_SKILL
+from tests.support.backends import Database
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
-FAKE = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
 
 
 def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -44,7 +44,7 @@ def test_a_fresh_home_is_well_and_nothing_is_created(pilot_home: Path) -> None:
 
 @pytest.mark.slow  # starts a skill server
 def test_a_misspelt_setting_and_a_required_skill_that_will_not_start_are_named(pilot_home: Path) -> None:
-    broken = shlex.join([sys.executable, str(FAKE), "nostart"])
+    broken = shlex.join([sys.executable, str(FAKE_SKILL), "nostart"])
     env = {
         "VMWARE_PILOT_DISPACH": "stdio",
         "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"aiops": broken}),

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.transports.server_proc import clean_env, start_server
+from tests.support.server_proc import clean_env, start_server
 from vmware_pilot import __version__
 from vmware_pilot.cli.index import COMMANDS
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.backends import Database
-from tests.conftest import REPO
+from tests.support import REPO
+from tests.support.backends import Database
 from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
+from tests.support import FAKE_SKILL
 from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.cli.run import parse_params
@@ -23,7 +24,6 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.requests import ApproveRequest
 
 runner = CliRunner()
-FAKE_SKILL = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Echo?"}}
 ME = Actor.os_user().name
 INCIDENT = ("run", "incident_response", "-p", "alert_entity=web-01", "-p", "alert_name=High CPU")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.cli.main import app
 
 runner = CliRunner()

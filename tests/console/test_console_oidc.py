@@ -22,9 +22,9 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.console.conftest import make_pilot_home, run
-from tests.console.locking import Sent, serving, while_locked, write_begins
-from tests.transports.oidc_provider import Person, Provider, free_port, new_key
-from tests.transports.server_proc import PilotProcess, start_server
+from tests.support.console_locking import Sent, serving, while_locked, write_begins
+from tests.support.oidc_provider import Person, Provider, free_port, new_key
+from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.console.oidc import CALLBACK_PATH, OidcLogin, OidcRefused

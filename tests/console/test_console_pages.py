@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from tests.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings

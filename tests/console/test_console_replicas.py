@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backends import Database
 from tests.console.conftest import make_pilot_home
-from tests.transports.server_proc import PilotProcess, start_server
+from tests.support.backends import Database
+from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.console.sessions import COOKIE

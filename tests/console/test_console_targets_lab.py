@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.console.conftest import Team, at_gate, cancelled, lab_pilot, make_pilot_home, run
-from tests.lab.harness import (
+from tests.support.lab_harness import (
     COMPANIONS_BIN,
     SETUP_COMMAND,
     TARGET,

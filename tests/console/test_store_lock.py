@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from tests.console.conftest import GATE, OFF, at_gate, make_pilot_home, run
-from tests.console.locking import Answer, InProcess, Sent, serving, while_locked, write_begins
-from tests.transports.server_proc import INIT
+from tests.support.console_locking import Answer, InProcess, Sent, serving, while_locked, write_begins
+from tests.support.server_proc import INIT
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 

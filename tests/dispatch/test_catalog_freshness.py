@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import FAKE_SERVERS
 from vmware_pilot.app import refresh_stale_catalog
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import installed_skills, stale_reason
 from vmware_pilot.engine.gateview import GateView, ReleasedStep
 
-FAKES = Path(__file__).parent / "fakes"
-PAGED = shlex.join([sys.executable, str(FAKES / "paged_server.py")])
+PAGED = shlex.join([sys.executable, str(FAKE_SERVERS / "paged_server.py")])
 BIN = Path(sys.executable).parent
 
 
@@ -33,7 +33,7 @@ def skills_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def _install(folder: Path, skill: str, server: Path = FAKES / "paged_server.py") -> Path:
+def _install(folder: Path, skill: str, server: Path = FAKE_SERVERS / "paged_server.py") -> Path:
     """A `vmware-<skill>-mcp` program, as pipx or uv would put one on PATH."""
     program = folder / f"vmware-{skill}-mcp"
     program.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(server))} "$@"\n')

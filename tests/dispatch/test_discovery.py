@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import FAKE_SERVERS
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import probe_skill, refresh_catalog, write_cache
 
-FAKES = Path(__file__).parent / "fakes"
-
 
 def fake(name: str, *args: str) -> str:
-    return shlex.join([sys.executable, str(FAKES / name), *args])
+    return shlex.join([sys.executable, str(FAKE_SERVERS / name), *args])
 
 
 @pytest.fixture(autouse=True)

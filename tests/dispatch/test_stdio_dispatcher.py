@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import FAKE_SKILL
 from vmware_pilot.dispatch.protocol import OutcomeKind
 from vmware_pilot.dispatch.session import SkillSession
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 from vmware_pilot.templates.steps import make_step
 
-FAKE = Path(__file__).with_name("fake_skill.py")
-
 
 def command(mode: str = "ok") -> str:
-    return shlex.join([sys.executable, str(FAKE), mode])
+    return shlex.join([sys.executable, str(FAKE_SKILL), mode])
 
 
 def options(**changes: object) -> DispatchOptions:
@@ -120,7 +119,7 @@ def _fake_skills_running() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if parent == str(os.getpid()) and FAKE.name.encode() in cmdline:
+        if parent == str(os.getpid()) and FAKE_SKILL.name.encode() in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dispatch.test_stdio_dispatcher import FAKE
+from tests.support import FAKE_SKILL
 from vmware_pilot.transports.client import connect_stdio, server_command
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -25,7 +25,9 @@ async def test_a_second_pilot_does_not_take_a_live_run_for_a_crash(pilot_home: P
     env = {
         "VMWARE_PILOT_HOME": str(pilot_home),
         "VMWARE_PILOT_DISPATCH": "stdio",
-        "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"aiops": shlex.join([sys.executable, str(FAKE), "ok"])}),
+        "VMWARE_PILOT_SKILL_COMMANDS": json.dumps(
+            {"aiops": shlex.join([sys.executable, str(FAKE_SKILL), "ok"])}
+        ),
     }
     command, args = server_command()
     with (tmp_path / "pilots.log").open("w") as log:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import Database
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.backends import Database
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -15,7 +15,7 @@ from vmware_pilot.store import MemoryStore
 
 @pytest.fixture
 def settings(pilot_home: Path, database: Database) -> Settings:
-    """Engine tests run on each backend (tests/backends.py)."""
+    """Engine tests run on each backend (tests/support/backends.py)."""
     return Settings(home=pilot_home, database_url=database.settings_url)
 
 

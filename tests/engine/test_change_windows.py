@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

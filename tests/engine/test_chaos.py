@@ -31,16 +31,17 @@ import anyio
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
-from tests.engine.receiver import Receiver, serve
-from tests.transports.server_proc import PILOT, clean_env
+from tests.support import CHAOS_SKILL
+from tests.support.backends import Database
+from tests.support.receiver import Receiver, serve
+from tests.support.server_proc import PILOT, clean_env
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import open_store
 from vmware_pilot.transports.client import connect_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
 
-SKILL = Path(__file__).with_name("chaos_skill.py")
+SKILL = CHAOS_SKILL
 LEASE = 5.0  # VMWARE_PILOT_LEASE_SECONDS of every replica
 SWEEP = 1.0  # VMWARE_PILOT_SWEEP_SECONDS
 CHAOS_SECONDS = 45.0

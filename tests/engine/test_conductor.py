@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import GATE_ACTION, Outcome, StepStatus, WorkflowState

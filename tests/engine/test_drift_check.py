@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher
-from tests.engine.receiver import Receiver, serve
 from tests.engine.test_prediction import Estate, at_gate, gate, restart
 from tests.server.conftest import connect
+from tests.support.fakes import ScriptedDispatcher
+from tests.support.receiver import Receiver, serve
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.webhook import events_for
 from vmware_pilot.app import PilotApp, build_app

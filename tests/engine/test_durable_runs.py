@@ -1,7 +1,7 @@
 """Durable runs: a replica SIGKILLed in the middle of a run, and another replica's sweeper
 continues it once the dead one's run lease has expired (engine/sweeper.py).
 
-The dead replica is a real process (tests/engine/replica.py) on the test's database; the survivor
+The dead replica is a real process (tests/support/replica.py) on the test's database; the survivor
 is a Pilot in this process whose sweeper is driven one pass at a time.
 """
 
@@ -21,8 +21,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.engine.fakes import ScriptedDispatcher
-from tests.transports.server_proc import PILOT
+from tests.support import CHAOS_SKILL
+from tests.support.fakes import ScriptedDispatcher
+from tests.support.server_proc import PILOT
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -55,7 +56,7 @@ def replica(settings: Settings, mode: str) -> Iterator[tuple[subprocess.Popen[st
         "PYTHONPATH": str(REPO),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.engine.replica", mode],
+        [sys.executable, "-m", "tests.support.replica", mode],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -190,10 +191,10 @@ async def test_a_stdio_server_with_dispatch_continues_the_run_of_a_replica_that_
     settings: Settings, tmp_path: Path
 ) -> None:
     """The sweeper of a real `vmware-pilot mcp --dispatch` (stdio) process, against a real skill
-    server that logs its calls (tests/engine/chaos_skill.py)."""
+    server that logs its calls (tests/support/chaos_skill.py)."""
     log = tmp_path / "calls.log"
     log.touch()
-    skill = f"{sys.executable} {Path(__file__).with_name('chaos_skill.py')}"
+    skill = f"{sys.executable} {CHAOS_SKILL}"
     env = {
         **os.environ,
         "HOME": str(tmp_path),

@@ -3,11 +3,11 @@ a write running and sending it sends nothing once another replica took over; a P
 right after a step returned loses no outcome; a single replica whose database was away for longer
 than the lease neither sweeps its own run nor loses it.
 
-Pauses are found exactly, never by sleeping: the replica (tests/engine/replica.py ``pause``)
+Pauses are found exactly, never by sleeping: the replica (tests/support/replica.py ``pause``)
 SIGSTOPs itself right after the commit that marked the write running, and the test waits for the
 stop with ``waitpid(WUNTRACED)``; the restart begins inside the skill's answer and ends once the
 store's save has failed (a hook on the store's ``save``). The skill of the paused replica is a real
-MCP server that logs every call it receives (tests/engine/chaos_skill.py).
+MCP server that logs every call it receives (tests/support/chaos_skill.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher, SteppedDispatcher
-from tests.pg_server import PgServer
+from tests.support import CHAOS_SKILL
+from tests.support.fakes import ScriptedDispatcher, SteppedDispatcher
+from tests.support.pg_server import PgServer
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
@@ -60,9 +61,9 @@ def pilot(settings: Settings, dispatcher: ScriptedDispatcher, lease: float = LEA
 
 @contextmanager
 def paused_replica(settings: Settings, log: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Replica A (tests/engine/replica.py ``pause``), stopped right after it marked its write
+    """Replica A (tests/support/replica.py ``pause``), stopped right after it marked its write
     running; yields it (stopped) and the workflow's id."""
-    skill = f"{sys.executable} {Path(__file__).with_name('chaos_skill.py')}"
+    skill = f"{sys.executable} {CHAOS_SKILL}"
     env = {
         **os.environ,
         "HOME": str(log.parent),
@@ -75,7 +76,7 @@ def paused_replica(settings: Settings, log: Path) -> Iterator[tuple[subprocess.P
         "PYTHONPATH": str(REPO),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.engine.replica", "pause"],
+        [sys.executable, "-m", "tests.support.replica", "pause"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher, refused
+from tests.support.fakes import ScriptedDispatcher, refused
 from vmware_pilot.app import PilotApp
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor

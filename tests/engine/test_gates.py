@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso, utcnow

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.holds import Hold, PreWriteCheck, WriteContext

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tests.engine.fakes import ScriptedDispatcher, failed
-from tests.engine.receiver import Receiver, serve
+from tests.support.fakes import ScriptedDispatcher, failed
+from tests.support.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

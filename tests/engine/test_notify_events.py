@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.engine.chatschema import slack_problems, teams_problems
-from tests.engine.fakes import ScriptedDispatcher, failed
-from tests.engine.receiver import Receiver, serve
+from tests.support.chatschema import slack_problems, teams_problems
+from tests.support.fakes import ScriptedDispatcher, failed
+from tests.support.receiver import Receiver, serve
 from vmware_pilot.adapters.chat import render
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
-from tests.engine.fakes import ScriptedDispatcher
-from tests.engine.receiver import Receiver, serve
+from tests.support.backends import Database
+from tests.support.fakes import ScriptedDispatcher
+from tests.support.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -43,7 +43,7 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
         "PYTHONPATH": str(REPO),
     }
     replica = subprocess.Popen(
-        [sys.executable, "-m", "tests.engine.replica"], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
+        [sys.executable, "-m", "tests.support.replica"], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
     )
     dispatcher = ScriptedDispatcher()
     survivor = build_app(settings.model_copy(update={"lease_seconds": LEASE}), dispatcher=dispatcher)

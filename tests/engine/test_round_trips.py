@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.requests import ApproveRequest

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.backends import Database
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.backends import Database
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.equivalence import EXAMPLES, frozen_blast
-from tests.safety.plans import gate, plan, step
+from tests.support.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow

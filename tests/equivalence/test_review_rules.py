@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.equivalence import EXAMPLES, frozen_review
-from tests.safety.plans import gate, plan, step
+from tests.support.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.review import FINDING_KINDS, REVIEW_RULES, review

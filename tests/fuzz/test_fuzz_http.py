@@ -22,10 +22,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.checks import MAX_RESULT_BYTES, check_answer
-from tests.fuzz.strategies import TOOLS, arguments_for, json_values, resolve, text
 from tests.server.conftest import INCIDENT
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.support.fuzz_checks import MAX_RESULT_BYTES, check_answer
+from tests.support.fuzz_strategies import TOOLS, arguments_for, json_values, resolve, text
+from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.limits import MAX_REQUEST_BYTES

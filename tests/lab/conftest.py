@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.lab.harness import SETUP_COMMAND, Lab, missing_parts, running_lab
+from tests.support.lab_harness import SETUP_COMMAND, Lab, missing_parts, running_lab
 
 
 @pytest.fixture(scope="session")

@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.lab.harness import Lab
+from tests.support import FAKE_SERVERS
+from tests.support.lab_harness import Lab
 from vmware_pilot.catalog.curated import CURATED
 from vmware_pilot.catalog.registry import Catalog
 
 pytestmark = pytest.mark.lab
 
 PILOT = Path(sys.executable).parent / "vmware-pilot"
-CRASH = Path(__file__).parents[1] / "dispatch" / "fakes" / "crash_server.py"
+CRASH = FAKE_SERVERS / "crash_server.py"
 
 
 def pilot(

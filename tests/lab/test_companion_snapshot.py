@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.lab.harness import COMPANIONS, Lab, list_companion_tools
+from tests.support.lab_harness import COMPANIONS, Lab, list_companion_tools
 
 pytestmark = pytest.mark.lab
 

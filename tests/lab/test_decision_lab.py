@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from tests.lab.test_dispatch_lab import pilot
 from tests.lab.test_prediction_lab import cli, restart_at_gate
+from tests.support.lab_harness import TARGET, Lab, call_companion, power_state
 
 pytestmark = pytest.mark.lab
 

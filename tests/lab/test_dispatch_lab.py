@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import McpError
 
-from tests.lab.harness import TARGET, Lab, power_state
+from tests.support.lab_harness import TARGET, Lab, power_state
 from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
 
 pytestmark = pytest.mark.lab
@@ -55,7 +55,7 @@ async def create(client: PilotClient, steps: list[dict[str, Any]]) -> str:
 
 
 async def ensure_on(lab: Lab, vm: str) -> None:
-    from tests.lab.harness import call_companion
+    from tests.support.lab_harness import call_companion
 
     if await power_state(lab, vm) != "poweredOn":
         answer = await call_companion(lab, "aiops", "power_on_vm", {"vm_name": vm, "target": TARGET})

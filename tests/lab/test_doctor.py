@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.harness import TARGET, Lab
 from tests.lab.test_catalog_refresh import pilot
+from tests.support.lab_harness import TARGET, Lab
 
 pytestmark = pytest.mark.lab
 

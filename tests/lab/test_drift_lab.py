@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.lab.harness import COMPANIONS_BIN, TARGET, Lab, power_state
 from tests.lab.test_dispatch_lab import create, ensure_on, pilot
+from tests.support.lab_harness import COMPANIONS_BIN, TARGET, Lab, power_state
 
 pytestmark = pytest.mark.lab
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lab.harness import Lab, call_companion, power_state
+from tests.support.lab_harness import Lab, call_companion, power_state
 
 pytestmark = pytest.mark.lab
 

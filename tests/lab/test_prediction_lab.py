@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.lab.harness import TARGET, Lab, call_companion, power_state
 from tests.lab.test_dispatch_lab import ensure_on, pilot
+from tests.support.lab_harness import TARGET, Lab, call_companion, power_state
 from vmware_pilot.transports.client import PilotClient
 
 pytestmark = pytest.mark.lab

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.harness import TARGET, Lab
-from tests.transports.server_proc import PILOT, clean_env, start_server
+from tests.support.lab_harness import TARGET, Lab
+from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot.transports.client import connect_http
 
 pytestmark = pytest.mark.lab

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.support import REPO
 from vmware_pilot.policy.load import policy_from_text, read_policy_file
 from vmware_pilot.policy.model import (
     EMPTY,

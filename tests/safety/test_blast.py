@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.safety.plans import gate, plan, step
+from tests.support.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.safety.blast import (

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.safety.plans import step
+from tests.support.plans import step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.safety.classify import Tier, classify_step, is_catalog_read
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.safety.plans import gate, plan, step
+from tests.support.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.errors import ApprovalGateRefused
 from vmware_pilot.safety.gating import enforce, fix_for, gate_violations, is_custom_workflow

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.safety import linear_probe
+from tests.support import linear_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 120.0
@@ -21,7 +21,7 @@ DEADLINE = 120.0
 
 def probe(kind: str, name: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.safety.linear_probe", kind, name],
+        [sys.executable, "-m", "tests.support.linear_probe", kind, name],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.safety.plans import gate, plan, step
+from tests.support.plans import gate, plan, step
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.safety.review import BLOCKING_KINDS, RUN_BLOCKING_KINDS, blocking_findings, review

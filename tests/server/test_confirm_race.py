@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import DRAFT_WORKER
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety import gating
 
-WORKER = Path(__file__).with_name("draft_worker.py")
+WORKER = DRAFT_WORKER
 DRAFTS = 100
 
 pytestmark = pytest.mark.slow

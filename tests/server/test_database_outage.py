@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg_server import PgServer
 from tests.server.conftest import INCIDENT, connect
+from tests.support.pg_server import PgServer
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from tests.refusals import REFUSALS
 from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from tests.support.refusals import REFUSALS
 from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.results import (
     ApproveResult,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import READ_STEP
-from tests.server.raw import RawPeer, raw_session
+from tests.support.raw import RawPeer, raw_session
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome

@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tests.server.conftest import GATE, Client
+from tests.support import FAKE_SERVERS
 from vmware_pilot.app import PilotApp
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
@@ -83,7 +84,7 @@ async def test_the_creating_process_still_hands_out_the_clear_text(client: Clien
 
 
 def fake_skill(*args: str) -> str:
-    server = Path(__file__).parents[1] / "dispatch" / "fakes" / "paged_server.py"
+    server = FAKE_SERVERS / "paged_server.py"
     return shlex.join([sys.executable, str(server), *args])
 
 

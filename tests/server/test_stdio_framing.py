@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.server_proc import clean_env
+from tests.support.server_proc import clean_env
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, _PipeChannel, answer_line, line_id
 

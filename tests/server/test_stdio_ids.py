@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 from pydantic import ValidationError
 
-from tests.transports.server_proc import PILOT, clean_env
+from tests.support.server_proc import PILOT, clean_env
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR
 

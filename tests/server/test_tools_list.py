@@ -166,7 +166,7 @@ async def test_initialize_reports_name_version_and_instructions(pilot_app: Pilot
 
 
 async def test_instructions_say_which_mode_this_server_runs_in(settings: Settings) -> None:
-    from tests.engine.fakes import ScriptedDispatcher
+    from tests.support.fakes import ScriptedDispatcher
 
     for dispatcher, expected in (
         (None, "runs without --dispatch"),

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.dispatch.test_stdio_dispatcher import options
 from tests.server.conftest import READ_STEP
-from tests.server.raw import raw_session
+from tests.support.raw import raw_session
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.otel import install
 from vmware_pilot.app import build_app
@@ -172,7 +172,7 @@ async def test_a_real_server_exports_its_spans_over_otlp(tmp_path: Path) -> None
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from tests.server.conftest import INCIDENT
-    from tests.transports.server_proc import PILOT, clean_env, start_server
+    from tests.support.server_proc import PILOT, clean_env, start_server
     from vmware_pilot.transports.client import connect_http
 
     received: list[ExportTraceServiceRequest] = []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.console.locking import write_begins
+from tests.support.console_locking import write_begins
 from vmware_pilot.app import PilotApp
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -1,4 +1,4 @@
-"""Store fixtures: a real SqlStore on each backend (tests/backends.py) in the temporary pilot home."""
+"""Store fixtures: a real SqlStore on each backend (tests/support/backends.py) in the temporary pilot home."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import SqlStore, open_store
 

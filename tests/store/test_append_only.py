@@ -4,10 +4,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from tests.backends import Database
+from tests.support.backends import Database
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.store.sql import SqlStore
-
-from .helpers import sample_workflow
 
 
 @pytest.mark.parametrize(

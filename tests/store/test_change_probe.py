@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.store.helpers import sample_workflow
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.store.sql import SqlStore
 
 

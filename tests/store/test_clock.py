@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import open_store
 

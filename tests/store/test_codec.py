@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
+from tests.support.backends import Database
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -15,8 +16,6 @@ from vmware_pilot.domain.records import GateRecord
 from vmware_pilot.errors import CorruptRecord
 from vmware_pilot.store import codec
 from vmware_pilot.store.sql import SqlStore
-
-from .helpers import sample_workflow
 
 SECRETS = ["hunter2", "tok-123", "s3cr3t-db", "vc-pass-9", "bearer-xyz-12345", "topsecret-extra"]
 

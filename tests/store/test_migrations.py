@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Connection, inspect, text
 
-from tests.backends import Database
-from tests.store.helpers import recorded_schema, sample_workflow
+from tests.support.backends import Database
+from tests.support.store_helpers import recorded_schema, sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.errors import SchemaTooNew, StoreError

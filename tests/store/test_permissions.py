@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import StoreError
 from vmware_pilot.store.sql import open_store
-
-from .helpers import sample_workflow
 
 
 def _mode(path: Path) -> int:

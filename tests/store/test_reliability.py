@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
-from tests.store.helpers import recorded_schema
+from tests.support import SUPPORT
+from tests.support.backends import Database
+from tests.support.store_helpers import recorded_schema
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.store.migrations import LATEST
 from vmware_pilot.store.sql import SqlStore, open_store
 
-WORKER = Path(__file__).with_name("worker.py")
+WORKER = SUPPORT / "store_worker.py"
 PER_PROCESS = 300
 
 pytestmark = pytest.mark.slow

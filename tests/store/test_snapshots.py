@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.store.sql import SqlStore
-
-from .helpers import sample_workflow
 
 
 def test_verify_and_load_raise_no_false_alarm_while_another_thread_writes(store: SqlStore) -> None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import Event, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -14,8 +15,6 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.errors import ConcurrencyConflict, InvalidInput, StoreError, WorkflowNotFound
 from vmware_pilot.store.sql import SqlStore, open_store
 from vmware_pilot.templates.steps import make_step
-
-from .helpers import sample_workflow
 
 S = WorkflowState
 

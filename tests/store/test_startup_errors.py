@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.pg_server import PgServer, _free_port
+from tests.support.pg_server import PgServer, _free_port
 
 CLI = Path(sys.executable).with_name("vmware-pilot")
 SQLITE_ADVICE = ("database file", "locked")

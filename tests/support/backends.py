@@ -2,7 +2,7 @@
 
 A test that asks for ``database`` (directly, or through the ``settings`` of tests/store and
 tests/engine) runs once per backend. On PostgreSQL each test gets a database of its own on the
-session's server (tests/pg_server.py), already migrated (``empty_database`` marks the tests that
+session's server (tests/support/pg_server.py), already migrated (``empty_database`` marks the tests that
 need it empty), named in ``VMWARE_PILOT_DATABASE_URL`` so that processes the test starts use it too. ``@pytest.mark.backends("sqlite")`` limits a test to the backends
 named, for what only one of them has (SQLite's file modes).
 """

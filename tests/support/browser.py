@@ -26,8 +26,8 @@ __all__ = [
     "sign_in",
 ]
 
-HERE = Path(__file__).parent
-REPO = HERE.parents[1]
+REPO = Path(__file__).resolve().parents[2]
+HERE = REPO / "tests" / "console"  # its node_modules and artifacts
 SETUP: Final = REPO / "scripts" / "console-setup.sh"
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [

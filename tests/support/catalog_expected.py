@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from tests.conftest import DATA
+from tests.support import DATA
 
 
 def _load(name: str) -> Any:

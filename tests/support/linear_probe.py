@@ -1,6 +1,6 @@
 """Run every regex and every text scrubber of vmware_pilot on 1 MB adversarial inputs.
 
-``python -m tests.safety.linear_probe patterns NAME`` runs one module-level pattern (``module:attr``
+``python -m tests.support.linear_probe patterns NAME`` runs one module-level pattern (``module:attr``
 or ``module:attr[i]`` for a tuple of patterns); ``… helpers NAME`` one scrubber. Each prints the
 name before it starts and ``ok`` at the end, so a caller that stops it after a timeout knows which
 one hung. A backtracking regex takes hours on these inputs; a linear one takes well under a second.
@@ -85,7 +85,7 @@ def _probe_pattern(pattern: re.Pattern[str]) -> Callable[[str], object]:
 
 
 def _review(text: str) -> object:
-    from tests.safety.plans import plan, step
+    from tests.support.plans import plan, step
     from vmware_pilot.catalog.registry import Catalog
     from vmware_pilot.safety.review import review
 

@@ -33,7 +33,7 @@ from packaging.requirements import Requirement
 
 __all__ = ["PREVIOUS", "REPO", "Release", "previous_release", "tagged_commit"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PREVIOUS: dict[str, object] = json.loads((REPO / "release" / "previous.json").read_text())
 
 

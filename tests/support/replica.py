@@ -1,7 +1,7 @@
 """A Pilot replica in its own process (run by test_replica_death and test_durable_runs): creates a
 workflow, prints its id, and runs it until killed.
 
-``python -m tests.engine.replica [MODE]``, MODE one of:
+``python -m tests.support.replica [MODE]``, MODE one of:
 
 - ``write`` (default): one write step, against a skill whose call never returns;
 - ``read``: a read, a gate and a write; the read's call never returns;
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tests.engine.fakes import ScriptedDispatcher
+from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.templates.helpers import rows
+from tests.support.template_helpers import rows
 from vmware_pilot.errors import TemplateParamError
 from vmware_pilot.templates.registry import TemplateRegistry
 

@@ -3,7 +3,7 @@ gates, rollbacks and params (references included), and the workflow params it re
 
 from __future__ import annotations
 
-from tests.templates.helpers import rows
+from tests.support.template_helpers import rows
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.templates.registry import TemplateRegistry
 

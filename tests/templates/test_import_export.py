@@ -12,7 +12,7 @@ import yaml
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import Database
+from tests.support import FAKE_SERVERS
+from tests.support.backends import Database
 from vmware_pilot.transports.client import connect_stdio, server_command
 
 SCRIPT = Path(sys.executable).with_name("vmware-pilot")
-FAKES = Path(__file__).parents[1] / "dispatch" / "fakes"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 STOP = {"action": "stop", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
 IMPORTED = """\
@@ -57,7 +57,7 @@ async def test_templates_and_catalog_reach_a_pilot_on_another_host(
             folder = tmp_path / "given"
             folder.mkdir()
             (folder / "check.yaml").write_text(IMPORTED)
-            fake = shlex.join([sys.executable, str(FAKES / "paged_server.py")])
+            fake = shlex.join([sys.executable, str(FAKE_SERVERS / "paged_server.py")])
             env = {**os.environ, **host("three"), "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"vks": fake})}
             for cli_args in (["templates", "import", str(folder)], ["catalog", "refresh", "--skill", "vks"]):
                 done = subprocess.run(

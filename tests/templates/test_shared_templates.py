@@ -17,15 +17,15 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from tests.backends import Database
 from tests.server.conftest import Client, connect
+from tests.support import FAKE_SERVERS
+from tests.support.backends import Database
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 
 runner = CliRunner()
-FAKES = Path(__file__).parents[1] / "dispatch" / "fakes"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 STOP = {"action": "stop", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
 RESTART = """\
@@ -210,7 +210,7 @@ async def test_a_catalog_refresh_on_one_host_reaches_a_running_pilot(
         empty = tmp_path / "empty-bin"
         empty.mkdir()
         monkeypatch.setenv("PATH", str(empty))
-        fake = shlex.join([sys.executable, str(FAKES / "paged_server.py")])
+        fake = shlex.join([sys.executable, str(FAKE_SERVERS / "paged_server.py")])
         monkeypatch.setenv("VMWARE_PILOT_SKILL_COMMANDS", json.dumps({"vks": fake}))
         # The command line runs its own event loop: in a thread of its own, as on another host.
         refreshed = await asyncio.to_thread(

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from tests.pg_server import PgServer
-from tests.transports.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
+from tests.support.pg_server import PgServer
+from tests.support.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
 
 pytestmark = pytest.mark.slow
 

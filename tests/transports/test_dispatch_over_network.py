@@ -13,13 +13,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.transports.server_proc import start_server
+from tests.support import FAKE_SKILL
+from tests.support.server_proc import start_server
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 
-FAKE_SKILL = Path(__file__).parents[1] / "dispatch" / "fake_skill.py"
 ROLES = "roles:\n  operator:\n    approve: others\n    tools: '*'\n"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "go?"}}
 SLOW = {"action": "run", "skill": "aiops", "tool": "slow", "params": {"seconds": 3}}

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pg_server import PgServer
-from tests.transports.server_proc import PILOT, clean_env, start_server
+from tests.support.pg_server import PgServer
+from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES

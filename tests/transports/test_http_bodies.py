@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.transports.server_proc import PilotProcess, start_server
+from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore

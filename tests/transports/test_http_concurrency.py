@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.transports.server_proc import start_server
+from tests.support.server_proc import start_server
 from vmware_pilot.transports.client import PilotClient, connect_http
 from vmware_pilot.transports.tokens import TokenStore
 

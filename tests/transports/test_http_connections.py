@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.transports.server_proc import INIT, PilotProcess, make_cert, start_server
+from tests.support.server_proc import INIT, PilotProcess, make_cert, start_server
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 

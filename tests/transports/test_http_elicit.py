@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
 from tests.server.conftest import INCIDENT
-from tests.transports.server_proc import start_server
+from tests.support.server_proc import start_server
 from vmware_pilot.transports.tokens import TokenStore
 
 pytestmark = pytest.mark.slow

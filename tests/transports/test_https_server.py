@@ -21,7 +21,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, make_cert, start_server
+from tests.support.server_proc import PILOT, PilotProcess, clean_env, make_cert, start_server
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import PilotClient, connect_http

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from tests.server.conftest import INCIDENT
-from tests.transports.server_proc import PILOT, clean_env, start_server
+from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot import telemetry
 from vmware_pilot.cli.logs import configure_logging
 from vmware_pilot.transports.client import connect_http

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ResourceUpdatedNotification, ServerNotification, TextResourceContents
 
 from tests.server.conftest import INCIDENT
-from tests.transports.server_proc import INIT, PILOT, clean_env, start_server
+from tests.support.server_proc import INIT, PILOT, clean_env, start_server
 from vmware_pilot.transports.tokens import TokenStore
 
 FAST = {"VMWARE_PILOT_WATCH_INTERVAL": "0.1"}

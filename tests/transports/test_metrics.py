@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.server.conftest import INCIDENT, connect
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot import telemetry
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings

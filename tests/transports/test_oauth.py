@@ -19,7 +19,7 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Message
 
-from tests.transports.oidc_provider import Person, Provider, new_key
+from tests.support.oidc_provider import Person, Provider, new_key
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES

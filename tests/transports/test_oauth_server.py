@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
-from tests.transports.oidc_provider import OIDC_DIR, Person, Provider, new_key
-from tests.transports.server_proc import PilotProcess, start_server
+from tests.support.oidc_provider import OIDC_DIR, Person, Provider, new_key
+from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import PilotClient
 

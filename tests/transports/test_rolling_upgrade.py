@@ -1,5 +1,5 @@
 """Upgrading replicas one by one (issue 27 point 7, docs/operations.md#upgrades): a replica of the
-previous release (release/previous.json, built from git history by tests/release.py) and one of
+previous release (release/previous.json, built from git history by tests/support/release.py) and one of
 this code, `vmware-pilot mcp --transport http` each, on one PostgreSQL database.
 
 This code's migration runs while the old replica serves calls; then both serve, each reads and
@@ -23,10 +23,10 @@ import pytest
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
-from tests.pg_server import PgServer
-from tests.release import PREVIOUS, Release, ReleaseUnavailable, previous_release, tagged_commit
-from tests.store.helpers import recorded_schema
-from tests.transports.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.support.pg_server import PgServer
+from tests.support.release import PREVIOUS, Release, ReleaseUnavailable, previous_release, tagged_commit
+from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
+from tests.support.store_helpers import recorded_schema
 from vmware_pilot import __version__
 from vmware_pilot.store.migrations import LATEST, MIGRATIONS, migrate, needed_version
 from vmware_pilot.transports.client import PilotClient, connect_http

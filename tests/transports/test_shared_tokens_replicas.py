@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backends import Database
-from tests.transports.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
+from tests.support.backends import Database
+from tests.support.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
 
 pytestmark = pytest.mark.slow
 

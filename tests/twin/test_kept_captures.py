@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from tests.backends import Database
+from tests.support.backends import Database
 from tests.twin.test_captures import make_capture
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings

@@ -18,7 +18,7 @@ from urllib.parse import SplitResult, urlsplit
 import pytest
 from typer.testing import CliRunner
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.model import Step
