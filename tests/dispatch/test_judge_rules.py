@@ -1,5 +1,5 @@
 """``dispatch.judge`` as a list of rules: each rule fires and stays quiet where it should, and the
-rule list judges every answer exactly as the hand-written judge of 2.4.x did (``frozen_judge``)."""
+rule list judges every answer of tests/data/rules/judge.yaml as the hand-written judge of 2.4.x did."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from mcp.types import CallToolResult, TextContent
 
-from tests.equivalence import EXAMPLES, frozen_judge
+from tests.support.tables import rows
 from vmware_pilot.dispatch.judge import JUDGE_RULES, answer_of, judge
 from vmware_pilot.dispatch.protocol import OutcomeKind
 
@@ -88,53 +86,15 @@ def test_rule_fires_on_its_case_and_not_on_the_other(rule: Any) -> None:
     assert rule(answer_of(*quiet_on, quiet)) is None
 
 
-# --- differential: the rule list against the frozen hand-written judge ------------------------
-_PAIRS = [
-    ("error", "boom"),
-    ("error", ""),
-    ("error", None),
-    ("error", {}),
-    ("action", "preview"),
-    ("action", "applied"),
-    ("timed_out", True),
-    ("timed_out", False),
-    ("exit_code", 0),
-    ("exit_code", 2),
-    ("exit_code", -1),
-    ("exit_code", True),
-    ("stderr", "denied"),
-    ("vm", "web-01"),
-]
-_objects = st.lists(st.sampled_from(_PAIRS), max_size=3).map(dict)
-_payloads = st.recursive(
-    st.one_of(st.none(), st.sampled_from(["boom", "preview", 0]), _objects),
-    lambda inner: st.one_of(st.lists(inner, max_size=2), st.builds(lambda v: {"result": v}, inner)),
-    max_leaves=4,
-)
+# --- the table: answers and the outcome the hand-written judge of 2.4.x gave them ------------------
+def answer(row: dict[str, Any]) -> tuple[str, str, CallToolResult]:
+    """The skill's answer a row describes: its text parts, error flag and structured content."""
+    content = [TextContent(type="text", text=t) for t in row["texts"]]
+    res = CallToolResult(content=content, isError=row["is_error"], structuredContent=row["structured"])
+    return row["skill"], row["tool"], res
 
 
-@st.composite
-def answers(draw: st.DrawFn) -> tuple[str, str, CallToolResult]:
-    skill = draw(st.sampled_from(["aiops", "vmware-aiops", "monitor", "nsx"]))
-    tool = draw(st.sampled_from(["run_vm_guest_command", "run_vm_guest_command_with_output", "power_on_vm"]))
-    texts = draw(
-        st.lists(
-            st.one_of(_payloads.map(json.dumps), st.sampled_from(["plain", "", "  ", "{not json"])),
-            max_size=3,
-        )
-    )
-    structured = draw(st.one_of(st.none(), _objects, st.builds(lambda v: {"result": v}, _payloads)))
-    res = CallToolResult(
-        content=[TextContent(type="text", text=t) for t in texts],
-        isError=draw(st.booleans()),
-        structuredContent=structured,
-    )
-    return skill, tool, res
-
-
-@EXAMPLES
-@given(answers())
-def test_rules_judge_exactly_as_the_frozen_judge(answer: tuple[str, str, CallToolResult]) -> None:
-    new = judge(*answer)
-    old = frozen_judge.judge(*answer)
-    assert (new.kind, new.payload, new.message) == (old.kind, old.payload, old.message)
+@pytest.mark.parametrize("row", rows("judge.yaml"))
+def test_each_answer_is_judged_as_the_table_says(row: dict[str, Any]) -> None:
+    outcome = judge(*answer(row))
+    assert (outcome.kind.value, outcome.payload, outcome.message) == tuple(row["judged"].values())
