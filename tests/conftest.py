@@ -66,9 +66,18 @@ def seed_sqlite(home: Path, template: Path) -> None:
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, pilot_home: Path) -> Settings:
+    """Pilot's settings for the test's home, on SQLite: the store there is already migrated (empty
+    with the ``empty_database`` mark). ``backend_settings`` is the same on each backend."""
     if request.node.get_closest_marker("empty_database") is None:
         seed_sqlite(pilot_home, request.getfixturevalue("migrated_sqlite"))
     return Settings(home=pilot_home)
+
+
+@pytest.fixture
+def backend_settings(pilot_home: Path, database: Database) -> Settings:
+    """Pilot's settings on the test's ``database``: the test runs once per backend (SQLite and
+    PostgreSQL, or those its ``backends`` mark names; tests/support/backends.py)."""
+    return Settings(home=pilot_home, database_url=database.settings_url)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

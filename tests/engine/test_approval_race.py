@@ -68,11 +68,11 @@ async def _approve_at_once(
 
 
 async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both_counted(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dispatchers = ScriptedDispatcher(), ScriptedDispatcher()
-    first = build_app(settings, dispatcher=dispatchers[0])
-    second = build_app(settings, dispatcher=dispatchers[1])
+    first = build_app(backend_settings, dispatcher=dispatchers[0])
+    second = build_app(backend_settings, dispatcher=dispatchers[1])
     try:
         async with connect(first, Actor("alice")) as alice, connect(second, Actor("bob")) as bob:
             by_alice, by_bob, status = await _approve_at_once(alice, bob, first, monkeypatch)
@@ -88,10 +88,10 @@ async def test_two_approvers_of_a_quorum_2_gate_on_two_replicas_at_once_are_both
 
 
 async def test_two_approvers_of_a_quorum_2_gate_on_one_replica_at_once_are_both_counted(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dispatcher = ScriptedDispatcher()
-    app = build_app(settings, dispatcher=dispatcher)
+    app = build_app(backend_settings, dispatcher=dispatcher)
     try:
         async with connect(app, Actor("alice")) as alice, connect(app, Actor("bob")) as bob:
             _, _, status = await _approve_at_once(alice, bob, app, monkeypatch)

@@ -222,17 +222,17 @@ async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_
 
 
 async def test_the_window_of_the_policy_file_in_the_pilot_home_holds_the_write(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The issue's example file, as written: read from the Pilot home, or (a database URL) imported
     as the database's policy row; no override of the policy in force."""
     text = (REPO / "docs" / "policies.example.yaml").read_text(encoding="utf-8")
-    settings.home_path.mkdir(parents=True, exist_ok=True)
-    (settings.home_path / "policies.yaml").write_text(text, encoding="utf-8")
+    backend_settings.home_path.mkdir(parents=True, exist_ok=True)
+    (backend_settings.home_path / "policies.yaml").write_text(text, encoding="utf-8")
     dispatcher = ScriptedDispatcher()
-    app = build_app(settings, dispatcher=dispatcher)
+    app = build_app(backend_settings, dispatcher=dispatcher)
     try:
-        if settings.database_url:
+        if backend_settings.database_url:
             app.store.policy.put_policy(text, policy_from_text(text).digest, "tester")
         monkeypatch.setattr(app.store, "now", Clock(WEDNESDAY))
         wid = await held_at_gate(app, "lab-vm1")

@@ -226,9 +226,9 @@ class Chaos:
         await asyncio.gather(*restarts)
 
 
-def _settle(settings: Settings, since: float) -> float:
+def _settle(backend_settings: Settings, since: float) -> float:
     """Seconds from ``since`` until no workflow is running (polled; bounded by the test's wall time)."""
-    store = open_store(settings)
+    store = open_store(backend_settings)
     try:
         while True:
             states = Counter(str(s["state"]) for s in store.workflows.list_all(limit=1000))

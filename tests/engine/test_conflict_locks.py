@@ -130,10 +130,10 @@ async def test_the_lock_is_freed_when_the_holder_is_cancelled(dapp: PilotApp) ->
 
 
 async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_run_is_fenced_off(
-    dapp: PilotApp, settings: Settings
+    dapp: PilotApp, backend_settings: Settings
 ) -> None:
     # The holder is 'running' under its run lease on another replica, as a Pilot mid-run is.
-    other = build_app(settings, dispatcher=ScriptedDispatcher())
+    other = build_app(backend_settings, dispatcher=ScriptedDispatcher())
     try:
         first = create(other, [on("vm-a")])
         wf = other.store.workflows.load(first)
@@ -224,10 +224,10 @@ def _save(app: PilotApp, wf: Workflow, change: Any) -> None:
 
 @pytest.mark.backends("postgresql")
 async def test_two_replicas_of_one_postgresql_share_the_locks_through_their_mcp_tools(
-    settings: Settings,
+    backend_settings: Settings,
 ) -> None:
-    first = build_app(settings, dispatcher=ScriptedDispatcher())
-    second = build_app(settings, dispatcher=ScriptedDispatcher())
+    first = build_app(backend_settings, dispatcher=ScriptedDispatcher())
+    second = build_app(backend_settings, dispatcher=ScriptedDispatcher())
     try:
         async with connect(first, Actor("alice")) as alice, connect(second, Actor("bob")) as bob:
             holder = await alice.custom([GATE, on("vm-a")])
@@ -253,10 +253,10 @@ WAIT = policy_from_text("conflicts: {mode: wait}\n")
 
 
 async def test_in_wait_mode_a_write_on_a_held_vm_waits_on_another_replica_and_goes_on_once_freed(
-    settings: Settings,
+    backend_settings: Settings,
 ) -> None:
     one, two = ScriptedDispatcher(), ScriptedDispatcher()
-    first, second = build_app(settings, dispatcher=one), build_app(settings, dispatcher=two)
+    first, second = build_app(backend_settings, dispatcher=one), build_app(backend_settings, dispatcher=two)
     for app in (first, second):
         app.service.runner.policy = lambda: WAIT
     try:

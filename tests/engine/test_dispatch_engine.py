@@ -266,10 +266,10 @@ async def test_racing_approvals_run_exactly_once(
 
 @pytest.mark.backends("sqlite")  # refused where Pilots share the database (below)
 async def test_literal_secret_survives_in_process_but_not_a_restart(
-    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     guest = guest_command_with_password()
-    first = build_app(settings, dispatcher=dispatcher)
+    first = build_app(backend_settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
         (await first.service.run_workflow(actor, wid)).payload()
@@ -277,7 +277,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
         assert stored["steps"][1]["params"]["password"] == "***"
     finally:
         first.close()
-    second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
+    second = build_app(backend_settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
         out = (await second.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert out["steps"][1]["status"] == "failed"
@@ -289,11 +289,11 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
 
 @pytest.mark.backends("sqlite")  # refused where Pilots share the database (below)
 async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_restart(
-    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     guest = guest_command_with_password()
     guest["params"] = {"vm_name": "a", "command": "mysql --password=hunter2-pw", "confirm": True}
-    first = build_app(settings, dispatcher=dispatcher)
+    first = build_app(backend_settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
         (await first.service.run_workflow(actor, wid)).payload()
@@ -307,7 +307,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
         (await first.service.run_workflow(actor, again)).payload()
     finally:
         first.close()
-    second = build_app(settings, dispatcher=dispatcher)  # a restarted Pilot
+    second = build_app(backend_settings, dispatcher=dispatcher)  # a restarted Pilot
     try:
         out = (await second.service.approve(ApproveRequest(actor, again, approver="alice"))).payload()
         assert out["steps"][1]["status"] == "failed"
@@ -496,16 +496,16 @@ async def test_whole_result_reference_passes_any_value(
 
 
 async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
-    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
-    handback = build_app(settings)
+    handback = build_app(backend_settings)
     try:
         wid = create(handback, actor, [READ, GATE, use])
         (await handback.service.run_workflow(actor, wid)).payload()  # step 0 handed to the caller
     finally:
         handback.close()
-    dispatching = build_app(settings, dispatcher=dispatcher)
+    dispatching = build_app(backend_settings, dispatcher=dispatcher)
     try:
         out = (
             await dispatching.service.approve(
@@ -557,11 +557,11 @@ async def test_literal_secrets_are_refused_when_pilots_share_the_database(
 
 @pytest.mark.backends("sqlite")
 async def test_literal_secrets_are_refused_whenever_a_database_url_is_set(
-    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor, database: Database
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor, database: Database
 ) -> None:
     """A SQLite file named by VMWARE_PILOT_DATABASE_URL may be shared too (another host, a
     shared disk): any database URL means several Pilots may read these workflows."""
-    shared = settings.model_copy(update={"database_url": database.raw_url})
+    shared = backend_settings.model_copy(update={"database_url": database.raw_url})
     app = build_app(shared, dispatcher=dispatcher)
     try:
         with pytest.raises(PilotError) as info:

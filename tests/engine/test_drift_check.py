@@ -135,9 +135,9 @@ async def test_drift_through_the_mcp_tools(
 
 
 async def test_with_the_check_off_the_step_is_sent_as_approved(
-    settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    app = build_app(Settings(home=settings.home, drift_check="off"), dispatcher=dispatcher)
+    app = build_app(Settings(home=backend_settings.home, drift_check="off"), dispatcher=dispatcher)
     try:
         estate = Estate(dispatcher, tools=True)
         wid = await at_gate(app, actor, [gate(), *restart("web")])
@@ -164,11 +164,11 @@ async def test_hand_back_says_the_check_is_the_agents(app: PilotApp, actor: Acto
 
 
 @pytest.mark.slow
-async def test_the_drift_is_posted_to_the_webhook(settings: Settings, actor: Actor) -> None:
+async def test_the_drift_is_posted_to_the_webhook(backend_settings: Settings, actor: Actor) -> None:
     dispatcher = ScriptedDispatcher()
     estate = Estate(dispatcher, tools=True)
     with serve(Receiver()) as receiver:
-        configured = Settings(home=settings.home, notify_url=receiver.url, notify_timeout=2.0)
+        configured = Settings(home=backend_settings.home, notify_url=receiver.url, notify_timeout=2.0)
         app = build_app(configured, dispatcher=dispatcher)
         try:
             wid = await at_gate(app, actor, [gate(), *restart("web")])

@@ -46,12 +46,12 @@ def _poll(condition: object, what: str, limit: float = 120) -> None:
 
 
 @contextmanager
-def replica(settings: Settings, mode: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def replica(backend_settings: Settings, mode: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A replica process running a workflow of ``mode``; yields it and the workflow's id."""
     env = {
         **os.environ,
-        "VMWARE_PILOT_HOME": str(settings.home_path),
-        "VMWARE_PILOT_DATABASE_URL": settings.database_url,
+        "VMWARE_PILOT_HOME": str(backend_settings.home_path),
+        "VMWARE_PILOT_DATABASE_URL": backend_settings.database_url,
         "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
         "PYTHONPATH": str(REPO),
     }
@@ -74,8 +74,8 @@ def replica(settings: Settings, mode: str) -> Iterator[tuple[subprocess.Popen[st
 
 
 @contextmanager
-def survivor(settings: Settings, dispatcher: ScriptedDispatcher | None) -> Iterator[PilotApp]:
-    app = build_app(settings.model_copy(update={"lease_seconds": LEASE}), dispatcher=dispatcher)
+def survivor(backend_settings: Settings, dispatcher: ScriptedDispatcher | None) -> Iterator[PilotApp]:
+    app = build_app(backend_settings.model_copy(update={"lease_seconds": LEASE}), dispatcher=dispatcher)
     try:
         yield app
     finally:
@@ -98,10 +98,10 @@ async def _sweep_until_continued(app: PilotApp, wid: str) -> list[str]:
 
 
 async def test_a_read_in_flight_runs_again_on_another_replica_which_takes_the_run_to_its_gate_and_end(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     dispatcher = ScriptedDispatcher()
-    with survivor(settings, dispatcher) as app, replica(settings, "read") as (proc, wid):
+    with survivor(backend_settings, dispatcher) as app, replica(backend_settings, "read") as (proc, wid):
         _poll(
             lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight"
         )
@@ -125,10 +125,10 @@ async def test_a_read_in_flight_runs_again_on_another_replica_which_takes_the_ru
 
 
 async def test_a_replica_killed_between_two_steps_is_continued_from_the_next_step(
-    settings: Settings,
+    backend_settings: Settings,
 ) -> None:
     dispatcher = ScriptedDispatcher()
-    with survivor(settings, dispatcher) as app, replica(settings, "between") as (proc, wid):
+    with survivor(backend_settings, dispatcher) as app, replica(backend_settings, "between") as (proc, wid):
         proc.wait(timeout=60)  # it killed itself right after recording step 0
         wf = app.store.workflows.load(wid)
         assert wf.state is WorkflowState.RUNNING
@@ -143,10 +143,10 @@ async def test_a_replica_killed_between_two_steps_is_continued_from_the_next_ste
 
 
 async def test_a_write_in_flight_is_never_run_again_its_workflow_stops_interrupted(
-    settings: Settings,
+    backend_settings: Settings,
 ) -> None:
     dispatcher = ScriptedDispatcher()
-    with survivor(settings, dispatcher) as app, replica(settings, "write") as (proc, wid):
+    with survivor(backend_settings, dispatcher) as app, replica(backend_settings, "write") as (proc, wid):
         _poll(
             lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the write in flight"
         )
@@ -165,13 +165,13 @@ async def test_a_write_in_flight_is_never_run_again_its_workflow_stops_interrupt
 
 
 async def test_a_live_run_is_never_taken_over_and_a_pilot_without_dispatch_sweeps_nothing(
-    settings: Settings,
+    backend_settings: Settings,
 ) -> None:
     dispatcher = ScriptedDispatcher()
     with (
-        survivor(settings, dispatcher) as app,
-        survivor(settings, None) as handback,
-        replica(settings, "read") as (proc, wid),
+        survivor(backend_settings, dispatcher) as app,
+        survivor(backend_settings, None) as handback,
+        replica(backend_settings, "read") as (proc, wid),
     ):
         _poll(
             lambda: app.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING, "the read in flight"
@@ -188,7 +188,7 @@ async def test_a_live_run_is_never_taken_over_and_a_pilot_without_dispatch_sweep
 
 
 async def test_a_stdio_server_with_dispatch_continues_the_run_of_a_replica_that_died(
-    settings: Settings, tmp_path: Path
+    backend_settings: Settings, tmp_path: Path
 ) -> None:
     """The sweeper of a real `vmware-pilot mcp --dispatch` (stdio) process, against a real skill
     server that logs its calls (tests/support/chaos_skill.py)."""
@@ -198,14 +198,14 @@ async def test_a_stdio_server_with_dispatch_continues_the_run_of_a_replica_that_
     env = {
         **os.environ,
         "HOME": str(tmp_path),
-        "VMWARE_PILOT_HOME": str(settings.home_path),
-        "VMWARE_PILOT_DATABASE_URL": settings.database_url,
+        "VMWARE_PILOT_HOME": str(backend_settings.home_path),
+        "VMWARE_PILOT_DATABASE_URL": backend_settings.database_url,
         "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
         "VMWARE_PILOT_SWEEP_SECONDS": "0.5",
         "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"monitor": skill, "aiops": skill}),
         "CHAOS_LOG": str(log),
     }
-    with replica(settings, "between") as (proc, wid):
+    with replica(backend_settings, "between") as (proc, wid):
         proc.wait(timeout=60)  # it killed itself right after recording step 0
         params = StdioServerParameters(command=str(PILOT), args=["mcp", "--dispatch"], env=env)
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

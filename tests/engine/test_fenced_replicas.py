@@ -51,8 +51,10 @@ def on(vm: str) -> dict[str, Any]:
 
 
 @contextmanager
-def pilot(settings: Settings, dispatcher: ScriptedDispatcher, lease: float = LEASE) -> Iterator[PilotApp]:
-    app = build_app(settings.model_copy(update={"lease_seconds": lease}), dispatcher=dispatcher)
+def pilot(
+    backend_settings: Settings, dispatcher: ScriptedDispatcher, lease: float = LEASE
+) -> Iterator[PilotApp]:
+    app = build_app(backend_settings.model_copy(update={"lease_seconds": lease}), dispatcher=dispatcher)
     try:
         yield app
     finally:
@@ -60,15 +62,15 @@ def pilot(settings: Settings, dispatcher: ScriptedDispatcher, lease: float = LEA
 
 
 @contextmanager
-def paused_replica(settings: Settings, log: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def paused_replica(backend_settings: Settings, log: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Replica A (tests/support/replica.py ``pause``), stopped right after it marked its write
     running; yields it (stopped) and the workflow's id."""
     skill = f"{sys.executable} {CHAOS_SKILL}"
     env = {
         **os.environ,
         "HOME": str(log.parent),
-        "VMWARE_PILOT_HOME": str(settings.home_path),
-        "VMWARE_PILOT_DATABASE_URL": settings.database_url,
+        "VMWARE_PILOT_HOME": str(backend_settings.home_path),
+        "VMWARE_PILOT_DATABASE_URL": backend_settings.database_url,
         "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
         "VMWARE_PILOT_DISPATCH": "stdio",
         "VMWARE_PILOT_SKILL_COMMANDS": json.dumps({"aiops": skill}),
@@ -108,11 +110,14 @@ async def sweep_until_continued(app: PilotApp, wid: str) -> None:
 
 
 async def test_a_replica_paused_between_marking_a_write_running_and_sending_it_sends_nothing_after_a_takeover(
-    settings: Settings, tmp_path: Path
+    backend_settings: Settings, tmp_path: Path
 ) -> None:
     log = tmp_path / "calls.log"
     log.touch()
-    with pilot(settings, ScriptedDispatcher()) as b, paused_replica(settings, log) as (a, wid):
+    with (
+        pilot(backend_settings, ScriptedDispatcher()) as b,
+        paused_replica(backend_settings, log) as (a, wid),
+    ):
         assert b.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING
         await sweep_until_continued(b, wid)
         wf = b.store.workflows.load(wid)
@@ -134,7 +139,7 @@ async def test_a_replica_paused_between_marking_a_write_running_and_sending_it_s
 
 
 async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome(
-    settings: Settings, pg_server: PgServer, actor: Actor
+    backend_settings: Settings, pg_server: PgServer, actor: Actor
 ) -> None:
     failed = threading.Event()
     restarted = threading.Event()
@@ -151,7 +156,7 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True, **params})
 
     dispatcher = ScriptedDispatcher(answers={"power_on_vm": returned_then_database_restarts})
-    with pilot(settings, dispatcher, lease=10) as app:
+    with pilot(backend_settings, dispatcher, lease=10) as app:
         save = app.store.workflows.save
 
         def watched(wf: Workflow, *args: Any, **kwargs: Any) -> None:
@@ -177,12 +182,12 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
 
 
 async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its_run(
-    settings: Settings, pg_server: PgServer, actor: Actor
+    backend_settings: Settings, pg_server: PgServer, actor: Actor
 ) -> None:
     """One replica, its sweeper running: an outage of three lease times while a write is in
     flight; its own sweeper never takes the run, the run takes its leases again and completes."""
     skill = SteppedDispatcher(answer={"power_on_vm": asyncio.Event()})
-    with pilot(settings, skill, lease=1.5) as app:
+    with pilot(backend_settings, skill, lease=1.5) as app:
         wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
         sweeper = Sweeper(lambda: app.service.runner, interval=0.2)
         passes: list[list[str]] = []

@@ -53,8 +53,8 @@ def skill() -> SteppedDispatcher:
 
 
 @pytest.fixture
-def pilot(settings: Settings, skill: SteppedDispatcher) -> Iterator[PilotApp]:
-    built = build_app(settings, dispatcher=skill)
+def pilot(backend_settings: Settings, skill: SteppedDispatcher) -> Iterator[PilotApp]:
+    built = build_app(backend_settings, dispatcher=skill)
     yield built
     built.close()
 
@@ -254,12 +254,14 @@ async def test_a_run_lease_whose_release_failed_does_not_hold_up_the_next_run_he
 
 
 async def test_a_run_lease_whose_release_failed_is_released_when_the_database_answers_again(
-    settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
+    backend_settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same failed release, seen from another replica: the lease (300 s) is freed by a retry
     in the background, not by waiting for it to expire."""
-    pilot = build_app(settings.model_copy(update={"lease_seconds": 300}), dispatcher=ScriptedDispatcher())
-    other = build_app(settings, dispatcher=ScriptedDispatcher())
+    pilot = build_app(
+        backend_settings.model_copy(update={"lease_seconds": 300}), dispatcher=ScriptedDispatcher()
+    )
+    other = build_app(backend_settings, dispatcher=ScriptedDispatcher())
     try:
         wid = await _at_gate_with_a_failed_release(pilot, actor, monkeypatch)
         deadline = asyncio.get_running_loop().time() + GUARD
@@ -327,10 +329,10 @@ async def test_a_known_outcome_survives_a_database_blip_and_is_recorded_once(
 
 
 async def test_a_run_stopped_by_a_database_outage_never_says_nothing_was_changed(
-    settings: Settings, skill: SteppedDispatcher, actor: Actor, monkeypatch: pytest.MonkeyPatch
+    backend_settings: Settings, skill: SteppedDispatcher, actor: Actor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Through a real MCP session: the outcome's save fails for longer than the (short) lease."""
-    pilot = build_app(settings.model_copy(update={"lease_seconds": 0.5}), dispatcher=skill)
+    pilot = build_app(backend_settings.model_copy(update={"lease_seconds": 0.5}), dispatcher=skill)
     try:
         wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a")]).payload()["workflow_id"])
         failing_saves(pilot.store, monkeypatch, outcome_save, 10**6, land=False)

@@ -203,12 +203,12 @@ async def test_the_evidence_summarises_what_earlier_steps_found(
 
 @pytest.mark.backends("sqlite")  # a literal secret: refused on PostgreSQL (test_dispatch_engine)
 async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     dispatcher = ScriptedDispatcher(answers={"get_vm_info": vm_info("poweredOn")})
     with serve(Receiver()) as receiver:
         configured = Settings(
-            home=settings.home, notify_url=receiver.url, public_url="https://pilot.example.com"
+            home=backend_settings.home, notify_url=receiver.url, public_url="https://pilot.example.com"
         )
         app = build_app(configured, dispatcher=dispatcher)
         try:
@@ -226,11 +226,11 @@ async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
 
 
 async def test_the_webhook_body_carries_the_gate_pages_alerts_as_objects(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     dispatcher = ScriptedDispatcher(answers={"get_vm_info": vm_info("poweredOff")})
     with serve(Receiver()) as receiver:
-        app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
+        app = build_app(Settings(home=backend_settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
             (await app.service.run_workflow(actor, wid)).payload()
@@ -253,13 +253,15 @@ async def test_the_webhook_body_carries_the_gate_pages_alerts_as_objects(
     assert page["prediction"]["verdict"] == "succeeds"
 
 
-async def test_a_webhook_names_a_failed_read_and_a_missing_preview(settings: Settings, actor: Actor) -> None:
+async def test_a_webhook_names_a_failed_read_and_a_missing_preview(
+    backend_settings: Settings, actor: Actor
+) -> None:
     dispatcher = ScriptedDispatcher(
         answers={"get_vm_info": failed("vCenter unreachable: password=hunter2 rejected")}
     )
     dispatcher.schemas["power_off_vm"] = NO_CONFIRM_SCHEMA
     with serve(Receiver()) as receiver:
-        app = build_app(Settings(home=settings.home, notify_url=receiver.url), dispatcher=dispatcher)
+        app = build_app(Settings(home=backend_settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
             (await app.service.run_workflow(actor, wid)).payload()

@@ -31,9 +31,11 @@ OFF = {
 }
 
 
-def notifying_app(settings: Settings, receiver: Receiver, dispatcher: Any = None, **extra: Any) -> PilotApp:
+def notifying_app(
+    backend_settings: Settings, receiver: Receiver, dispatcher: Any = None, **extra: Any
+) -> PilotApp:
     values = {"notify_url": receiver.url, "notify_secret": SECRET, "notify_timeout": 2.0, **extra}
-    configured = Settings(home=settings.home, **values)
+    configured = Settings(home=backend_settings.home, **values)
     return build_app(configured, dispatcher=dispatcher or ScriptedDispatcher())
 
 
@@ -49,9 +51,9 @@ def create(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
 
 
 async def test_gate_and_completion_are_posted_signed(
-    settings: Settings, receiver: Receiver, actor: Actor
+    backend_settings: Settings, receiver: Receiver, actor: Actor
 ) -> None:
-    app = notifying_app(settings, receiver)
+    app = notifying_app(backend_settings, receiver)
     try:
         wid = create(app, actor, [READ, GATE, READ])
         (await app.service.run_workflow(actor, wid)).payload()
@@ -77,10 +79,12 @@ async def test_gate_and_completion_are_posted_signed(
     assert SECRET.encode() not in first.body + second.body
 
 
-async def test_failure_and_rollback_are_posted(settings: Settings, receiver: Receiver, actor: Actor) -> None:
+async def test_failure_and_rollback_are_posted(
+    backend_settings: Settings, receiver: Receiver, actor: Actor
+) -> None:
     dispatcher = ScriptedDispatcher(answers={"power_on_vm": failed("host unreachable")})
     dispatcher.answers["reboot_vm"] = failed("vm locked")
-    app = notifying_app(settings, receiver, dispatcher)
+    app = notifying_app(backend_settings, receiver, dispatcher)
     try:
         steps = [GATE, OFF, {**OFF, "tool": "reboot_vm", "rollback_tool": "", "rollback_params": {}}]
         wid = create(app, actor, steps)
@@ -100,10 +104,10 @@ async def test_failure_and_rollback_are_posted(settings: Settings, receiver: Rec
 
 @pytest.mark.slow
 async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     with serve(Receiver(statuses=[500, 503])) as receiver:
-        app = notifying_app(settings, receiver)
+        app = notifying_app(backend_settings, receiver)
         try:
             wid = create(app, actor, [GATE])
             (await app.service.run_workflow(actor, wid)).payload()
@@ -116,10 +120,10 @@ async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
 
 @pytest.mark.slow
 async def test_a_receiver_that_always_fails_never_fails_the_workflow(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     with serve(Receiver(statuses=[500] * 10)) as receiver:
-        app = notifying_app(settings, receiver, notify_attempts=2)
+        app = notifying_app(backend_settings, receiver, notify_attempts=2)
         try:
             wid = create(app, actor, [GATE, READ])
             (await app.service.run_workflow(actor, wid)).payload()
@@ -134,11 +138,11 @@ async def test_a_receiver_that_always_fails_never_fails_the_workflow(
 
 @pytest.mark.slow
 async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     hold = threading.Event()
     with serve(Receiver(hold=hold)) as receiver:
-        app = notifying_app(settings, receiver, notify_timeout=30.0)
+        app = notifying_app(backend_settings, receiver, notify_timeout=30.0)
         try:
             wid = create(app, actor, [GATE, READ])
             (await app.service.run_workflow(actor, wid)).payload()
@@ -151,8 +155,8 @@ async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
             app.close()
 
 
-def test_notifications_are_off_without_a_url(settings: Settings) -> None:
-    app = build_app(settings)
+def test_notifications_are_off_without_a_url(backend_settings: Settings) -> None:
+    app = build_app(backend_settings)
     try:
         assert app.notifier is None and app.service.runner.events is None
     finally:

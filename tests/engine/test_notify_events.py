@@ -59,9 +59,13 @@ def receiver() -> Iterator[Receiver]:
         yield r
 
 
-def notifying(settings: Settings, receiver: Receiver, dispatcher: Any = None, **extra: Any) -> PilotApp:
+def notifying(
+    backend_settings: Settings, receiver: Receiver, dispatcher: Any = None, **extra: Any
+) -> PilotApp:
     values = {"notify_url": receiver.url, "notify_timeout": 2.0, "public_url": CONSOLE, **extra}
-    return build_app(Settings(home=settings.home, **values), dispatcher=dispatcher or ScriptedDispatcher())
+    return build_app(
+        Settings(home=backend_settings.home, **values), dispatcher=dispatcher or ScriptedDispatcher()
+    )
 
 
 async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: Actor = ALICE) -> str:
@@ -75,8 +79,10 @@ def by_name(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["event"]: e for e in events}
 
 
-async def test_every_event_says_who_asked_why_and_who_acted(settings: Settings, receiver: Receiver) -> None:
-    app = notifying(settings, receiver)
+async def test_every_event_says_who_asked_why_and_who_acted(
+    backend_settings: Settings, receiver: Receiver
+) -> None:
+    app = notifying(backend_settings, receiver)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
         (
@@ -107,12 +113,12 @@ async def test_every_event_says_who_asked_why_and_who_acted(settings: Settings, 
 
 @pytest.mark.slow
 async def test_a_failure_carries_its_error_and_what_was_already_changed(
-    settings: Settings, receiver: Receiver
+    backend_settings: Settings, receiver: Receiver
 ) -> None:
     dispatcher = ScriptedDispatcher(
         answers={"reboot_vm": failed("VM web-02 is locked by task-42; password=hunter2")}
     )
-    app = notifying(settings, receiver, dispatcher)
+    app = notifying(backend_settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(), off("web-01"), off("web-02", tool="reboot_vm")])
         out = (await app.service.approve(ApproveRequest(BOB, wid))).payload()
@@ -130,10 +136,10 @@ async def test_a_failure_carries_its_error_and_what_was_already_changed(
 
 @pytest.mark.slow
 async def test_an_expired_gate_is_announced_once_whichever_pilot_notices(
-    settings: Settings, receiver: Receiver
+    backend_settings: Settings, receiver: Receiver
 ) -> None:
-    first = notifying(settings, receiver)
-    second = notifying(settings, receiver)  # another Pilot on the same database
+    first = notifying(backend_settings, receiver)
+    second = notifying(backend_settings, receiver)  # another Pilot on the same database
     try:
         wid = await at_gate(first, [gate(expires_in_minutes=0.001), off()])
         await asyncio.sleep(0.1)
@@ -155,9 +161,9 @@ async def test_an_expired_gate_is_announced_once_whichever_pilot_notices(
 
 @pytest.mark.slow
 async def test_the_sweep_announces_a_gate_that_expired_unnoticed(
-    settings: Settings, receiver: Receiver
+    backend_settings: Settings, receiver: Receiver
 ) -> None:
-    app = notifying(settings, receiver)
+    app = notifying(backend_settings, receiver)
     try:
         wid = await at_gate(app, [gate(expires_in_minutes=0.001), off()])
         await asyncio.sleep(0.1)
@@ -172,10 +178,10 @@ async def test_the_sweep_announces_a_gate_that_expired_unnoticed(
 
 @pytest.mark.slow
 async def test_a_changed_prediction_is_announced_with_the_voided_approvals(
-    settings: Settings, receiver: Receiver
+    backend_settings: Settings, receiver: Receiver
 ) -> None:
     dispatcher = ScriptedDispatcher(answers={"get_vm_info": vm_info("poweredOn")})
-    app = notifying(settings, receiver, dispatcher)
+    app = notifying(backend_settings, receiver, dispatcher)
     try:
         wid = await at_gate(app, [gate(approvals_required=2), off()])
         (await app.service.approve(ApproveRequest(BOB, wid))).payload()
@@ -194,9 +200,9 @@ def _hostile_description() -> str:
 
 
 @pytest.mark.slow
-async def test_slack_bodies_are_valid_block_kit(settings: Settings, receiver: Receiver) -> None:
+async def test_slack_bodies_are_valid_block_kit(backend_settings: Settings, receiver: Receiver) -> None:
     dispatcher = ScriptedDispatcher(answers={"reboot_vm": failed("locked")})
-    app = notifying(settings, receiver, dispatcher, notify_format="slack")
+    app = notifying(backend_settings, receiver, dispatcher, notify_format="slack")
     try:
         wid = app.service.create_workflow(
             ALICE, "patch-web", _hostile_description(), [gate(), off(tool="reboot_vm")]
@@ -220,8 +226,8 @@ async def test_slack_bodies_are_valid_block_kit(settings: Settings, receiver: Re
 
 
 @pytest.mark.slow
-async def test_teams_bodies_are_adaptive_cards(settings: Settings, receiver: Receiver) -> None:
-    app = notifying(settings, receiver, notify_format="teams")
+async def test_teams_bodies_are_adaptive_cards(backend_settings: Settings, receiver: Receiver) -> None:
+    app = notifying(backend_settings, receiver, notify_format="teams")
     try:
         wid = await at_gate(app, [gate(), off()])
         app.service.reject(RejectRequest(CAROL, wid, "not today")).payload()

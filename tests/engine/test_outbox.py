@@ -21,9 +21,9 @@ GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "para
 READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
 
 
-def pilot(settings: Settings, database: Database, receiver: Receiver, **extra: Any) -> PilotApp:
+def pilot(backend_settings: Settings, database: Database, receiver: Receiver, **extra: Any) -> PilotApp:
     values = {"notify_url": receiver.url, "notify_secret": SECRET, "notify_timeout": 2.0, **extra}
-    configured = Settings(home=settings.home, database_url=database.settings_url, **values)
+    configured = Settings(home=backend_settings.home, database_url=database.settings_url, **values)
     return build_app(configured, dispatcher=ScriptedDispatcher())
 
 
@@ -37,10 +37,10 @@ def rows(database: Database) -> list[tuple[str, str, int, str]]:
 
 @pytest.mark.slow
 async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
-    settings: Settings, database: Database, actor: Actor
+    backend_settings: Settings, database: Database, actor: Actor
 ) -> None:
     with serve(Receiver()) as receiver:
-        first = pilot(settings, database, receiver)
+        first = pilot(backend_settings, database, receiver)
         # This process's sender is gone (as after a crash right after its commit).
         assert first.notifier is not None and first.notifier.close(5) is True
         wid = first.service.create_workflow(actor, "outbox", "d", [READ, GATE]).payload()["workflow_id"]
@@ -50,7 +50,7 @@ async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
         assert SECRET not in body
         first.close()
 
-        second = pilot(settings, database, receiver)
+        second = pilot(backend_settings, database, receiver)
         try:
             (got,) = receiver.wait_for(1)
         finally:
@@ -63,10 +63,10 @@ async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
 
 @pytest.mark.slow
 async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marked(
-    settings: Settings, database: Database, actor: Actor
+    backend_settings: Settings, database: Database, actor: Actor
 ) -> None:
     with serve(Receiver(statuses=[500] * 4)) as receiver:
-        app = pilot(settings, database, receiver, notify_attempts=2)
+        app = pilot(backend_settings, database, receiver, notify_attempts=2)
         try:
             wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
             (await app.service.run_workflow(actor, wid)).payload()
@@ -80,10 +80,10 @@ async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marke
 
 
 async def test_two_pilots_on_one_database_deliver_each_event_once(
-    settings: Settings, database: Database, actor: Actor
+    backend_settings: Settings, database: Database, actor: Actor
 ) -> None:
     with serve(Receiver()) as receiver:
-        apps = [pilot(settings, database, receiver) for _ in range(2)]
+        apps = [pilot(backend_settings, database, receiver) for _ in range(2)]
         try:
             for n in range(6):
                 app = apps[n % 2]
@@ -107,10 +107,10 @@ def _age(database: Database, seconds: float) -> None:
 
 @pytest.mark.slow
 async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pending_ones_never(
-    settings: Settings, database: Database, actor: Actor
+    backend_settings: Settings, database: Database, actor: Actor
 ) -> None:
     with serve(Receiver()) as receiver:
-        app = pilot(settings, database, receiver)
+        app = pilot(backend_settings, database, receiver)
         try:
             for _ in range(2):
                 wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
@@ -138,11 +138,11 @@ async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pend
 
 @pytest.mark.slow
 async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
-    settings: Settings, database: Database, actor: Actor
+    backend_settings: Settings, database: Database, actor: Actor
 ) -> None:
     with serve(Receiver()) as receiver:
         # 0.001 h = 3.6 s: the sender deletes the row once it is older than that.
-        app = pilot(settings, database, receiver, notify_retention_hours=0.001)
+        app = pilot(backend_settings, database, receiver, notify_retention_hours=0.001)
         try:
             wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
             (await app.service.run_workflow(actor, wid)).payload()
@@ -160,11 +160,11 @@ async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
 # 307: urllib already refused to re-send a POST there, a guard only (the slow tier runs it).
 @pytest.mark.parametrize("status", [302, pytest.param(307, marks=pytest.mark.slow)])
 async def test_a_redirect_is_never_followed_and_counts_as_a_failed_attempt(
-    settings: Settings, database: Database, actor: Actor, status: int
+    backend_settings: Settings, database: Database, actor: Actor, status: int
 ) -> None:
     with serve(Receiver()) as elsewhere, serve(Receiver(statuses=[status])) as receiver:
         receiver.location = elsewhere.url
-        app = pilot(settings, database, receiver, notify_attempts=1)
+        app = pilot(backend_settings, database, receiver, notify_attempts=1)
         try:
             wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
             (await app.service.run_workflow(actor, wid)).payload()

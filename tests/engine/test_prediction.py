@@ -234,13 +234,13 @@ async def test_the_approve_tool_takes_the_acknowledgment_and_refuses_as_a_result
 
 
 async def test_the_approval_form_shows_the_verdict_first_and_takes_the_persons_reason_not_the_agents(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     from tests.server.test_approval_policy import Person, session
 
     dispatcher = ScriptedDispatcher()
     Estate(dispatcher)
-    app = build_app(Settings(home=settings.home, approvals="elicit"), dispatcher=dispatcher)
+    app = build_app(Settings(home=backend_settings.home, approvals="elicit"), dispatcher=dispatcher)
     try:
         wid = await at_gate(app, actor, [gate(), *restart("web")])
         silent = Person({"decision": "approve", "approver": "carol"})

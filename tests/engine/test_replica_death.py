@@ -33,12 +33,12 @@ def _poll(condition: object, what: str, limit: float = 120) -> None:
 
 
 async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_never_rerun(
-    settings: Settings, actor: Actor
+    backend_settings: Settings, actor: Actor
 ) -> None:
     env = {
         **os.environ,
-        "VMWARE_PILOT_HOME": str(settings.home_path),
-        "VMWARE_PILOT_DATABASE_URL": settings.database_url,
+        "VMWARE_PILOT_HOME": str(backend_settings.home_path),
+        "VMWARE_PILOT_DATABASE_URL": backend_settings.database_url,
         "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
         "PYTHONPATH": str(REPO),
     }
@@ -46,7 +46,7 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
         [sys.executable, "-m", "tests.support.replica"], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
     )
     dispatcher = ScriptedDispatcher()
-    survivor = build_app(settings.model_copy(update={"lease_seconds": LEASE}), dispatcher=dispatcher)
+    survivor = build_app(backend_settings.model_copy(update={"lease_seconds": LEASE}), dispatcher=dispatcher)
     try:
         assert replica.stdout is not None
         wid = replica.stdout.readline().strip()

@@ -26,9 +26,9 @@ WRITE = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm
 
 
 async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_that_no_sweep_takes(
-    dapp: PilotApp, settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
+    dapp: PilotApp, backend_settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = build_app(settings, dispatcher=ScriptedDispatcher())  # another replica's sweeper
+    other = build_app(backend_settings, dispatcher=ScriptedDispatcher())  # another replica's sweeper
     seen: list[tuple[str, bool]] = []
     swept: list[list[str]] = []
     save = dapp.store.workflows.save

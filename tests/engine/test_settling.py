@@ -238,11 +238,13 @@ class Silent(ScriptedDispatcher):
         return await super().call(skill, tool, params, before_send)
 
 
-async def test_settling_is_bounded_in_time(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_settling_is_bounded_in_time(
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(settling, "SETTLE_SECONDS", 0.2)
     silent = Silent()
     Vcenter(silent, lands=True, tasks=[])
-    app = build_app(settings, dispatcher=silent)
+    app = build_app(backend_settings, dispatcher=silent)
     try:
         async with connect(app) as client:
             _, ran = await interrupted(client)

@@ -112,7 +112,7 @@ async def _replica_ahead(home: Path, database: Database) -> AsyncIterator[Client
 @pytest.mark.slow
 @pytest.mark.backends("postgresql")
 async def test_a_replica_two_hours_ahead_agrees_with_the_others_on_every_gates_expiry(
-    app: PilotApp, settings: Settings, database: Database, tmp_path: Path
+    app: PilotApp, backend_settings: Settings, database: Database, tmp_path: Path
 ) -> None:
     async with connect(app, Actor("tester")) as here, _replica_ahead(tmp_path / "ahead", database) as ahead:
         reached_here = str(

@@ -7,24 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.backends import Database
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import SqlStore, open_store
 
 
 @pytest.fixture
-def settings(pilot_home: Path, database: Database) -> Settings:
-    return Settings(home=pilot_home, database_url=database.settings_url)
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[SqlStore]:
-    s = open_store(settings)
+def store(backend_settings: Settings) -> Iterator[SqlStore]:
+    s = open_store(backend_settings)
     yield s
     s.close()
 
 
 @pytest.fixture
-def db_path(settings: Settings) -> Path:
+def db_path(backend_settings: Settings) -> Path:
     """The SQLite database file (tests using it are marked ``backends("sqlite")``)."""
-    return settings.home_path / "pilot.db"
+    return backend_settings.home_path / "pilot.db"

@@ -17,9 +17,9 @@ from vmware_pilot.store.sql import open_store
 
 @pytest.mark.backends("postgresql")
 def test_the_database_clock_is_one_statement_without_a_transaction_of_its_own(
-    settings: Settings, database: Database
+    backend_settings: Settings, database: Database
 ) -> None:
-    one_connection = settings.model_copy(update={"database_pool_size": 1})
+    one_connection = backend_settings.model_copy(update={"database_pool_size": 1})
     with open_store(one_connection) as store:
         begun: list[object] = []
         sent: list[str] = []

@@ -37,16 +37,18 @@ def _triggers(database: Database) -> set[str]:
         return set(conn.execute(text(query)).scalars())
 
 
-def _old_database(settings: Settings, version: int) -> None:
-    engine = make_engine(settings.resolved_database_url)
-    settings.home_path.mkdir(parents=True, exist_ok=True)
+def _old_database(backend_settings: Settings, version: int) -> None:
+    engine = make_engine(backend_settings.resolved_database_url)
+    backend_settings.home_path.mkdir(parents=True, exist_ok=True)
     with engine.begin() as conn:
         migrate(conn, MIGRATIONS[:version])
     engine.dispose()
 
 
-def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(settings: Settings) -> None:
-    with open_store(settings) as store, store.database.engine.connect() as conn:
+def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(
+    backend_settings: Settings,
+) -> None:
+    with open_store(backend_settings) as store, store.database.engine.connect() as conn:
         assert current_version(conn) == LATEST
         found = inspect(conn)
         for table in metadata.sorted_tables:
@@ -55,8 +57,10 @@ def test_fresh_database_gets_the_latest_schema_matching_the_table_definitions(se
         assert "ix_workflows_active_created" in index_names
 
 
-def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings, database: Database) -> None:
-    _old_database(settings, version=1)
+def test_old_version_database_is_migrated_and_keeps_its_rows(
+    backend_settings: Settings, database: Database
+) -> None:
+    _old_database(backend_settings, version=1)
     with database.raw() as conn:
         for wid, state, created in (("wf-a", "pending", "2026-01-01"), ("wf-b", "completed", "2026-01-02")):
             conn.execute(
@@ -68,7 +72,7 @@ def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings,
             )
         assert conn.execute(text("SELECT value FROM schema_meta")).scalar() == "1"
 
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         # Version 2 backfilled the active flag from the state; version 3 made events append-only.
         assert [row["id"] for row in store.workflows.list_active()] == ["wf-a"]
         assert store.workflows.count_active() == 1
@@ -90,30 +94,32 @@ def test_old_version_database_is_migrated_and_keeps_its_rows(settings: Settings,
     assert _triggers(database) == expected
 
 
-def test_opening_again_applies_nothing_twice(settings: Settings) -> None:
-    open_store(settings).close()
-    with open_store(settings) as store, store.database.engine.connect() as conn:
+def test_opening_again_applies_nothing_twice(backend_settings: Settings) -> None:
+    open_store(backend_settings).close()
+    with open_store(backend_settings) as store, store.database.engine.connect() as conn:
         assert current_version(conn) == LATEST
 
 
 def test_database_from_a_newer_vmware_pilot_is_refused_with_a_hint(
-    settings: Settings, database: Database
+    backend_settings: Settings, database: Database
 ) -> None:
-    open_store(settings).close()
+    open_store(backend_settings).close()
     with database.raw() as conn:
         conn.execute(text("UPDATE schema_meta SET value = :v"), {"v": str(LATEST + 1)})
     with pytest.raises(SchemaTooNew) as caught:
-        open_store(settings)
+        open_store(backend_settings)
     assert caught.value.fields["schema_version"] == LATEST + 1
     assert "Upgrade vmware-pilot" in caught.value.hint
 
 
-def test_foreign_database_with_a_workflows_table_is_refused(settings: Settings, database: Database) -> None:
-    settings.home_path.mkdir(parents=True)
+def test_foreign_database_with_a_workflows_table_is_refused(
+    backend_settings: Settings, database: Database
+) -> None:
+    backend_settings.home_path.mkdir(parents=True)
     with database.raw() as conn:
         conn.execute(text("CREATE TABLE workflows (id TEXT PRIMARY KEY, type TEXT, state TEXT, data TEXT)"))
     with pytest.raises(StoreError, match="no vmware-pilot schema version") as caught:
-        open_store(settings)
+        open_store(backend_settings)
     assert "VMWARE_PILOT_DATABASE_URL" in caught.value.hint
 
 
@@ -138,9 +144,9 @@ def _meta(database: Database) -> dict[str, str]:
 
 
 def test_a_fresh_database_records_the_migrations_applied_and_the_oldest_schema_a_build_needs(
-    settings: Settings, database: Database
+    backend_settings: Settings, database: Database
 ) -> None:
-    open_store(settings).close()
+    open_store(backend_settings).close()
     # Migrations after EXPANDS_AFTER expand: the release before reads the version it knows.
     assert _meta(database) == recorded_schema(LATEST)
     assert recorded_schema(EXPANDS_AFTER) == {"schema_version": str(EXPANDS_AFTER)}  # as 3.0.0 wrote it
@@ -149,19 +155,19 @@ def test_a_fresh_database_records_the_migrations_applied_and_the_oldest_schema_a
 
 
 def test_this_build_keeps_serving_a_database_the_next_release_expanded(
-    settings: Settings, database: Database
+    backend_settings: Settings, database: Database
 ) -> None:
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         before = sample_workflow("before")
         store.workflows.create(before)
-    engine = make_engine(settings.resolved_database_url)
+    engine = make_engine(backend_settings.resolved_database_url)
     with engine.begin() as conn:
         assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 1
     engine.dispose()
     # What every build reads is unchanged; the applied count is a row of its own.
     assert _meta(database) == recorded_schema(LATEST + 1)
     assert _meta(database)["schema_version"] == str(needed_version(LATEST))
-    with open_store(settings) as store, store.database.engine.connect() as conn:
+    with open_store(backend_settings) as store, store.database.engine.connect() as conn:
         assert schema_version(conn) == SchemaVersion(LATEST + 1, needed_version(LATEST))
         assert current_version(conn) == LATEST + 1
         # this build reads and writes rows of the expanded schema
@@ -174,19 +180,19 @@ def test_this_build_keeps_serving_a_database_the_next_release_expanded(
 
 
 def test_a_contraction_is_refused_by_the_builds_it_names_too_old(
-    settings: Settings, database: Database
+    backend_settings: Settings, database: Database
 ) -> None:
-    open_store(settings).close()
-    engine = make_engine(settings.resolved_database_url)
+    open_store(backend_settings).close()
+    engine = make_engine(backend_settings.resolved_database_url)
     with engine.begin() as conn:
         # the release after next drops what this build reads; the next release (LATEST + 1) copes
         migrate(conn, (*MIGRATIONS, _expand, _contract), {LATEST + 2: LATEST + 1})
     engine.dispose()
     assert _meta(database) == {"schema_version": str(LATEST + 1), "schema_applied": str(LATEST + 2)}
     with pytest.raises(SchemaTooNew) as caught:
-        open_store(settings)
+        open_store(backend_settings)
     assert caught.value.fields["schema_version"] == LATEST + 1
-    engine = make_engine(settings.resolved_database_url)
+    engine = make_engine(backend_settings.resolved_database_url)
     with engine.begin() as conn:  # the next release still opens it, and applies nothing
         assert migrate(conn, (*MIGRATIONS, _expand)) == LATEST + 2
     engine.dispose()

@@ -27,13 +27,13 @@ def loose_umask() -> Iterator[None]:
 # File modes are SQLite's: PostgreSQL keeps its files itself.
 @pytest.mark.backends("sqlite")
 def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
-    settings: Settings, loose_umask: None
+    backend_settings: Settings, loose_umask: None
 ) -> None:
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         wf = sample_workflow()
         wf.log("created")
         store.workflows.create(wf)
-        home = settings.home_path
+        home = backend_settings.home_path
         files = [home / name for name in ("pilot.db", "pilot.db-wal", "pilot.db-shm")]
         assert all(f.exists() for f in files)  # WAL mode is on while the store is open
         assert _mode(home) == 0o700
@@ -43,13 +43,13 @@ def test_home_is_0700_and_database_files_0600_even_under_a_loose_umask(
 
 @pytest.mark.backends("sqlite")
 def test_existing_loose_home_and_database_are_tightened_on_open(
-    settings: Settings, loose_umask: None
+    backend_settings: Settings, loose_umask: None
 ) -> None:
-    open_store(settings).close()
-    home = settings.home_path
+    open_store(backend_settings).close()
+    home = backend_settings.home_path
     home.chmod(0o755)
     (home / "pilot.db").chmod(0o644)
-    with open_store(settings):
+    with open_store(backend_settings):
         assert _mode(home) == 0o700
         assert _mode(home / "pilot.db") == 0o600
 

@@ -66,9 +66,9 @@ def _assert_consistent(store: SqlStore, workflow_id: str) -> int:
 
 
 def test_two_processes_incrementing_one_workflow_lose_no_update(
-    settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path
+    backend_settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path
 ) -> None:
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         wf = _counter_workflow(store)
     go = tmp_path / "go"
     workers = [_spawn(procs, "increment", wf.id, str(PER_PROCESS), str(go)) for _ in range(2)]
@@ -79,7 +79,7 @@ def test_two_processes_incrementing_one_workflow_lose_no_update(
         assert proc.returncode == 0, err
         conflicts += json.loads(out)["conflicts"]
 
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         assert _assert_consistent(store, wf.id) == 2 * PER_PROCESS
         actors = {e.actor for e in store.workflows.load(wf.id).audit_log}
     assert len(actors) == 2
@@ -87,9 +87,9 @@ def test_two_processes_incrementing_one_workflow_lose_no_update(
 
 
 def test_writer_killed_at_a_random_moment_leaves_the_last_committed_state(
-    settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path
+    backend_settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path
 ) -> None:
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         wf = _counter_workflow(store)
     report = tmp_path / "committed"
     proc = _spawn(procs, "forever", wf.id, str(report))
@@ -104,7 +104,7 @@ def test_writer_killed_at_a_random_moment_leaves_the_last_committed_state(
     assert proc.returncode == -signal.SIGKILL
     reported = int(report.read_text().split()[-1])
 
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         counter = _assert_consistent(store, wf.id)
         # Committed but killed before it could write its report, at most one more.
         assert reported <= counter <= reported + 1
@@ -116,22 +116,22 @@ def test_writer_killed_at_a_random_moment_leaves_the_last_committed_state(
 
 
 def test_writer_killed_inside_its_commit_leaves_nothing_half_written(
-    settings: Settings, procs: list[subprocess.Popen[str]]
+    backend_settings: Settings, procs: list[subprocess.Popen[str]]
 ) -> None:
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         wf = _counter_workflow(store)
     proc = _spawn(procs, "die-in-commit", wf.id, "25")
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
 
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         # The 25th transaction had written its row and event but never committed.
         assert _assert_consistent(store, wf.id) == 24
         assert len(list(store.audit.audit_events(wf.id))) == 24
 
 
 def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
-    settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path, database: Database
+    backend_settings: Settings, procs: list[subprocess.Popen[str]], tmp_path: Path, database: Database
 ) -> None:
     go = tmp_path / "go"
     openers = [_spawn(procs, "open", "-", str(go)) for _ in range(6)]
@@ -148,6 +148,6 @@ def test_replicas_starting_at_once_on_an_empty_database_all_come_up(
         assert {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM schema_meta"))} == (
             recorded_schema(LATEST)
         )
-    with open_store(settings) as store:
+    with open_store(backend_settings) as store:
         wf = _counter_workflow(store)
         assert store.audit.verify_audit(wf.id).ok

@@ -121,10 +121,12 @@ def test_create_refuses_a_stored_workflow_and_a_duplicate_id(store: SqlStore) ->
     assert twin.version == 0
 
 
-def test_another_store_sees_writes_at_once_no_process_cache(settings: Settings, store: SqlStore) -> None:
+def test_another_store_sees_writes_at_once_no_process_cache(
+    backend_settings: Settings, store: SqlStore
+) -> None:
     wf = sample_workflow()
     store.workflows.create(wf)
-    other = open_store(settings)
+    other = open_store(backend_settings)
     try:
         assert other.workflows.load(wf.id).version == 1
         theirs = other.workflows.load(wf.id)
@@ -209,11 +211,13 @@ def test_active_count_is_maintained_by_every_write_and_matches_a_scan(store: Sql
     assert store.workflows.count_active() == 4 == len(store.workflows.list_active())
 
 
-def test_active_count_stays_exact_under_concurrent_writers(settings: Settings, store: SqlStore) -> None:
+def test_active_count_stays_exact_under_concurrent_writers(
+    backend_settings: Settings, store: SqlStore
+) -> None:
     """Several stores (as several processes would) race to cancel the same workflows and create
     new ones; a stale writer is refused, so each workflow leaves the count exactly once."""
     shared = [_at(i, S.PENDING, store) for i in range(30)]
-    writers = [open_store(settings) for _ in range(4)]
+    writers = [open_store(backend_settings) for _ in range(4)]
     errors: list[BaseException] = []
 
     def work(mine: SqlStore, n: int) -> None:
