@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,10 +17,10 @@ import pytest
 
 from tests.console.conftest import Team, at_gate, cancelled, lab_pilot, make_pilot_home, run
 from tests.support.lab_harness import (
-    COMPANIONS_BIN,
     SETUP_COMMAND,
     TARGET,
     Lab,
+    at_vcenter,
     call_companion,
     missing_parts,
     running_lab,
@@ -31,26 +30,6 @@ from vmware_pilot.transports.client import connect_http
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-# Run with the companions' Python (it has pyVmomi): rename or destroy one VM of the simulator.
-_VSPHERE = r"""
-import sys
-from pyVim.connect import Disconnect, SmartConnect
-from pyVim.task import WaitForTask
-from pyVmomi import vim
-host, port, user, pwd, action, name, arg = sys.argv[1:8]
-si = SmartConnect(host=host, port=int(port), user=user, pwd=pwd, disableSslCertValidation=True)
-try:
-    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
-    vm = next(v for v in view.view if v.name == name)
-    if action == "rename":
-        WaitForTask(vm.Rename_Task(arg))
-    else:
-        if vm.runtime.powerState == "poweredOn":
-            WaitForTask(vm.PowerOffVM_Task())
-        WaitForTask(vm.Destroy_Task())
-finally:
-    Disconnect(si)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -66,19 +45,6 @@ def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Tea
         home, tokens = make_pilot_home(folder, {"alice": "admin", "bob": "admin"})
         with lab_pilot(lab, folder, home, tokens) as team:
             yield lab, team
-
-
-def vsphere(lab: Lab, action: str, name: str, arg: str = "-") -> None:
-    sim = lab.simulator
-    args = [sim.host, str(sim.port), sim.username, sim.password, action, name, arg]
-    done = subprocess.run(
-        [str(COMPANIONS_BIN / "python"), "-c", _VSPHERE, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def aiops(tool: str, **params: Any) -> dict[str, Any]:
@@ -140,8 +106,8 @@ def test_the_gate_says_when_a_vm_was_powered_off_renamed_or_deleted_after_it_was
             call_companion(lab, "aiops", "power_off_vm", {"vm_name": off[0], "force": True, "confirm": True})
         )
         assert not answer.is_error, answer.text
-        vsphere(lab, "rename", off[1], "DC0_H0_VM1-renamed")
-        vsphere(lab, "destroy", off[2])
+        at_vcenter(lab, "rename", off[1], "DC0_H0_VM1-renamed")
+        at_vcenter(lab, "destroy", off[2])
         text = gate_text(client, wid)
     assert (
         "Predicted (no change): Nothing to do: VM DC0_H0_VM0 is poweredOff already (as read at the gate), "

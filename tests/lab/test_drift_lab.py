@@ -9,55 +9,18 @@ before power_off_vm is called, at the gate again, saying what changed, audited
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.lab.test_dispatch_lab import create, ensure_on, pilot
-from tests.support.lab_harness import COMPANIONS_BIN, TARGET, Lab, power_state
+from tests.support.lab_harness import TARGET, Lab, at_vcenter, power_state
 
 pytestmark = pytest.mark.lab
 
 VM = "DC0_C0_RP0_VM0"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Cycle it?"}}
-# A person at vCenter, not Pilot: the companions' Python has pyVmomi.
-_POWER_OFF = r"""
-import sys
-from pyVim.connect import Disconnect, SmartConnect
-from pyVim.task import WaitForTask
-from pyVmomi import vim
-host, port, user, pwd, name = sys.argv[1:6]
-si = SmartConnect(host=host, port=int(port), user=user, pwd=pwd, disableSslCertValidation=True)
-try:
-    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
-    vm = next(v for v in view.view if v.name == name)
-    WaitForTask(vm.PowerOffVM_Task())
-finally:
-    Disconnect(si)
-"""
-
-
-def power_off_on_the_simulator(lab: Lab, name: str) -> None:
-    sim = lab.simulator
-    done = subprocess.run(
-        [
-            str(COMPANIONS_BIN / "python"),
-            "-c",
-            _POWER_OFF,
-            sim.host,
-            str(sim.port),
-            sim.username,
-            sim.password,
-            name,
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def aiops(tool: str, **params: Any) -> dict[str, Any]:
@@ -82,7 +45,7 @@ async def test_a_vm_powered_off_on_the_simulator_after_approval_stops_the_run_be
         status = (await client.call("get_workflow_status", {"workflow_id": wid})).payload
         assert status["prediction"]["verdict"] == "succeeds", status["prediction"]
 
-        power_off_on_the_simulator(lab, VM)
+        at_vcenter(lab, "power_off", VM)
 
         held = await client.call("approve", {"workflow_id": wid, "approver": "alice", "gate_step": 0})
         assert not held.is_error and held.payload["outcome"] == "awaiting_approval", held.payload

@@ -281,3 +281,44 @@ async def power_state(lab: Lab, vm_name: str) -> str:
     if answer.is_error or not isinstance(answer.data, dict):
         raise AssertionError(f"get_vm_info({vm_name!r}) failed: {answer.text}")
     return str(answer.data["power_state"])
+
+
+# A person at vCenter, not Pilot nor a companion: the companions' Python has pyVmomi.
+_AT_VCENTER = r"""
+import sys
+from pyVim.connect import Disconnect, SmartConnect
+from pyVim.task import WaitForTask
+from pyVmomi import vim
+host, port, user, pwd, action, name, new_name = sys.argv[1:8]
+si = SmartConnect(host=host, port=int(port), user=user, pwd=pwd, disableSslCertValidation=True)
+try:
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
+    vm = next(v for v in view.view if v.name == name)
+    if action == "rename":
+        WaitForTask(vm.Rename_Task(new_name))
+    elif action == "power_off":
+        WaitForTask(vm.PowerOffVM_Task())
+    elif action == "destroy":
+        if vm.runtime.powerState == "poweredOn":
+            WaitForTask(vm.PowerOffVM_Task())
+        WaitForTask(vm.Destroy_Task())
+    else:
+        sys.exit(f"unknown action {action!r}")
+finally:
+    Disconnect(si)
+"""
+
+
+def at_vcenter(lab: Lab, action: str, vm_name: str, new_name: str = "-") -> None:
+    """Change the simulator's VM ``vm_name`` directly, as a person at vCenter would, behind Pilot's
+    back: ``power_off`` (hard), ``rename`` (to ``new_name``) or ``destroy`` (powered off first)."""
+    sim = lab.simulator
+    args = [sim.host, str(sim.port), sim.username, sim.password, action, vm_name, new_name]
+    done = subprocess.run(
+        [str(COMPANIONS_BIN / "python"), "-c", _AT_VCENTER, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
