@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DATA
+from tests.support import DATA, cli
 from tests.support.backends import BACKENDS, Database, sqlite_database
 from tests.support.pg_server import PgServer
 from vmware_pilot.config import Settings, unknown_settings
@@ -132,6 +132,14 @@ def database(
             server.release_database(name)  # emptied for the next test, or dropped
         else:
             server.drop_database(name)
+
+
+@pytest.fixture(params=["in_process", pytest.param("entry_point", marks=pytest.mark.slow)])
+def run_pilot(request: pytest.FixtureRequest) -> cli.Runner:
+    """Runs the command line: in this process (fast tier) and as the installed entry point (slow
+    tier), so a test of what a command says runs both ways (tests/support/cli.py)."""
+    runner: cli.Runner = getattr(cli, request.param)
+    return runner
 
 
 @pytest.fixture(scope="session")

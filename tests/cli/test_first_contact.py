@@ -4,7 +4,6 @@ start and `GET /` leading to it, and the project files a user looks for."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.cli import Runner
 from tests.support.server_proc import clean_env, start_server
 from vmware_pilot import __version__
 from vmware_pilot.cli.index import COMMANDS
@@ -23,27 +23,17 @@ REPO = Path(__file__).resolve().parents[2]
 GROUPS = {"audit": "verify", "catalog": "show", "token": "list", "templates": "export"}
 
 
-def _pilot(*args: str, program: str = "vmware-pilot") -> subprocess.CompletedProcess[str]:
-    # HOME and VMWARE_PILOT_HOME come from the test's isolated environment.
-    return subprocess.run(
-        [str(BIN / program), *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "100"},
-    )
+def _pilot(run: Runner, *args: str) -> subprocess.CompletedProcess[str]:
+    return run("vmware-pilot", *args, env={"COLUMNS": "100"})
 
 
-def test_version_flag_and_command_print_the_version() -> None:
+def test_version_flag_and_command_print_the_version(run_pilot: Runner) -> None:
     for args in (["--version"], ["version"]):
-        done = _pilot(*args)
+        done = _pilot(run_pilot, *args)
         assert done.returncode == 0 and done.stdout == f"vmware-pilot {__version__}\n", done
-    assert "--version" in _pilot("--help").stdout
+    assert "--version" in _pilot(run_pilot, "--help").stdout
 
 
-@pytest.mark.slow  # one process per command
 @pytest.mark.parametrize(
     "args",
     [[name, "--help"] for name in COMMANDS]
@@ -51,8 +41,8 @@ def test_version_flag_and_command_print_the_version() -> None:
     + [["--help"]],
     ids=lambda args: " ".join(args[:-1]) or "top",
 )
-def test_every_help_page_has_the_top_levels_style(args: list[str]) -> None:
-    done = _pilot(*args)
+def test_every_help_page_has_the_top_levels_style(args: list[str], run_pilot: Runner) -> None:
+    done = _pilot(run_pilot, *args)
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith("Usage: vmware-pilot"), text
@@ -65,8 +55,8 @@ def test_every_help_page_has_the_top_levels_style(args: list[str]) -> None:
             assert not flag.group(2).lstrip().startswith("<"), line
 
 
-def test_a_subcommands_help_shows_flags_without_a_type() -> None:
-    text = _pilot("status", "--help").stdout
+def test_a_subcommands_help_shows_flags_without_a_type(run_pilot: Runner) -> None:
+    text = _pilot(run_pilot, "status", "--help").stdout
     assert re.search(r"^\s+--json\s+Print the result as JSON", text, re.MULTILINE), text
     assert "╭" not in text
 
@@ -75,22 +65,18 @@ def test_a_subcommands_help_shows_flags_without_a_type() -> None:
     ("args", "said"),
     [
         (["wrkflows"], "No such command 'wrkflows'. Did you mean 'workflows'?"),
-        pytest.param(
-            ["aprove", "wf-1"], "No such command 'aprove'. Did you mean 'approve'?", marks=pytest.mark.slow
-        ),
+        (["aprove", "wf-1"], "No such command 'aprove'. Did you mean 'approve'?"),
         (["token", "lst"], "No such command 'lst'. Did you mean 'list'?"),
-        pytest.param(
-            ["catalog", "refesh"], "No such command 'refesh'. Did you mean 'refresh'?", marks=pytest.mark.slow
-        ),
+        (["catalog", "refesh"], "No such command 'refesh'. Did you mean 'refresh'?"),
     ],
 )
-def test_a_mistyped_command_gets_the_nearest_ones(args: list[str], said: str) -> None:
-    done = _pilot(*args)
+def test_a_mistyped_command_gets_the_nearest_ones(args: list[str], said: str, run_pilot: Runner) -> None:
+    done = _pilot(run_pilot, *args)
     assert done.returncode == 2 and said in done.stderr, done.stderr
 
 
-def test_a_command_nothing_resembles_gets_no_guess() -> None:
-    done = _pilot("xyzzy")
+def test_a_command_nothing_resembles_gets_no_guess(run_pilot: Runner) -> None:
+    done = _pilot(run_pilot, "xyzzy")
     assert done.returncode == 2
     assert "No such command 'xyzzy'." in done.stderr and "Did you mean" not in done.stderr
 
@@ -102,23 +88,15 @@ MCP_WORDS = re.compile(r"\b[a-z_]+\(\)|create_workflow_from_template|list_workfl
     ("args", "code", "hint"),
     [
         (["status", "wf-nope"], 2, "`vmware-pilot workflows` lists"),
-        # one process per case: the first stays in the fast tier, the others run in the slow one
-        pytest.param(
-            ["run", "no_such_template"], 1, "`vmware-pilot templates` lists", marks=pytest.mark.slow
-        ),
-        pytest.param(["run", "incident_response"], 2, "(-p NAME=VALUE)", marks=pytest.mark.slow),
-        pytest.param(
-            ["run", "incident_response", "-p", "alert_entity=a", "-p", "alert_name=b", "-p", "x=1"],
-            2,
-            "-p",
-            marks=pytest.mark.slow,
-        ),
+        (["run", "no_such_template"], 1, "`vmware-pilot templates` lists"),
+        (["run", "incident_response"], 2, "(-p NAME=VALUE)"),
+        (["run", "incident_response", "-p", "alert_entity=a", "-p", "alert_name=b", "-p", "x=1"], 2, "-p"),
     ],
 )
 def test_refusals_at_the_terminal_are_in_the_command_lines_words(
-    args: list[str], code: int, hint: str
+    args: list[str], code: int, hint: str, run_pilot: Runner
 ) -> None:
-    done = _pilot(*args)
+    done = _pilot(run_pilot, *args)
     assert done.returncode == code, done.stderr
     assert hint in done.stderr
     assert not MCP_WORDS.search(done.stderr), done.stderr
