@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,19 +14,13 @@ import pytest
 
 from tests.support import FAKE_SKILL
 from tests.support.backends import Database
+from tests.support.cli import Runner, entry_point
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
 
 
-def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [str(PILOT), "doctor", *args],
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def doctor(*args: str, env: dict[str, str] | None = None, run: Runner = entry_point) -> tuple[int, str, str]:
+    done = run("vmware-pilot", "doctor", *args, env={"COLUMNS": "200", **(env or {})})
     return done.returncode, done.stdout, done.stderr
 
 
@@ -35,8 +28,8 @@ def rows(stdout: str) -> dict[str, dict[str, Any]]:
     return {row["check"]: row for row in json.loads(stdout)["checks"]}
 
 
-def test_a_fresh_home_is_well_and_nothing_is_created(pilot_home: Path) -> None:
-    code, out, err = doctor()
+def test_a_fresh_home_is_well_and_nothing_is_created(pilot_home: Path, run_pilot: Runner) -> None:
+    code, out, err = doctor(run=run_pilot)
     assert code == 0, out + err
     assert "All is well." in out and "database" in out
     assert not pilot_home.exists()  # doctor looks, it creates nothing
@@ -64,8 +57,8 @@ def test_a_misspelt_setting_and_a_required_skill_that_will_not_start_are_named(p
     assert "s3cret-value" not in out + err
 
 
-def test_invalid_settings_fail_with_the_variable_named(pilot_home: Path) -> None:
-    code, out, _ = doctor("--json", env={"VMWARE_PILOT_DISPATCH": "sometimes"})
+def test_invalid_settings_fail_with_the_variable_named(pilot_home: Path, run_pilot: Runner) -> None:
+    code, out, _ = doctor("--json", env={"VMWARE_PILOT_DISPATCH": "sometimes"}, run=run_pilot)
     assert code == 1
     assert rows(out)["settings"]["status"] == "fail"
     assert "VMWARE_PILOT_DISPATCH" in rows(out)["settings"]["detail"]

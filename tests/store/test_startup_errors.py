@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,17 +9,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from tests.support.cli import Runner, entry_point
 from tests.support.pg_server import PgServer, _free_port
 
 CLI = Path(sys.executable).with_name("vmware-pilot")
 SQLITE_ADVICE = ("database file", "locked")
 
 
-def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "VMWARE_PILOT_DATABASE_URL": url}
-    return subprocess.run(
-        [str(CLI), *args], capture_output=True, text=True, env=env, check=False, timeout=120
-    )
+def _cli(url: str, *args: str, run: Runner = entry_point) -> subprocess.CompletedProcess[str]:
+    return run("vmware-pilot", *args, env={"VMWARE_PILOT_DATABASE_URL": url})
 
 
 def _assert_one_clear_error(done: subprocess.CompletedProcess[str], *expected: str) -> None:
@@ -42,19 +39,21 @@ def test_an_unreachable_postgresql_server_is_a_clear_retryable_error(command: li
     _assert_one_clear_error(done, "unavailable", "PostgreSQL server runs and is reachable", "retry")
 
 
-def test_a_missing_postgresql_database_is_named(pg_server: PgServer) -> None:
-    done = _cli(pg_server.url("no_such_database"), "audit", "verify")
+def test_a_missing_postgresql_database_is_named(pg_server: PgServer, run_pilot: Runner) -> None:
+    done = _cli(pg_server.url("no_such_database"), "audit", "verify", run=run_pilot)
     _assert_one_clear_error(done, "no_such_database", "VMWARE_PILOT_DATABASE_URL")
 
 
-def test_a_user_who_may_not_create_tables_is_told_what_to_grant(pg_server: PgServer) -> None:
+def test_a_user_who_may_not_create_tables_is_told_what_to_grant(
+    pg_server: PgServer, run_pilot: Runner
+) -> None:
     name = pg_server.new_database()
     try:
         with pg_server.admin() as conn:
             conn.execute(text("DROP ROLE IF EXISTS pilot_reader"))
             conn.execute(text("CREATE ROLE pilot_reader LOGIN"))
         url = pg_server.url(name).replace("pilot_test@", "pilot_reader@")
-        done = _cli(url, "audit", "verify")
+        done = _cli(url, "audit", "verify", run=run_pilot)
         _assert_one_clear_error(done, "permission denied", "GRANT CREATE ON SCHEMA public")
     finally:
         pg_server.drop_database(name)
@@ -62,6 +61,6 @@ def test_a_user_who_may_not_create_tables_is_told_what_to_grant(pg_server: PgSer
             conn.execute(text("DROP ROLE IF EXISTS pilot_reader"))
 
 
-def test_a_url_without_a_usable_driver_is_refused_with_the_expected_form() -> None:
-    done = _cli("postgresql+nosuchdriver://pilot@127.0.0.1/pilot", "audit", "verify")
+def test_a_url_without_a_usable_driver_is_refused_with_the_expected_form(run_pilot: Runner) -> None:
+    done = _cli("postgresql+nosuchdriver://pilot@127.0.0.1/pilot", "audit", "verify", run=run_pilot)
     _assert_one_clear_error(done, "VMWARE_PILOT_DATABASE_URL cannot be used", "postgresql+psycopg://")
