@@ -5,14 +5,13 @@ same values."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.support.plans import blast_workflow, gate, plan, step
-from tests.support.tables import rows
+from tests.support.tables import mismatches, rows
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
@@ -110,9 +109,12 @@ def test_rule_reports_its_case_and_not_the_other(rule: Any) -> None:
 
 
 # --- the table: workflows and the previews the hand-written code of 2.4.x gave them ---------------
-@pytest.mark.parametrize("row", rows("blast.yaml"))
-def test_each_workflow_is_previewed_as_the_table_says(row: dict[str, Any]) -> None:
-    ack = row["acknowledge_unknown_effects"]
-    for name, preview in (("rollback", rollback_blast_radius), ("cancel", cancel_blast_radius)):
-        got = preview(blast_workflow(row), CURATED, acknowledge_unknown_effects=ack)
-        assert json.dumps(got) == json.dumps(row[name]), name  # key order too
+@pytest.mark.parametrize("name", ["rollback", "cancel"])
+def test_each_workflow_is_previewed_as_the_table_says(name: str) -> None:
+    preview = {"rollback": rollback_blast_radius, "cancel": cancel_blast_radius}[name]
+
+    def previewed(row: dict[str, Any]) -> dict[str, Any]:
+        ack = row["acknowledge_unknown_effects"]
+        return preview(blast_workflow(row), CURATED, acknowledge_unknown_effects=ack)
+
+    assert not mismatches(rows("blast.yaml"), previewed, lambda row: row[name])

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import DATA
 from tests.support.plans import gate, plan, review_plan, step
-from tests.support.tables import rows
+from tests.support.tables import mismatches, rows
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.review import FINDING_KINDS, REVIEW_RULES, review
@@ -108,7 +108,9 @@ def test_rule_reports_its_case_and_not_the_other(name: str) -> None:
 
 
 # --- the table: plans and the reviews the hand-written code of 2.4.x gave them -------------------
-@pytest.mark.parametrize("row", rows("review.yaml"))
-def test_each_plan_is_reviewed_as_the_table_says(row: dict[str, Any]) -> None:
-    got = review(review_plan(row), {"curated": CURATED, "known": KNOWN}[row["catalog"]])
-    assert json.dumps(got) == json.dumps(row["review"])  # key order too
+def reviewed(row: dict[str, Any]) -> dict[str, Any]:
+    return review(review_plan(row), {"curated": CURATED, "known": KNOWN}[row["catalog"]])
+
+
+def test_each_plan_is_reviewed_as_the_table_says() -> None:
+    assert not mismatches(rows("review.yaml"), reviewed, lambda row: row["review"])

@@ -1,10 +1,12 @@
-"""Behaviour tables: YAML files under tests/data/rules/, one row per case, read by parametrised tests."""
+"""Behaviour tables: YAML files under tests/data/rules/, one row per case, each row read by a test
+that runs the code on the row's input and compares with the row's expected outcome."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.support import DATA
@@ -13,9 +15,18 @@ RULES = DATA / "rules"
 
 
 def rows(name: str, key: str | None = None) -> list[Any]:
-    """The rows of ``tests/data/rules/NAME`` (those under ``key`` where rows are tagged), each a
-    ``pytest.param`` with its position as id, so a failure names the row to look at."""
-    loaded = yaml.load((RULES / name).read_text(), Loader=yaml.CSafeLoader)
-    if key is not None:
-        loaded = [r[key] for r in loaded if key in r]
-    return [pytest.param(row, id=f"row{i}") for i, row in enumerate(loaded)]
+    """The rows of ``tests/data/rules/NAME`` (those under ``key`` where rows are tagged)."""
+    loaded: list[Any] = yaml.load((RULES / name).read_text(), Loader=yaml.CSafeLoader)
+    return [r[key] for r in loaded if key in r] if key is not None else loaded
+
+
+def mismatches(table: list[Any], got: Callable[[Any], Any], expected: Callable[[Any], Any]) -> list[str]:
+    """The rows where the code gives something else than the table says, as ``row N: got … expected …``
+    (N counts from 0 in the table, or in the rows under the key); compared as JSON text, so key order
+    counts too. One test per table: a row is a case, not a test of its own (the fast tier's time)."""
+    found = []
+    for i, row in enumerate(table):
+        actual, wanted = json.dumps(got(row)), json.dumps(expected(row))
+        if actual != wanted:
+            found.append(f"row {i}: got {actual[:600]} expected {wanted[:600]}")
+    return found

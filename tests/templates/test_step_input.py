@@ -4,12 +4,11 @@ did: the same Step, or the same StepValidationError (message, ``field``, ``hint`
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from tests.support.tables import rows
+from tests.support.tables import mismatches, rows
 from vmware_pilot.errors import PilotError, StepValidationError
 from vmware_pilot.templates.builtin import BUILTINS
 from vmware_pilot.templates.builtin.base import StepList
@@ -32,16 +31,20 @@ def test_the_model_takes_exactly_the_step_keys() -> None:
 
 
 # --- the table: steps and plans, and what the hand-written code of 2.4.x made of them --------------
-@pytest.mark.parametrize("row", rows("step-input.yaml", "step"))
-def test_one_step_is_built_or_refused_as_the_table_says(row: dict[str, Any]) -> None:
-    got = outcome(step_from_dict, row["raw"], row["index"], template=row["template"])
-    assert json.dumps(got) == json.dumps(row["outcome"])  # key order too
+def test_one_step_is_built_or_refused_as_the_table_says() -> None:
+    def made(row: dict[str, Any]) -> dict[str, Any]:
+        return outcome(step_from_dict, row["raw"], row["index"], template=row["template"])
+
+    assert not mismatches(rows("step-input.yaml", "step"), made, lambda row: row["outcome"])
 
 
-@pytest.mark.parametrize("row", rows("step-input.yaml", "plan"))
-def test_a_plan_is_built_or_refused_as_the_table_says(row: dict[str, Any]) -> None:
-    got = outcome(steps_from_dicts, row["raws"], allow_empty=row["allow_empty"], template=row["template"])
-    assert json.dumps(got) == json.dumps(row["outcome"])  # key order too
+def test_a_plan_is_built_or_refused_as_the_table_says() -> None:
+    def made(row: dict[str, Any]) -> dict[str, Any]:
+        return outcome(
+            steps_from_dicts, row["raws"], allow_empty=row["allow_empty"], template=row["template"]
+        )
+
+    assert not mismatches(rows("step-input.yaml", "plan"), made, lambda row: row["outcome"])
 
 
 # --- built-ins go through the same model ---------------------------------------------------------
