@@ -17,6 +17,7 @@ import pytest
 
 from tests.server.conftest import connect
 from tests.support.backends import Database
+from tests.support.cli import Runner, entry_point
 from tests.support.pg_server import BIN, PgServer
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -26,15 +27,10 @@ PILOT = Path(sys.executable).with_name("vmware-pilot")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PILOT), *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def cli(
+    *args: str, env: dict[str, str] | None = None, run: Runner = entry_point
+) -> subprocess.CompletedProcess[str]:
+    return run("vmware-pilot", *args, env=env)
 
 
 async def _fill(app: PilotApp) -> list[str]:
@@ -116,26 +112,25 @@ def test_a_backup_taken_while_pilot_runs_restores_into_an_empty_home_and_reads_t
     assert (tmp_path / "restored" / ".vmware").stat().st_mode & 0o777 == 0o700
 
 
-@pytest.mark.slow  # four entry-point runs; the cheap refusal is the next test
 def test_restore_refuses_a_home_that_is_not_empty_and_changes_nothing(
-    filled: tuple[PilotApp, list[str]], tmp_path: Path, pilot_home: Path
+    filled: tuple[PilotApp, list[str]], tmp_path: Path, pilot_home: Path, run_pilot: Runner
 ) -> None:
     file = tmp_path / "b.db"
-    assert cli("backup", str(file)).returncode == 0
+    assert cli("backup", str(file), run=run_pilot).returncode == 0
     before = (pilot_home / "pilot.db").read_bytes()
-    refused = cli("restore", str(file))
+    refused = cli("restore", str(file), run=run_pilot)
     assert refused.returncode == 2
     assert "is not empty" in refused.stderr and "hint:" in refused.stderr
     assert (pilot_home / "pilot.db").read_bytes() == before
-    again = cli("backup", str(file))  # never overwrites
+    again = cli("backup", str(file), run=run_pilot)  # never overwrites
     assert again.returncode == 2 and "exists" in again.stderr
 
 
-def test_restore_refuses_a_file_that_is_not_a_pilot_database(tmp_path: Path) -> None:
+def test_restore_refuses_a_file_that_is_not_a_pilot_database(tmp_path: Path, run_pilot: Runner) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database at all" * 100)
     home = tmp_path / "empty" / ".vmware"
-    refused = cli("restore", str(junk), env={"VMWARE_PILOT_HOME": str(home)})
+    refused = cli("restore", str(junk), env={"VMWARE_PILOT_HOME": str(home)}, run=run_pilot)
     assert refused.returncode != 0 and "not a vmware-pilot database" in refused.stderr
     assert not (home / "pilot.db").exists()
 
