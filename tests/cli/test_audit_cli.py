@@ -189,6 +189,7 @@ def test_export_refuses_an_unknown_format(trail: tuple[str, str]) -> None:
     assert "jsonl" in result.output
 
 
+@pytest.mark.slow  # the entry point's process; in-process: test_verify_passes_on_an_intact_trail_…
 def test_audit_commands_work_from_the_installed_console_script(trail: tuple[str, str]) -> None:
     script = Path(sys.executable).with_name("vmware-pilot")
     done = subprocess.run(
