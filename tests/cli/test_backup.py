@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import connect
 from tests.support.backends import Database
 from tests.support.cli import Runner, entry_point
+from tests.support.mcp_client import connect
 from tests.support.pg_server import BIN, PgServer
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import connect
 from tests.support.fakes import ScriptedDispatcher
+from tests.support.mcp_client import connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

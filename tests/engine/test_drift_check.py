@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tests.engine.test_prediction import Estate, at_gate, gate, restart
-from tests.server.conftest import connect
 from tests.support.fakes import ScriptedDispatcher
+from tests.support.mcp_client import connect
 from tests.support.receiver import Receiver, serve
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.webhook import events_for

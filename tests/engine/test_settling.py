@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import Client, connect
 from tests.support.fakes import ScriptedDispatcher
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome

@@ -19,8 +19,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.server.conftest import Client, connect
 from tests.support.backends import Database
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.server.conftest import INCIDENT
 from tests.support.fuzz_checks import MAX_RESULT_BYTES, check_answer
 from tests.support.fuzz_strategies import TOOLS, arguments_for, json_values, resolve, text
+from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings

@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.types import TextContent
 
-from tests.server.conftest import GATE, INCIDENT, READ_STEP, Client, connect
 from tests.support.fuzz_checks import check_answer
 from tests.support.fuzz_strategies import TOOLS, arguments_for, resolve
+from tests.support.mcp_client import GATE, INCIDENT, READ_STEP, Client, connect
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 

@@ -1,135 +1,16 @@
-"""An in-memory MCP client session against the real server built from test settings.
-
-Every call made through ``Client`` also checks the result framing of
-docs/contract.md#framing-and-the-iserror-rule: one JSON text block equal to
-``structuredContent``, ``isError`` exactly when the payload has a truthy ``error`` or
-``outcome == "failed"``, and the payload (a refusal included) valid against the tool's declared
-``outputSchema``, as the TypeScript SDK and MCP Inspector check it.
-"""
+"""MCP server fixtures: the app on the test's home (``settings``) and an in-memory client session
+against it (tests/support/mcp_client.py: ``Client``, ``connect``)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
 
-import jsonschema
 import pytest
-from mcp import ClientSession
-from mcp.client.session import MessageHandlerFnT
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import TextContent
 
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
-from vmware_pilot.domain.actor import Actor
-from vmware_pilot.server import create_server
-
-GATE = {
-    "action": "require_approval",
-    "skill": "pilot",
-    "tool": "approve",
-    "params": {"message": "Proceed?"},
-}
-READ_STEP = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
-DELETE_STEP = {
-    "action": "delete",
-    "skill": "aiops",
-    "tool": "delete_vm",
-    "params": {"vm_name": "old-vm", "confirm": True},
-}
-INCIDENT = {"alert_entity": "web-01", "alert_name": "High CPU"}
-
-
-@functools.cache
-def _validator(schema: str) -> Any:
-    """A validator for a tool's output schema (given as JSON text: one per schema, compiled once)."""
-    loaded = json.loads(schema)
-    return jsonschema.validators.validator_for(loaded)(loaded)
-
-
-@dataclass(frozen=True)
-class Reply:
-    payload: dict[str, Any]
-    is_error: bool
-
-
-class Client:
-    """Calls tools on a live session and returns parsed payloads, checking the framing each time."""
-
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
-        self._schemas: dict[str, Any] | None = None
-
-    async def _check_schema(self, tool: str, payload: dict[str, Any]) -> None:
-        if self._schemas is None:
-            listed = (await self.session.list_tools()).tools
-            self._schemas = {t.name: _validator(json.dumps(t.outputSchema)) for t in listed if t.outputSchema}
-        validator = self._schemas.get(tool)
-        if validator is not None:
-            errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(payload)]
-            assert errors == [], (tool, errors, payload)
-
-    async def call(self, tool: str, **arguments: Any) -> Reply:
-        result = await self.session.call_tool(tool, arguments)
-        assert len(result.content) == 1, result
-        block = result.content[0]
-        assert isinstance(block, TextContent)
-        payload = json.loads(block.text)
-        assert isinstance(payload, dict)
-        assert payload == result.structuredContent
-        expected_error = bool(payload.get("error")) or payload.get("outcome") == "failed"
-        assert result.isError is expected_error, payload
-        await self._check_schema(tool, payload)
-        return Reply(payload, result.isError)
-
-    async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        reply = await self.call(tool, **arguments)
-        assert not reply.is_error, reply.payload
-        return reply.payload
-
-    async def refused(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        reply = await self.call(tool, **arguments)
-        assert reply.is_error, reply.payload
-        assert isinstance(reply.payload["error"], str) and reply.payload["error"]
-        return reply.payload
-
-    async def status(self, workflow_id: str) -> dict[str, Any]:
-        return await self.ok("get_workflow_status", workflow_id=workflow_id)
-
-    async def stored(self, workflow_id: str) -> dict[str, Any]:
-        """The status without what moves with the clock alone (the decision summary's time left and
-        the time it was computed at): to tell that nothing about the workflow changed."""
-        status = await self.status(workflow_id)
-        if isinstance(status.get("decision"), dict):
-            status["decision"] = {
-                k: v for k, v in status["decision"].items() if k not in ("seconds_left", "at")
-            }
-        return status
-
-    async def incident(self) -> str:
-        """An incident_response workflow (2 reads, a gate, 1 remediation); returns its id."""
-        created = await self.ok(
-            "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
-        )
-        return str(created["workflow_id"])
-
-    async def custom(self, steps: list[dict[str, Any]], name: str = "custom-test") -> str:
-        created = await self.ok("create_workflow", name=name, description="test workflow", steps=steps)
-        return str(created["workflow_id"])
-
-
-@asynccontextmanager
-async def connect(
-    app: PilotApp, actor: Actor | None = None, message_handler: MessageHandlerFnT | None = None
-) -> AsyncIterator[Client]:
-    server = create_server(app, actor=actor or Actor("tester"))
-    async with create_connected_server_and_client_session(server, message_handler=message_handler) as session:
-        yield Client(session)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
 from tests.prechecks import count_prechecks
-from tests.server.conftest import READ_STEP, Client
+from tests.support.mcp_client import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from tests.server.conftest import Client
 from tests.support import REPO
+from tests.support.mcp_client import Client
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 
 CONTRACT = REPO / "docs" / "contract.md"

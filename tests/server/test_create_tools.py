@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
 from vmware_pilot.app import PilotApp
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import INCIDENT, connect
+from tests.support.mcp_client import INCIDENT, connect
 from tests.support.pg_server import PgServer
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings

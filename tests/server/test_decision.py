@@ -10,8 +10,8 @@ from typing import Any
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import Implementation
 
-from tests.server.conftest import READ_STEP, Client
 from tests.server.test_approval_policy import OFF, gate, session
+from tests.support.mcp_client import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp.types import TextContent
 
-from tests.server.conftest import Client, connect
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.server.results import is_error_payload, to_result

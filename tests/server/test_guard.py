@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import INCIDENT, connect
 from tests.support.backends import Database
+from tests.support.mcp_client import INCIDENT, connect
 from vmware_pilot.app import build_app
 from vmware_pilot.cli.refusals import exit_code
 from vmware_pilot.cli.stdio import load_settings

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.mcp_client import GATE, READ_STEP, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-
-from .conftest import GATE, READ_STEP, connect
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")

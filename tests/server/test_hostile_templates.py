@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.server.conftest import GATE, READ_STEP, Client, connect
+from tests.support.mcp_client import GATE, READ_STEP, Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 

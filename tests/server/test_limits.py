@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import DELETE_STEP, GATE, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, GATE, READ_STEP, Client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.limits import MAX_DEPTH, MAX_LIST, MAX_STEPS, MAX_STRING

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
 from tests.support.refusals import REFUSALS
 from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.results import (

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import DELETE_STEP, GATE, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, GATE, READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState

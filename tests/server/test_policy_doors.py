@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import GATE, READ_STEP, Client, connect
+from tests.support.mcp_client import GATE, READ_STEP, Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

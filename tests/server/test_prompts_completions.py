@@ -14,7 +14,7 @@ from mcp.types import (
     ServerNotification,
 )
 
-from tests.server.conftest import Client, connect
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.templates.builtin import BUILTINS

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import READ_STEP
+from tests.support.mcp_client import READ_STEP
 from tests.support.raw import RawPeer, raw_session
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings

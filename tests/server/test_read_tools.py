@@ -5,7 +5,7 @@ See docs/contract.md#tools and #review.
 
 from __future__ import annotations
 
-from tests.server.conftest import DELETE_STEP, INCIDENT, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, INCIDENT, READ_STEP, Client
 
 BUILTINS = [
     "clone_and_test",

@@ -18,8 +18,8 @@ import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent
 
-from tests.server.conftest import READ_STEP, Client
 from tests.support.fakes import ScriptedDispatcher
+from tests.support.mcp_client import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.server.conftest import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
+from tests.support.mcp_client import DELETE_STEP, GATE, INCIDENT, READ_STEP, Client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.templates.steps import steps_from_dicts
 

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextResourceContents
 
-from tests.server.conftest import Client, connect
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role

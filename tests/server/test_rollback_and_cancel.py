@@ -5,7 +5,7 @@ See docs/contract.md#rollback-and-cancel.
 
 from __future__ import annotations
 
-from tests.server.conftest import GATE, READ_STEP, Client
+from tests.support.mcp_client import GATE, READ_STEP, Client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import StepStatus
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.server.conftest import Client
+from tests.support.mcp_client import Client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow

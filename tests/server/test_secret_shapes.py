@@ -11,8 +11,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tests.server.conftest import GATE, Client
 from tests.support import FAKE_SERVERS
+from tests.support.mcp_client import GATE, Client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings

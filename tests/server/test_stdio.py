@@ -13,7 +13,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.server.conftest import INCIDENT, Client
+from tests.support.mcp_client import INCIDENT, Client
 from vmware_pilot import __version__
 
 BIN = Path(sys.executable).parent

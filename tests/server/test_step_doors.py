@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.server.conftest import GATE, Client
+from tests.support.mcp_client import GATE, Client
 from tests.support.tables import RULES
 from vmware_pilot.config import Settings
 

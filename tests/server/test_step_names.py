@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.server.conftest import GATE, READ_STEP, Client
+from tests.support.mcp_client import GATE, READ_STEP, Client
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings

@@ -16,8 +16,8 @@ import pytest
 from mcp.shared.exceptions import McpError
 from mcp.types import ResourceUpdatedNotification, ServerNotification
 
-from tests.server.conftest import Client, connect
 from tests.support.backends import Database
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 

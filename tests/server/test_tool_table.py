@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tests.server.conftest import Client
+from tests.support.mcp_client import Client
 from vmware_pilot.safety.duties import ADMIN, READ_TOOLS, READER
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.server.tools import _register, build_tools

@@ -7,7 +7,7 @@ from typing import Any
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import Tool
 
-from tests.server.conftest import Client
+from tests.support.mcp_client import Client
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings

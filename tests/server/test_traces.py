@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.dispatch.test_stdio_dispatcher import options
-from tests.server.conftest import READ_STEP
+from tests.support.mcp_client import READ_STEP
 from tests.support.raw import raw_session
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.otel import install
@@ -143,7 +143,7 @@ def test_tracing_is_off_and_opentelemetry_never_imported_without_an_endpoint(tmp
         "from vmware_pilot.app import build_app\n"
         "from vmware_pilot.server import create_server\n"
         "from vmware_pilot.domain.actor import Actor\n"
-        "from tests.server.conftest import connect\n"
+        "from tests.support.mcp_client import connect\n"
         "settings = load_settings(False)\n"
         "app = build_app(settings)\n"
         "async def main():\n"
@@ -171,7 +171,7 @@ async def test_a_real_server_exports_its_spans_over_otlp(tmp_path: Path) -> None
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from tests.server.conftest import INCIDENT
+    from tests.support.mcp_client import INCIDENT
     from tests.support.server_proc import PILOT, clean_env, start_server
     from vmware_pilot.transports.client import connect_http
 

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from tests.support.console_locking import write_begins
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-
-from .conftest import Client, connect
 
 Prepare = Callable[[Client], Awaitable[tuple[str, dict[str, Any]]]]
 

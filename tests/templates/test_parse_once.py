@@ -22,8 +22,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-from tests.server.conftest import GATE, READ_STEP, Client, connect
 from tests.support.backends import Database
+from tests.support.mcp_client import GATE, READ_STEP, Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings

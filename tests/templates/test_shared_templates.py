@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from tests.server.conftest import Client, connect
 from tests.support import FAKE_SERVERS
 from tests.support.backends import Database
+from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings

@@ -14,7 +14,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
-from tests.server.conftest import INCIDENT
+from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import start_server
 from vmware_pilot.transports.tokens import TokenStore
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.server.conftest import INCIDENT
+from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot import telemetry
 from vmware_pilot.cli.logs import configure_logging

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ResourceUpdatedNotification, ServerNotification, TextResourceContents
 
-from tests.server.conftest import INCIDENT
+from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import INIT, PILOT, clean_env, start_server
 from vmware_pilot.transports.tokens import TokenStore
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import INCIDENT, connect
+from tests.support.mcp_client import INCIDENT, connect
 from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot import telemetry
 from vmware_pilot.app import PilotApp, build_app
