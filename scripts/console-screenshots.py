@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
 
-from tests.console.conftest import Team, lab_pilot, make_pilot_home, run  # noqa: E402
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, install, sign_in  # noqa: E402
+from tests.support.console_team import Team, lab_pilot, make_pilot_home, run  # noqa: E402
 from tests.support.lab_harness import TARGET, call_companion, power_state, running_lab  # noqa: E402
 from vmware_pilot.transports.client import connect_http  # noqa: E402
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.console.conftest import Team, at_gate, cancelled, run
 from tests.support.browser import axe_violations, shoot, sign_in
+from tests.support.console_team import Team, at_gate, cancelled, run
 from tests.support.lab_harness import TARGET, Lab, call_companion, power_state
 from vmware_pilot.transports.client import connect_http
 

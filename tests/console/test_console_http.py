@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import GATE, VM_OF, Team, at_gate, fresh_off, make_pilot_home, run
+from tests.support.console_team import GATE, VM_OF, Team, at_gate, fresh_off, make_pilot_home, run
 from tests.support.server_proc import start_server
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings

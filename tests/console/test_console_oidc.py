@@ -21,8 +21,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.console.conftest import make_pilot_home, run
 from tests.support.console_locking import Sent, serving, while_locked, write_begins
+from tests.support.console_team import make_pilot_home, run
 from tests.support.oidc_provider import Person, Provider, free_port, new_key
 from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.config import Settings

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.console.conftest import make_pilot_home
 from tests.support.backends import Database
+from tests.support.console_team import make_pilot_home
 from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.config import Settings
 from vmware_pilot.store.sql import open_store

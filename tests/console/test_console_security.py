@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.console.conftest import VM_OF, Team, at_gate, make_pilot_home, run
+from tests.support.console_team import VM_OF, Team, at_gate, make_pilot_home, run
 from tests.support.server_proc import start_server
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.client import connect_http

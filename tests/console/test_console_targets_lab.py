@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Team, at_gate, cancelled, lab_pilot, make_pilot_home, run
+from tests.support.console_team import Team, at_gate, cancelled, lab_pilot, make_pilot_home, run
 from tests.support.lab_harness import (
     SETUP_COMMAND,
     TARGET,

@@ -25,8 +25,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.console.conftest import GATE, OFF, at_gate, make_pilot_home, run
 from tests.support.console_locking import Answer, InProcess, Sent, serving, while_locked, write_begins
+from tests.support.console_team import GATE, OFF, at_gate, make_pilot_home, run
 from tests.support.server_proc import INIT
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
