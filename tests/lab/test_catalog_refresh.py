@@ -15,22 +15,13 @@ import pytest
 
 from tests.support import FAKE_SERVERS
 from tests.support.lab_harness import Lab
+from tests.support.lab_pilot import cli, pilot
 from vmware_pilot.catalog.curated import CURATED
 from vmware_pilot.catalog.registry import Catalog
 
 pytestmark = pytest.mark.lab
 
-PILOT = Path(sys.executable).parent / "vmware-pilot"
 CRASH = FAKE_SERVERS / "crash_server.py"
-
-
-def pilot(
-    lab: Lab, home: Path, *args: str, extra_env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), **(extra_env or {})}
-    return subprocess.run(
-        [str(PILOT), *args], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
 
 
 def by_skill(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -46,7 +37,7 @@ def refreshed(
     lab: Lab, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     home = tmp_path_factory.mktemp("pilot-home")
-    return home, pilot(lab, home, "catalog", "refresh", "--json")
+    return home, cli(lab, home, "catalog", "refresh", "--json")
 
 
 def test_refresh_discovers_the_installed_skills_and_reports_the_rest(
@@ -99,7 +90,7 @@ def test_show_lists_discovered_tools_with_their_risk(
 ) -> None:
     home, _ = refreshed
 
-    done = pilot(lab, home, "catalog", "show", "vmware-aiops", "--json")
+    done = cli(lab, home, "catalog", "show", "vmware-aiops", "--json")
 
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout)
@@ -117,7 +108,7 @@ def test_show_lists_discovered_tools_with_their_risk(
 
 
 def test_show_without_a_refresh_lists_curated_entries_only(lab: Lab, tmp_path: Path) -> None:
-    done = pilot(lab, tmp_path / "fresh-home", "catalog", "show", "aiops", "--json")
+    done = cli(lab, tmp_path / "fresh-home", "catalog", "show", "aiops", "--json")
 
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout)
@@ -130,7 +121,7 @@ def test_a_broken_skill_server_fails_the_refresh_but_not_the_others(lab: Lab, tm
     home = tmp_path / "home"
     broken = json.dumps({"nsx": shlex.join([sys.executable, str(CRASH)])})
 
-    done = pilot(lab, home, "catalog", "refresh", "--json", extra_env={"VMWARE_PILOT_SKILL_COMMANDS": broken})
+    done = cli(lab, home, "catalog", "refresh", "--json", extra_env={"VMWARE_PILOT_SKILL_COMMANDS": broken})
 
     assert done.returncode == 1
     skills = by_skill(json.loads(done.stdout))
@@ -147,7 +138,7 @@ def test_a_broken_skill_server_fails_the_refresh_but_not_the_others(lab: Lab, tm
 
 
 def test_refresh_prints_a_summary_table_by_default(lab: Lab, tmp_path: Path) -> None:
-    done = pilot(
+    done = cli(
         lab, tmp_path / "home", "catalog", "refresh", "--skill", "monitor", extra_env={"COLUMNS": "200"}
     )
 
@@ -167,7 +158,6 @@ SNAPSHOT = {
 async def _risk_and_answer(lab: Lab, home: Path, dispatch: str) -> tuple[str | None, dict[str, Any]]:
     """What a fresh Pilot (no catalog.json) says of aiops.create_vm_snapshot: its catalog risk, and
     its answer to a plan that runs it without a gate."""
-    from tests.lab.test_dispatch_lab import pilot
 
     async with pilot(lab, home, VMWARE_PILOT_DISPATCH=dispatch) as client:
         catalog = await client.call("get_skill_catalog", {})

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.test_dispatch_lab import pilot
-from tests.lab.test_prediction_lab import cli, restart_at_gate
 from tests.support.lab_harness import TARGET, Lab, call_companion, power_state
+from tests.support.lab_pilot import cli, pilot, restart_at_gate
 
 pytestmark = pytest.mark.lab
 

@@ -6,60 +6,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import McpError
 
 from tests.support.lab_harness import TARGET, Lab, power_state
-from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
+from tests.support.lab_pilot import GATE, create, ensure_on, pilot, power_off, read
 
 pytestmark = pytest.mark.lab
-
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Proceed?"}}
-
-
-def read(tool: str, **params: Any) -> dict[str, Any]:
-    return {"action": tool, "skill": "monitor", "tool": tool, "params": {"target": TARGET, **params}}
-
-
-def power_off(vm: str) -> dict[str, Any]:
-    return {
-        "action": f"power_off_{vm}",
-        "skill": "aiops",
-        "tool": "power_off_vm",
-        "params": {"vm_name": vm, "force": True, "confirm": True, "target": TARGET},
-        "rollback_tool": "power_on_vm",
-        "rollback_params": {"vm_name": vm, "target": TARGET},
-    }
-
-
-@asynccontextmanager
-async def pilot(lab: Lab, home: Path, **settings: str) -> AsyncIterator[PilotClient]:
-    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), "VMWARE_PILOT_DISPATCH": "stdio", **settings}
-    command, args = server_command()
-    with (home.parent / f"{home.name}-pilot.log").open("a") as errlog:
-        async with connect_stdio(command, args, env=env, errlog=errlog) as client:
-            yield client
-
-
-async def create(client: PilotClient, steps: list[dict[str, Any]]) -> str:
-    reply = await client.call("create_workflow", {"name": "lab-ops", "description": "lab", "steps": steps})
-    assert not reply.is_error, reply.payload
-    wid: str = reply.payload["workflow_id"]
-    return wid
-
-
-async def ensure_on(lab: Lab, vm: str) -> None:
-    from tests.support.lab_harness import call_companion
-
-    if await power_state(lab, vm) != "poweredOn":
-        answer = await call_companion(lab, "aiops", "power_on_vm", {"vm_name": vm, "target": TARGET})
-        assert not answer.is_error, answer.text
 
 
 def companion_children(skill: str, home: Path) -> list[int]:

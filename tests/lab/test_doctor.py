@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.test_catalog_refresh import pilot
 from tests.support.lab_harness import TARGET, Lab
+from tests.support.lab_pilot import cli
 
 pytestmark = pytest.mark.lab
 
 
 def test_doctor_on_the_lab_says_all_is_well(lab: Lab, tmp_path: Path) -> None:
-    done = pilot(lab, tmp_path / "home", "doctor", "--json", "--target", TARGET)
+    done = cli(lab, tmp_path / "home", "doctor", "--json", "--target", TARGET)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["ok"] is True
@@ -30,7 +30,7 @@ def test_doctor_on_the_lab_says_all_is_well(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_doctor_names_a_missing_skill_and_a_target_no_config_has(lab: Lab, tmp_path: Path) -> None:
-    done = pilot(lab, tmp_path / "home", "doctor", "--skill", "storage", "--target", "elsewhere")
+    done = cli(lab, tmp_path / "home", "doctor", "--skill", "storage", "--target", "elsewhere")
     assert done.returncode == 1, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("Not well:") and "skill storage" in last

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.lab.test_dispatch_lab import create, ensure_on, pilot
 from tests.support.lab_harness import TARGET, Lab, at_vcenter, power_state
+from tests.support.lab_pilot import create, ensure_on, pilot
 
 pytestmark = pytest.mark.lab
 

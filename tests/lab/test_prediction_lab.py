@@ -9,52 +9,14 @@ do and the power-on is shown as the change it is."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.lab.test_dispatch_lab import ensure_on, pilot
 from tests.support.lab_harness import TARGET, Lab, call_companion, power_state
-from vmware_pilot.transports.client import PilotClient
+from tests.support.lab_pilot import cli, ensure_on, pilot, prediction_of, restart_at_gate
 
 pytestmark = pytest.mark.lab
-
-CLI = Path(sys.executable).with_name("vmware-pilot")
-
-
-async def restart_at_gate(client: PilotClient, vm: str) -> str:
-    made = await client.call(
-        "create_workflow_from_template",
-        {"workflow_type": "rolling_restart", "params": {"vm_names": [vm], "target": TARGET}},
-    )
-    assert not made.is_error, made.payload
-    wid = str(made.payload["workflow_id"])
-    ran = await client.call("run_workflow", {"workflow_id": wid})
-    assert ran.payload["outcome"] == "awaiting_approval", ran.payload
-    return wid
-
-
-async def prediction_of(client: PilotClient, wid: str) -> dict[str, Any]:
-    status = await client.call("get_workflow_status", {"workflow_id": wid})
-    assert not status.is_error, status.payload
-    found: dict[str, Any] = status.payload["prediction"]
-    return found
-
-
-def cli(lab: Lab, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**lab.env, "VMWARE_PILOT_HOME": str(home), "COLUMNS": "250"}
-    return subprocess.run(
-        [str(CLI), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 async def test_rolling_restart_without_vmware_tools_fails_at_the_power_off_in_aiops_words(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.test_dispatch_lab import GATE, create, ensure_on, pilot, power_off
 from tests.support.lab_harness import Lab, power_state
+from tests.support.lab_pilot import GATE, create, ensure_on, pilot, power_off
 
 pytestmark = pytest.mark.lab
 

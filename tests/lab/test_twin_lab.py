@@ -13,9 +13,17 @@ from typing import Any
 
 import pytest
 
-from tests.lab.test_dispatch_lab import GATE, create, ensure_on, pilot, power_off
-from tests.lab.test_prediction_lab import cli, prediction_of, restart_at_gate
 from tests.support.lab_harness import TARGET, Lab, call_companion, power_state, running_lab
+from tests.support.lab_pilot import (
+    GATE,
+    cli,
+    create,
+    ensure_on,
+    pilot,
+    power_off,
+    prediction_of,
+    restart_at_gate,
+)
 from vmware_pilot.domain.model import Step
 from vmware_pilot.results import Prediction
 from vmware_pilot.safety.predict import with_rehearsal
