@@ -1,19 +1,20 @@
 """A damaged database is refused at start-up with one line and a hint, never a traceback.
 
-Run through the installed ``vmware-pilot`` entry point, as a person or an MCP client starts it.
+Run through the installed ``vmware-pilot`` entry point, as a person or an MCP client starts it
+(slow tier); the command line's refusal also in-process (fast tier).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.server.test_stdio import serve
+from tests.support.cli import Runner
 from vmware_pilot.config import Settings
 from vmware_pilot.store.migrations import LATEST
 from vmware_pilot.store.sql import open_store
@@ -29,28 +30,15 @@ def _set_schema_version(settings: Settings, value: str) -> None:
         conn.close()
 
 
-def _pilot(*args: str) -> subprocess.CompletedProcess[str]:
-    # HOME and VMWARE_PILOT_HOME come from the test's isolated environment.
-    return subprocess.run(
-        [str(PILOT), *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("command", [pytest.param(["workflows"], id="workflows")])
-@pytest.mark.slow
 def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
-    settings: Settings, command: list[str]
+    settings: Settings, command: list[str], run_pilot: Runner
 ) -> None:
     open_store(settings).close()
     _set_schema_version(settings, str(LATEST + 1))
-    too_new = _pilot(*command)
+    too_new = run_pilot("vmware-pilot", *command)
     _set_schema_version(settings, "three")
-    bad = _pilot(*command)
+    bad = run_pilot("vmware-pilot", *command)
 
     assert "Traceback" not in bad.stderr, bad.stderr
     assert bad.stdout == ""
