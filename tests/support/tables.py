@@ -3,6 +3,8 @@ that runs the code on the row's input and compares with the row's expected outco
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -14,9 +16,16 @@ from tests.support import DATA
 RULES = DATA / "rules"
 
 
-def rows(name: str, key: str | None = None) -> list[Any]:
-    """The rows of ``tests/data/rules/NAME`` (those under ``key`` where rows are tagged)."""
+@functools.cache
+def _parsed(name: str) -> list[Any]:
     loaded: list[Any] = yaml.load((RULES / name).read_text(), Loader=yaml.CSafeLoader)
+    return loaded
+
+
+def rows(name: str, key: str | None = None) -> list[Any]:
+    """The rows of ``tests/data/rules/NAME`` (those under ``key`` where rows are tagged): a copy of
+    the file, parsed once per process (YAML parsing is the slow part of these tests)."""
+    loaded = copy.deepcopy(_parsed(name))
     return [r[key] for r in loaded if key in r] if key is not None else loaded
 
 
