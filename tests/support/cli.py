@@ -5,6 +5,7 @@ its own: slow tier). ``run_pilot``, the fixture in tests/conftest.py, runs a tes
 from __future__ import annotations
 
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -42,6 +43,8 @@ def in_process(program: str, *args: str, env: dict[str, str] | None = None, cwd:
     entry = {"vmware-pilot": main, "vmware-pilot-mcp": mcp_main}[program]
     out, err = io.StringIO(), io.StringIO()
     code = 0
+    root = logging.getLogger()  # a command that configures logging must not undo pytest's capture
+    handlers, level = root.handlers[:], root.level
     with pytest.MonkeyPatch.context() as patch:
         for name, value in (env or {}).items():
             patch.setenv(name, value)
@@ -58,4 +61,7 @@ def in_process(program: str, *args: str, env: dict[str, str] | None = None, cwd:
                 else:
                     print(exc.code, file=sys.stderr)
                     code = 1
+            finally:
+                root.handlers[:] = handlers
+                root.setLevel(level)
     return subprocess.CompletedProcess([program, *args], code, out.getvalue(), err.getvalue())
