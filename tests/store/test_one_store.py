@@ -11,12 +11,14 @@ from vmware_pilot.errors import StoreError
 from vmware_pilot.ondemand import AppOnDemand
 
 
-async def test_the_stdio_servers_catalog_refresh_and_its_app_share_one_store(settings: Settings) -> None:
-    demand = AppOnDemand(settings)
+async def test_the_stdio_servers_catalog_refresh_and_its_app_share_one_store(
+    backend_settings: Settings,
+) -> None:
+    demand = AppOnDemand(backend_settings)
     opened = demand.shared_store()  # what the catalog's refresh beside the handshake uses
     try:
         app = demand.get()
-        if settings.database_url:
+        if backend_settings.database_url:
             assert opened is not None and app.store is opened
             assert demand.shared_store() is opened
         else:  # the home's SQLite file: the app opens it, the refresh uses the cache file
@@ -26,8 +28,8 @@ async def test_the_stdio_servers_catalog_refresh_and_its_app_share_one_store(set
 
 
 @pytest.mark.backends("postgresql")
-def test_the_catalog_refresh_never_opens_a_store_of_its_own(settings: Settings) -> None:
-    assert settings.database_url
+def test_the_catalog_refresh_never_opens_a_store_of_its_own(backend_settings: Settings) -> None:
+    assert backend_settings.database_url
     with pytest.raises(StoreError) as refused:
-        refresh_stale_catalog(settings, None)
+        refresh_stale_catalog(backend_settings, None)
     assert "no store was opened" in refused.value.message

@@ -3,7 +3,7 @@
 What the engine relies on from every ``Store``: optimistic concurrency by version, fences that
 refuse a superseded save, leases taken only when free or expired, object locks all or none,
 the outbox's claims, the audit chain and the listings. ``TestMemoryStore`` runs it in memory;
-``TestSqlStore`` on each backend of the ``database`` fixture (tests/backends.py).
+``TestSqlStore`` on each backend of the ``database`` fixture (tests/support/backends.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 
+from tests.support.store_helpers import sample_workflow
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import Event, WorkflowState
 from vmware_pilot.domain.model import Workflow
@@ -20,8 +21,6 @@ from vmware_pilot.domain.transitions import fire
 from vmware_pilot.errors import ConcurrencyConflict, InvalidInput, StoreError, WorkflowNotFound
 from vmware_pilot.store import MemoryStore, Store, open_store
 from vmware_pilot.store.leases import LeaseLost
-
-from .helpers import sample_workflow
 
 S = WorkflowState
 
@@ -213,7 +212,7 @@ class TestMemoryStore(StoreContract):
 
 class TestSqlStore(StoreContract):
     @pytest.fixture
-    def store(self, settings: Settings) -> Iterator[Store]:
-        opened = open_store(settings)
+    def store(self, backend_settings: Settings) -> Iterator[Store]:
+        opened = open_store(backend_settings)
         yield opened
         opened.close()

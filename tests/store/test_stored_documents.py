@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.backends import Database
+from tests.support.backends import Database
 from vmware_pilot.domain.clock import iso
 from vmware_pilot.domain.records import Approval, GateHold, GateRecord, Inspection, RunOwner
 from vmware_pilot.engine.execution import gate_records
