@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import Client
+from tests.support.mcp_client import Client
 from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.results import (
