@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from tests.prechecks import count_prechecks
+from tests.support.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.cli import views
 from vmware_pilot.cli.main import app as cli

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.support.fakes import ScriptedDispatcher
-from tests.prechecks import count_prechecks
+from tests.support.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome

@@ -16,8 +16,8 @@ import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
-from tests.prechecks import count_prechecks
 from tests.support.mcp_client import READ_STEP, Client
+from tests.support.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

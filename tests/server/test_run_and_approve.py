@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from mcp.types import ProgressNotification, ServerNotification
 
-from tests.prechecks import count_prechecks
 from tests.support.mcp_client import GATE, READ_STEP, Client, connect
+from tests.support.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.enums import StepStatus
 
