@@ -37,6 +37,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 
 ACTOR = Actor("bench")
 READS = ["list_virtual_machines", "list_esxi_hosts", "get_alarms", "get_vm_info"]
@@ -51,9 +52,9 @@ def read(tool: str, group: str = "", vm: str = "DC0_H0_VM0") -> dict[str, Any]:
 
 
 async def timed_run(app: Any, steps: list[dict[str, Any]]) -> float:
-    wid = app.service.create_workflow(ACTOR, "bench", "bench", steps).workflow_id
+    wid = app.service.create_workflow(CreateRequest(ACTOR, "bench", "bench", steps)).workflow_id
     started = time.perf_counter()
-    out = await app.service.run_workflow(ACTOR, wid)
+    out = await app.service.run_workflow(RunRequest(ACTOR, wid))
     elapsed = time.perf_counter() - started
     if not out.is_completed:
         raise SystemExit(f"bench workflow did not complete: {out.error or out.outcome}")

@@ -32,6 +32,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import BeforeSend, OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -82,12 +83,14 @@ async def measure(url: str, repeat: int = 1) -> tuple[Counts, dict[str, list[flo
         times: dict[str, list[float]] = {"run to the gate": [], "approve": []}
         counts: Counts = {}
         for n in range(repeat):
-            wid = app.service.create_workflow(actor, "ops", "bench", [READ, READ, GATE, WRITE]).workflow_id
+            wid = app.service.create_workflow(
+                CreateRequest(actor, "ops", "bench", [READ, READ, GATE, WRITE])
+            ).workflow_id
             if n == 0:
                 event.listen(app.store.database.engine, "after_cursor_execute", on_execute)
                 event.listen(app.store.database.engine, "begin", on_begin)
             started = time.perf_counter()
-            await app.service.run_workflow(actor, wid)
+            await app.service.run_workflow(RunRequest(actor, wid))
             times["run to the gate"].append(time.perf_counter() - started)
             if n == 0:
                 counts["run to the gate"] = counted.copy()

@@ -18,6 +18,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest, FromTemplateRequest
 from vmware_pilot.store.audit import event_hash
 from vmware_pilot.store.connection import make_engine
 from vmware_pilot.store.migrations import MIGRATIONS, migrate
@@ -287,9 +288,13 @@ def test_creating_a_workflow_is_the_first_event_of_its_trail(settings: Settings)
     pilot = build_app(settings)
     try:
         step = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines"}
-        wid = pilot.service.create_workflow(Actor("alice"), "tidy", "d", [step]).payload()["workflow_id"]
+        wid = pilot.service.create_workflow(CreateRequest(Actor("alice"), "tidy", "d", [step])).payload()[
+            "workflow_id"
+        ]
         from_template = pilot.service.create_workflow_from_template(
-            Actor("bob"), "incident_response", {"alert_entity": "web-01", "alert_name": "CPU"}
+            FromTemplateRequest(
+                Actor("bob"), "incident_response", {"alert_entity": "web-01", "alert_name": "CPU"}
+            )
         ).payload()["workflow_id"]
     finally:
         pilot.close()

@@ -21,6 +21,7 @@ from tests.cli.test_tty import Terminal
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest, DesignRequest, RunRequest
 
 # A CLI process on a pty per command (~15 s); test_operator.py shows text literally in-process.
 pytestmark = pytest.mark.slow
@@ -65,20 +66,20 @@ def hostile(settings: Settings) -> dict[str, str]:
     agent = Actor("agent")
     try:
         service = app.service
-        waiting = service.create_workflow(agent, f"plan {EVIL}", f"desc {EVIL}", [GATE, OFF]).payload()[
-            "workflow_id"
-        ]
-        asyncio.run(service.run_workflow(agent, waiting)).payload()
+        waiting = service.create_workflow(
+            CreateRequest(agent, f"plan {EVIL}", f"desc {EVIL}", [GATE, OFF])
+        ).payload()["workflow_id"]
+        asyncio.run(service.run_workflow(RunRequest(agent, waiting))).payload()
         other_vm = {**OFF, "params": {**OFF["params"], "vm_name": f"db {EVIL}"}}  # the waiting one holds web
-        failed = service.create_workflow(agent, f"failed {EVIL}", EVIL, [GATE, other_vm]).payload()[
-            "workflow_id"
-        ]
-        asyncio.run(service.run_workflow(agent, failed)).payload()
+        failed = service.create_workflow(
+            CreateRequest(agent, f"failed {EVIL}", EVIL, [GATE, other_vm])
+        ).payload()["workflow_id"]
+        asyncio.run(service.run_workflow(RunRequest(agent, failed))).payload()
         wf = app.store.workflows.load(failed)
         wf.steps[1].result = {"error": f"skill says {EVIL}"}
         wf.blocked_reason = f"blocked {EVIL}"
         app.store.workflows.save(wf)
-        draft = service.design_workflow(agent, f"goal {EVIL}", EVIL).payload()["workflow_id"]
+        draft = service.design_workflow(DesignRequest(agent, f"goal {EVIL}", EVIL)).payload()["workflow_id"]
         folder = settings.home / "workflows"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "evil.yaml").write_text(

@@ -27,7 +27,7 @@ from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CancelRequest, CreateRequest, RunRequest
 from vmware_pilot.results import BlastRadius
 from vmware_pilot.safety.blast import rollback_blast_radius
 
@@ -68,11 +68,11 @@ def invoke(*args: str, user: str = "olivia", input: str | None = None, **env: st
 
 def at_gate(pilot: PilotApp, *steps: dict[str, Any]) -> str:
     wid = str(
-        pilot.service.create_workflow(AGENT, "off-web", "d", list(steps) or [GATE, OFF]).payload()[
-            "workflow_id"
-        ]
+        pilot.service.create_workflow(
+            CreateRequest(AGENT, "off-web", "d", list(steps) or [GATE, OFF])
+        ).payload()["workflow_id"]
     )
-    out = asyncio.run(pilot.service.run_workflow(AGENT, wid)).payload()
+    out = asyncio.run(pilot.service.run_workflow(RunRequest(AGENT, wid))).payload()
     assert out["outcome"] == "awaiting_approval"
     return wid
 
@@ -88,7 +88,9 @@ def actions(pilot: PilotApp, wid: str) -> list[str]:
 # --- reads ---------------------------------------------------------------------------------
 def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> None:
     waiting = at_gate(pilot)
-    other = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
+    other = str(
+        pilot.service.create_workflow(CreateRequest(AGENT, "reads", "d", [READ])).payload()["workflow_id"]
+    )
     listed = json.loads(invoke("workflows", "--json").stdout)
     assert [w["id"] for w in listed["workflows"]] == [other, waiting] and listed["count"] == 2
     only = json.loads(invoke("workflows", "--state", "awaiting_approval", "--json").stdout)
@@ -103,7 +105,9 @@ def test_workflows_lists_newest_first_and_filters_by_state(pilot: PilotApp) -> N
 
 def test_workflows_pages_with_offset_and_names_the_next_page(pilot: PilotApp) -> None:
     ids = [
-        str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
+        str(
+            pilot.service.create_workflow(CreateRequest(AGENT, "reads", "d", [READ])).payload()["workflow_id"]
+        )
         for _ in range(5)
     ]
     newest = ids[::-1]
@@ -257,8 +261,12 @@ def test_approve_needs_ack_for_handed_out_steps(pilot: PilotApp) -> None:
 
 def test_approve_without_dispatch_releases_the_steps_to_the_agent_not_the_person(pilot: PilotApp) -> None:
     bot = Actor(name="ops-agent", kind="token", role="operator")
-    wid = str(pilot.service.create_workflow(bot, "off-web", "d", [GATE, OFF_BY_REF]).payload()["workflow_id"])
-    asyncio.run(pilot.service.run_workflow(bot, wid)).payload()
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(bot, "off-web", "d", [GATE, OFF_BY_REF])).payload()[
+            "workflow_id"
+        ]
+    )
+    asyncio.run(pilot.service.run_workflow(RunRequest(bot, wid))).payload()
     done = invoke("approve", wid, "--yes")
     assert done.exit_code == 0, done.output
     flat = " ".join(done.stdout.split())
@@ -266,7 +274,7 @@ def test_approve_without_dispatch_releases_the_steps_to_the_agent_not_the_person
     assert "handed to the agent that runs workflow" in flat and "token:ops-agent" in flat
     assert "not to you" in flat and "next run_workflow" in flat
     assert "perform them yourself" not in flat
-    out = asyncio.run(pilot.service.run_workflow(bot, wid)).payload()
+    out = asyncio.run(pilot.service.run_workflow(RunRequest(bot, wid))).payload()
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
 
 
@@ -323,7 +331,9 @@ def test_a_quorum_gate_takes_distinct_people(pilot: PilotApp) -> None:
 
 
 def test_approve_of_a_workflow_not_at_a_gate_is_refused(pilot: PilotApp) -> None:
-    wid = str(pilot.service.create_workflow(AGENT, "reads", "d", [READ]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(AGENT, "reads", "d", [READ])).payload()["workflow_id"]
+    )
     result = invoke("approve", wid, "--yes")
     assert result.exit_code == 1 and "not waiting at an approval gate" in result.stderr
 
@@ -344,7 +354,7 @@ def test_cli_processes_write_to_the_store_a_running_server_keeps_open(pilot: Pil
     assert approved.returncode == 0, approved.stderr
     after = status(pilot, wid)
     assert (after["state"], after["approved_by"]) == ("pending", ME), "the open store sees the CLI's write"
-    asyncio.run(pilot.service.cancel_workflow(AGENT, wid, "done", confirm=True)).payload()
+    asyncio.run(pilot.service.cancel_workflow(CancelRequest(AGENT, wid, "done", confirm=True))).payload()
     shown = cli_process("status", wid, "--json")
     assert json.loads(shown.stdout)["state"] == "cancelled", "and the CLI sees the server's"
 

@@ -17,6 +17,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.errors import PolicyRefused
 from vmware_pilot.policy.load import read_policy_file
 
@@ -93,7 +94,7 @@ def test_explain_says_which_rules_apply_and_why(settings: Settings) -> None:
     settings.resolved_policies_path.write_text(EXAMPLE.read_text(), encoding="utf-8")
     app = build_app(settings)
     try:
-        made = app.service.create_workflow(Actor("tester"), "off", "d", [GATE, OFF]).payload()
+        made = app.service.create_workflow(CreateRequest(Actor("tester"), "off", "d", [GATE, OFF])).payload()
     finally:
         app.close()
     done = runner.invoke(cli, ["policy", "explain", made["workflow_id"], "--json"])
@@ -149,7 +150,7 @@ def test_import_and_export_move_the_policy_through_the_database(
     try:
         assert app.policies is not None and app.policies.current().digest == digest
         with pytest.raises(PolicyRefused) as caught:
-            app.service.create_workflow(Actor("tester"), "rm", "d", [GATE, DELETE]).payload()
+            app.service.create_workflow(CreateRequest(Actor("tester"), "rm", "d", [GATE, DELETE])).payload()
         assert caught.value.fields["rule"] == "deny[0]"
     finally:
         app.close()

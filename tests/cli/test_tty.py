@@ -15,6 +15,7 @@ import pytest
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 
 # A CLI process on a pty per test; test_operator.py covers approve and run in-process.
 pytestmark = pytest.mark.slow
@@ -80,9 +81,11 @@ def waiting(settings: Settings) -> str:
     app = build_app(settings)
     try:
         wid = str(
-            app.service.create_workflow(Actor("agent"), "off-web", "d", [GATE, OFF]).payload()["workflow_id"]
+            app.service.create_workflow(CreateRequest(Actor("agent"), "off-web", "d", [GATE, OFF])).payload()[
+                "workflow_id"
+            ]
         )
-        asyncio.run(app.service.run_workflow(Actor("agent"), wid)).payload()
+        asyncio.run(app.service.run_workflow(RunRequest(Actor("agent"), wid))).payload()
         return wid
     finally:
         app.close()
@@ -156,10 +159,10 @@ def test_the_compact_panel_ends_with_the_decision_right_above_the_prompt(setting
     try:
         wid = str(
             app.service.create_workflow(
-                Actor("agent"), "restart-web", "Kernel patch INC4711", steps
+                CreateRequest(Actor("agent"), "restart-web", "Kernel patch INC4711", steps)
             ).payload()["workflow_id"]
         )
-        asyncio.run(app.service.run_workflow(Actor("agent"), wid)).payload()
+        asyncio.run(app.service.run_workflow(RunRequest(Actor("agent"), wid))).payload()
     finally:
         app.close()
     term = Terminal("approve", wid, "--comment", "checked the load balancer", user="tess")

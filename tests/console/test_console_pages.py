@@ -22,7 +22,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.console.words import change_lines, evidence_line, for_people
 from vmware_pilot.transports.http import HttpOptions, build_http_app
@@ -128,10 +128,10 @@ def person(name: str) -> Actor:
 
 async def at_gate(app: PilotApp, who: str, steps: list[dict[str, Any]], description: str = "") -> str:
     made = app.service.create_workflow(
-        person(who), "maintenance", description or "ticket CHG-1", steps
+        CreateRequest(person(who), "maintenance", description or "ticket CHG-1", steps)
     ).payload()
     wid = str(made["workflow_id"])
-    ran = (await app.service.run_workflow(person(who), wid)).payload()
+    ran = (await app.service.run_workflow(RunRequest(person(who), wid))).payload()
     assert ran["state"] == "awaiting_approval", ran
     return wid
 

@@ -16,7 +16,7 @@ from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
@@ -81,11 +81,13 @@ def sent(dispatcher: ScriptedDispatcher) -> list[str]:
 
 async def held_at_gate(app: PilotApp, vm: str) -> str:
     wid = str(
-        app.service.create_workflow(Actor("alice"), "ops", "t", [read(vm), GATE, power_on(vm)]).payload()[
-            "workflow_id"
-        ]
+        app.service.create_workflow(
+            CreateRequest(Actor("alice"), "ops", "t", [read(vm), GATE, power_on(vm)])
+        ).payload()["workflow_id"]
     )
-    assert ((await app.service.run_workflow(Actor("alice"), wid)).payload())["outcome"] == "awaiting_approval"
+    assert ((await app.service.run_workflow(RunRequest(Actor("alice"), wid))).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     out = (await app.service.approve(ApproveRequest(Actor("alice"), wid, approver="carol"))).payload()
     assert out["outcome"] == "awaiting_approval", "the approved write waits for its window"
     return wid
@@ -123,16 +125,18 @@ async def test_reads_run_at_any_time_and_writes_no_window_governs_run_too(
 ) -> None:
     reads = str(
         dapp.service.create_workflow(
-            Actor("alice"), "ops", "t", [read("lab-vm1"), read("prod-db")]
+            CreateRequest(Actor("alice"), "ops", "t", [read("lab-vm1"), read("prod-db")])
         ).payload()["workflow_id"]
     )
-    assert ((await dapp.service.run_workflow(Actor("alice"), reads)).payload())["outcome"] == "completed"
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("alice"), reads))).payload())[
+        "outcome"
+    ] == "completed"
     other = str(
-        dapp.service.create_workflow(Actor("alice"), "ops", "t", [GATE, power_on("dev-vm")]).payload()[
-            "workflow_id"
-        ]
+        dapp.service.create_workflow(
+            CreateRequest(Actor("alice"), "ops", "t", [GATE, power_on("dev-vm")])
+        ).payload()["workflow_id"]
     )
-    (await dapp.service.run_workflow(Actor("alice"), other)).payload()
+    (await dapp.service.run_workflow(RunRequest(Actor("alice"), other))).payload()
     assert ((await dapp.service.approve(ApproveRequest(Actor("alice"), other, approver="carol"))).payload())[
         "outcome"
     ] == "completed"
@@ -205,19 +209,21 @@ async def test_a_run_whose_next_write_has_no_gate_to_wait_at_is_refused_outside_
 ) -> None:
     wid = str(
         dapp.service.create_workflow(
-            Actor("alice"), "ops", "t", [read("lab-vm1"), power_on("lab-vm1")]
+            CreateRequest(Actor("alice"), "ops", "t", [read("lab-vm1"), power_on("lab-vm1")])
         ).payload()["workflow_id"]
     )
     before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
-        (await dapp.service.run_workflow(Actor("alice"), wid)).payload()
+        (await dapp.service.run_workflow(RunRequest(Actor("alice"), wid))).payload()
     refusal = caught.value.payload()
     assert refusal["refused"] == "outside_change_window" and refusal["step_index"] == 1
     assert refusal["next_opening"] == "2026-12-05T05:00:00.000000+00:00"
     after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state) and sent(dispatcher) == []
     clock.at = SATURDAY_0600_BERLIN
-    assert ((await dapp.service.run_workflow(Actor("alice"), wid)).payload())["outcome"] == "completed"
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("alice"), wid))).payload())[
+        "outcome"
+    ] == "completed"
     assert sent(dispatcher) == ["get_alarms:lab-vm1", "power_on_vm:lab-vm1"]
 
 

@@ -22,7 +22,7 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import conflicts
 from vmware_pilot.engine.execution import conductor
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CancelRequest, CreateRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.policy.load import policy_from_text
@@ -39,19 +39,23 @@ def on(vm: str, target: str = "") -> dict[str, Any]:
 
 
 def create(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
-    return str(app.service.create_workflow(Actor(who), "ops", "t", steps).payload()["workflow_id"])
+    return str(
+        app.service.create_workflow(CreateRequest(Actor(who), "ops", "t", steps)).payload()["workflow_id"]
+    )
 
 
 async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: str = "alice") -> str:
     wid = create(app, steps, who)
-    assert ((await app.service.run_workflow(Actor(who), wid)).payload())["outcome"] == "awaiting_approval"
+    assert ((await app.service.run_workflow(RunRequest(Actor(who), wid))).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     return wid
 
 
 async def refused_run(app: PilotApp, wid: str, who: str = "bob") -> dict[str, Any]:
     before = app.store.workflows.load(wid)
     with pytest.raises(StateRefused) as caught:
-        (await app.service.run_workflow(Actor(who), wid)).payload()
+        (await app.service.run_workflow(RunRequest(Actor(who), wid))).payload()
     after = app.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state), "nothing was changed"
     return caught.value.payload()
@@ -98,13 +102,13 @@ async def test_a_second_workflow_writing_a_held_vm_is_refused_naming_the_holder(
     }
     assert first in refusal["error"] and "awaiting_approval" in refusal["error"] and refusal["hint"]
     other = create(dapp, [GATE, on("vm-b")], who="bob")
-    assert ((await dapp.service.run_workflow(Actor("bob"), other)).payload())[
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), other))).payload())[
         "outcome"
     ] == "awaiting_approval"
     reads = create(dapp, [READ_A], who="bob")
-    assert ((await dapp.service.run_workflow(Actor("bob"), reads)).payload())["outcome"] == "completed", (
-        "reads hold nothing"
-    )
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), reads))).payload())[
+        "outcome"
+    ] == "completed", "reads hold nothing"
 
 
 async def test_the_lock_is_freed_when_the_holder_completes(dapp: PilotApp) -> None:
@@ -114,7 +118,7 @@ async def test_the_lock_is_freed_when_the_holder_completes(dapp: PilotApp) -> No
     assert ((await dapp.service.approve(ApproveRequest(Actor("alice"), first, approver="carol"))).payload())[
         "outcome"
     ] == "completed"
-    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), second))).payload())[
         "outcome"
     ] == "awaiting_approval"
 
@@ -123,8 +127,12 @@ async def test_the_lock_is_freed_when_the_holder_is_cancelled(dapp: PilotApp) ->
     first = await at_gate(dapp, [GATE, on("vm-a")])
     second = create(dapp, [GATE, on("vm-a")], who="bob")
     await refused_run(dapp, second)
-    (await dapp.service.cancel_workflow(Actor("alice"), first, reason="not today", confirm=True)).payload()
-    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+    (
+        await dapp.service.cancel_workflow(
+            CancelRequest(Actor("alice"), first, reason="not today", confirm=True)
+        )
+    ).payload()
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), second))).payload())[
         "outcome"
     ] == "awaiting_approval"
 
@@ -147,7 +155,7 @@ async def test_the_lock_is_freed_when_the_holders_run_lease_lapses_and_the_dead_
     assert (await refused_run(dapp, second))["held_by"]["state"] == "running"
     # Its Pilot dies: the lease is no longer held and lapses (released here: expired at once).
     dapp.store.leases.release_lease(run_key(first), "deadhost/1/x", fence)
-    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), second))).payload())[
         "outcome"
     ] == "awaiting_approval"
     held = [(run_key(first), "deadhost/1/x", fence)]
@@ -170,7 +178,7 @@ async def test_a_run_holds_its_objects_from_its_take_before_it_is_marked_running
         "object": "vm vm-a",
     }
     dapp.store.leases.release_lease(run_key(starting), "host/1/run", fence)  # that run stopped (lapsed)
-    assert ((await dapp.service.run_workflow(Actor("bob"), second)).payload())[
+    assert ((await dapp.service.run_workflow(RunRequest(Actor("bob"), second))).payload())[
         "outcome"
     ] == "awaiting_approval"
     assert dapp.store.leases.hold_leases([(run_key(starting), "host/1/run", fence)], 60) is None
@@ -209,7 +217,7 @@ async def test_without_dispatch_a_workflow_holds_its_objects_at_a_gate_and_not_o
         )
     ).payload()
     assert done["outcome"] == "dispatch_required", "the last steps are the agent's now"
-    assert ((await app.service.run_workflow(Actor("bob"), second)).payload())[
+    assert ((await app.service.run_workflow(RunRequest(Actor("bob"), second))).payload())[
         "outcome"
     ] == "dispatch_required"
 
@@ -325,5 +333,7 @@ async def test_review_and_policy_explain_name_the_workflow_holding_an_object(dap
         "alice",
         "vm vm-a",
     )
-    (await dapp.service.cancel_workflow(Actor("alice"), holder, reason="x", confirm=True)).payload()
+    (
+        await dapp.service.cancel_workflow(CancelRequest(Actor("alice"), holder, reason="x", confirm=True))
+    ).payload()
     assert dapp.service.explain_policy(second).payload()["conflicts"]["conflicting"] == []

@@ -14,7 +14,13 @@ from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CreateRequest,
+    FromTemplateRequest,
+    RollbackRequest,
+    RunRequest,
+)
 from vmware_pilot.errors import DispatchRefused, PilotError, StateRefused
 from vmware_pilot.results import ApproveResult
 
@@ -40,7 +46,9 @@ def guest_command_with_password() -> dict[str, Any]:
 
 
 def create(app: PilotApp, actor: Actor, items: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", items).payload()["workflow_id"]
+    wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "test", items)).payload()[
+        "workflow_id"
+    ]
     return wid
 
 
@@ -53,7 +61,7 @@ async def test_reads_gate_approve_then_write_completes(
     async def progress(done: float, total: float | None, message: str) -> None:
         seen.append((done, total, message))
 
-    out = (await dapp.service.run_workflow(actor, wid, progress=progress)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid), progress=progress)).payload()
     assert out["outcome"] == "awaiting_approval"
     assert out["steps"][0]["status"] == "success" and "pending_dispatch" not in out
     out = (
@@ -75,17 +83,17 @@ async def test_failure_after_a_change_then_rollback_undoes_it(
     dispatcher.answers["reconfigure_vm"] = failed("not enough memory")
     second = {"action": "resize", "skill": "aiops", "tool": "reconfigure_vm", "params": {"vm_name": "web-01"}}
     wid = create(dapp, actor, [GATE, power_off(), second, READ])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed" and out["state"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "success", "failed", "skipped"]
     assert "not enough memory" in out["error"]
     assert out["steps"][2]["result"]["error"] == "not enough memory"
 
-    preview = (await dapp.service.rollback(actor, wid)).payload()
+    preview = (await dapp.service.rollback(RollbackRequest(actor, wid))).payload()
     assert [e["index"] for e in preview["blast_radius"]["would_roll_back"]] == [1]
     assert dapp.service.get_workflow_status(wid).payload()["state"] == "failed"
-    done = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+    done = (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert done["action"] == "rolled_back"
     assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"})
     assert done["steps"][1]["status"] == "rolled_back"
@@ -97,7 +105,7 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
 ) -> None:
     dispatcher.answers["power_off_vm"] = unknown("connection lost after the call was sent")
     wid = create(dapp, actor, [GATE, power_off(), READ])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed"
     assert out["steps"][1]["status"] == "interrupted"
@@ -105,11 +113,17 @@ async def test_unknown_effect_interrupts_and_blocks_rollback_until_acknowledged(
         e["action"] == "step_effect_unknown" for e in out["audit_log"]
     )
     with pytest.raises(StateRefused) as info:
-        (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+        (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert info.value.payload()["blast_radius"]["unknown_effects"][0]["index"] == 1
-    preview = (await dapp.service.rollback(actor, wid, acknowledge_unknown_effects=True)).payload()
+    preview = (
+        await dapp.service.rollback(RollbackRequest(actor, wid, acknowledge_unknown_effects=True))
+    ).payload()
     assert preview["blast_radius"]["would_roll_back"][0]["effect_unknown"] is True
-    done = (await dapp.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)).payload()
+    done = (
+        await dapp.service.rollback(
+            RollbackRequest(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+        )
+    ).payload()
     assert done["action"] == "rolled_back"
     assert dispatcher.step_calls[-1] == ("aiops", "power_on_vm", {"vm_name": "web-01"}), "undo attempted"
     assert done["steps"][1]["status"] == "rolled_back"
@@ -120,7 +134,7 @@ async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
 ) -> None:
     dispatcher.answers["get_alarms"] = failed("monitoring down")
     wid = create(dapp, actor, [GATE, power_off("a"), power_off("b"), power_off("c"), READ])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     ran = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert ran["state"] == "failed"
 
@@ -132,7 +146,7 @@ async def test_failed_and_unknown_undos_are_reported_and_do_not_stop_the_rest(
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = undo
-    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+    out = (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert out["action"] == "rollback_incomplete" and out["outcome"] == "failed"
     assert [(r["step"], r["status"]) for r in out["rollback_results"]] == [
         (3, "failed"),
@@ -151,7 +165,7 @@ async def test_preview_only_result_counts_as_failure(
         OutcomeKind.PREVIEW_ONLY, {"action": "preview"}, "the tool only previewed"
     )
     wid = create(dapp, actor, [GATE, power_off()])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["steps"][1]["status"] == "failed" and out["outcome"] == "failed"
 
@@ -161,7 +175,7 @@ async def test_refused_dispatch_fails_the_step_safely(
 ) -> None:
     dispatcher.answers["get_alarms"] = refused("server did not start; nothing was sent")
     wid = create(dapp, actor, [READ])
-    out = (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["steps"][0]["status"] == "failed"
     assert "nothing was sent" in out["steps"][0]["result"]["error"]
 
@@ -172,7 +186,7 @@ async def test_preflight_problems_refuse_before_anything_runs(
     dispatcher.preflight_problems = ["step 0: vmware-monitor-mcp is not installed"]
     wid = create(dapp, actor, [READ])
     with pytest.raises(DispatchRefused) as raised:  # a refusal is raised, like every other one
-        (await dapp.service.run_workflow(actor, wid)).payload()
+        (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert raised.value.message.startswith("Nothing was run")
     assert raised.value.payload() == {
         "error": raised.value.message,
@@ -195,7 +209,7 @@ async def test_step_references_resolve_from_earlier_results(
         "params": {"plan_id": "__from_step_0__:plan_id", "confirm": True},
     }
     wid = create(dapp, actor, [plan, GATE, apply])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[-1][2] == {"plan_id": "p-42", "confirm": True}
@@ -210,7 +224,7 @@ async def test_bad_reference_fails_the_step_with_the_reason(
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, {"count": 1})
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__:nope"}}
     wid = create(dapp, actor, [READ, use])
-    out = (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["steps"][1]["status"] == "failed"
     assert "no key 'nope'" in out["steps"][1]["result"]["error"]
 
@@ -221,7 +235,7 @@ async def test_parallel_group_of_reads_runs_concurrently(
     dispatcher.delay = 0.05
     group = [{**READ, "action": f"r{i}", "group_id": "g1"} for i in range(4)]
     wid = create(dapp, actor, group)
-    out = (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 4
     assert [s["status"] for s in out["steps"]] == ["success"] * 4
@@ -240,7 +254,7 @@ async def test_a_run_asks_for_the_sessions_its_parallel_groups_need_before_the_g
         *({**other, "action": f"v{i}", "group_id": "g3"} for i in range(4)),
     ]
     wid = create(dapp, actor, steps)
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     # Asked once, at the start of the run, before any step ran; the group after the gate is not.
     assert dispatcher.prepared == [{"monitor": 3, "aiops": 1}]
 
@@ -250,7 +264,7 @@ async def test_racing_approvals_run_exactly_once(
 ) -> None:
     dispatcher.delay = 0.1
     wid = create(dapp, actor, [GATE, power_off()])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     results = await asyncio.gather(
         dapp.service.approve(ApproveRequest(actor, wid, approver="alice")),
         dapp.service.approve(ApproveRequest(actor, wid, approver="bob")),
@@ -272,7 +286,7 @@ async def test_literal_secret_survives_in_process_but_not_a_restart(
     first = build_app(backend_settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
-        (await first.service.run_workflow(actor, wid)).payload()
+        (await first.service.run_workflow(RunRequest(actor, wid))).payload()
         stored = first.service.get_workflow_status(wid).payload()
         assert stored["steps"][1]["params"]["password"] == "***"
     finally:
@@ -296,7 +310,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
     first = build_app(backend_settings, dispatcher=dispatcher)
     try:
         wid = create(first, actor, [GATE, guest])
-        (await first.service.run_workflow(actor, wid)).payload()
+        (await first.service.run_workflow(RunRequest(actor, wid))).payload()
         assert (
             first.service.get_workflow_status(wid).payload()["steps"][1]["params"]["command"]
             == "mysql --password=***"
@@ -304,7 +318,7 @@ async def test_a_secret_shape_in_a_command_reaches_the_skill_but_not_after_a_res
         (await first.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert dispatcher.step_calls[0][2]["command"] == "mysql --password=hunter2-pw"
         again = create(first, actor, [GATE, guest])
-        (await first.service.run_workflow(actor, again)).payload()
+        (await first.service.run_workflow(RunRequest(actor, again))).payload()
     finally:
         first.close()
     second = build_app(backend_settings, dispatcher=dispatcher)  # a restarted Pilot
@@ -324,7 +338,7 @@ async def test_literal_secret_reaches_the_skill_in_the_creating_process(
 ) -> None:
     guest = guest_command_with_password()
     wid = create(dapp, actor, [GATE, guest])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t"
@@ -343,9 +357,9 @@ async def test_a_write_forced_into_a_parallel_group_still_runs_on_its_own(
     ]
     wid = create(dapp, actor, group)
     with pytest.raises(PilotError) as refused:
-        (await dapp.service.run_workflow(actor, wid)).payload()
+        (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert [f["kind"] for f in refused.value.payload()["blocking_findings"]] == ["write_in_parallel_group"]
-    out = (await dapp.service.run_workflow(actor, wid, force=True)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid, force=True))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.max_in_flight == 1, "only reads share a group at run time"
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms", "power_on_vm", "get_alarms"]
@@ -383,7 +397,7 @@ async def test_env_secret_reference_is_resolved_at_dispatch_and_never_stored(
     dispatcher.answers["run_vm_guest_command"] = echo_login
     wid = create(dapp, actor, [GATE, guest_with(ref)])
     assert dapp.service.get_workflow_status(wid).payload()["steps"][1]["params"]["password"] == ref
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     assert dispatcher.step_calls[0][2]["password"] == "s3cr3t-from-env", "the skill gets the value"
@@ -401,7 +415,7 @@ async def test_env_secret_reference_to_an_unset_variable_fails_the_step_before_s
 ) -> None:
     monkeypatch.delenv("LAB_GUEST_PASSWORD", raising=False)
     wid = create(dapp, actor, [GATE, guest_with({"$env": "LAB_GUEST_PASSWORD"})])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert "LAB_GUEST_PASSWORD" in out["steps"][1]["result"]["error"]
@@ -423,20 +437,20 @@ async def test_partial_and_repeated_rollbacks_report_what_stays_behind(
     # The clone does not exist yet when the gate reads it (the prediction would say it does).
     dispatcher.answers["get_vm_info"] = lambda s, t, p: failed(f"VM not found. Requested: '{p['vm_name']}'")
     wid = create(dapp, actor, [GATE, clone, READ])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
         "outcome"
     ] == "failed"
-    preview = (await dapp.service.rollback(actor, wid)).payload()
+    preview = (await dapp.service.rollback(RollbackRequest(actor, wid))).payload()
     assert "web-01-test" in preview["blast_radius"]["would_roll_back"][0]["leaves_behind"]
-    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+    out = (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert out["action"] == "rolled_back"
     (entry,) = out["rollback_results"]
     assert (entry["step"], entry["tool"], entry["status"]) == (1, "power_off_vm", "partial")
     assert "web-01-test" in entry["left_behind"]
     assert out["steps"][1]["status"] == "partially_rolled_back"
     assert out["diff_report"]["rolled_back"][0]["index"] == 1
-    again = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+    again = (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert [(r["step"], r["status"]) for r in again["rollback_results"]] == [(1, "partial")]
     assert [c[1] for c in dispatcher.step_calls].count("power_off_vm") == 1, "a partial undo is not run again"
 
@@ -447,12 +461,12 @@ async def test_diff_report_names_a_plans_vms_and_the_plan_id_its_reference_resol
     dispatcher.answers["create_vm_plan"] = StepOutcome(OutcomeKind.SUCCEEDED, {"plan_id": "p-42"})
     operations = [{"action": "power_off", "vm_name": "web-01"}, {"action": "power_off", "vm_name": "web-02"}]
     created = dapp.service.create_workflow_from_template(
-        actor, "plan_and_approve", {"operations": operations, "target": "vc"}
+        FromTemplateRequest(actor, "plan_and_approve", {"operations": operations, "target": "vc"})
     ).payload()
     wid = created["workflow_id"]
     pending = dapp.service.get_workflow_status(wid).payload()["diff_report"]["pending"]
     assert [p["object"] for p in pending if p["tool"] == "apply_vm_plan"] == ["__from_step_0__:plan_id"]
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     changed = {c["tool"]: c["object"] for c in out["diff_report"]["changed"]}
@@ -477,7 +491,7 @@ async def test_a_reference_the_result_cannot_satisfy_fails_its_step_before_sendi
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, first_result)
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": reference}}
     wid = create(dapp, actor, [READ, use])
-    out = (await dapp.service.run_workflow(actor, wid)).payload()
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "failed" and out["steps"][1]["status"] == "failed"
     assert message in out["steps"][1]["result"]["error"]
     assert [c[1] for c in dispatcher.step_calls] == ["get_alarms"], (
@@ -491,7 +505,7 @@ async def test_whole_result_reference_passes_any_value(
     dispatcher.answers["get_alarms"] = StepOutcome(OutcomeKind.SUCCEEDED, ["a", "b"])
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": ["__from_step_0__"]}}
     wid = create(dapp, actor, [READ, use])
-    assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "completed"
+    assert ((await dapp.service.run_workflow(RunRequest(actor, wid))).payload())["outcome"] == "completed"
     assert dispatcher.step_calls[1][2] == {"x": [["a", "b"]]}
 
 
@@ -502,7 +516,7 @@ async def test_a_reference_to_a_step_performed_outside_pilot_is_refused(
     handback = build_app(backend_settings)
     try:
         wid = create(handback, actor, [READ, GATE, use])
-        (await handback.service.run_workflow(actor, wid)).payload()  # step 0 handed to the caller
+        (await handback.service.run_workflow(RunRequest(actor, wid))).payload()  # step 0 handed to the caller
     finally:
         handback.close()
     dispatching = build_app(backend_settings, dispatcher=dispatcher)
@@ -525,7 +539,7 @@ async def test_a_reference_to_a_step_that_is_no_longer_success_is_refused(
 ) -> None:
     use = {"action": "use", "skill": "monitor", "tool": "get_events", "params": {"x": "__from_step_0__"}}
     wid = create(dapp, actor, [READ, GATE, use])
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     wf = dapp.store.workflows.load(wid)  # staged: real parts cannot roll a read back
     wf.steps[0].status = StepStatus.ROLLED_BACK
     dapp.store.workflows.save(wf)

@@ -21,7 +21,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 
 
 class Counted:
@@ -149,10 +149,10 @@ async def test_with_the_check_off_the_step_is_sent_as_approved(
 
 
 async def test_hand_back_says_the_check_is_the_agents(app: PilotApp, actor: Actor) -> None:
-    wid: str = app.service.create_workflow(actor, "ops", "test", [gate(), *restart("web")]).payload()[
-        "workflow_id"
-    ]
-    (await app.service.run_workflow(actor, wid)).payload()
+    wid: str = app.service.create_workflow(
+        CreateRequest(actor, "ops", "test", [gate(), *restart("web")])
+    ).payload()["workflow_id"]
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     off, on, alarms = out["pending_dispatch"]
     assert list(off)[:4] == ["index", "skill", "tool", "params"], "the contract's keys come first"

@@ -37,6 +37,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution.runlease import run_key
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper, sweeping
 from vmware_pilot.errors import DatabaseUnavailable
 
@@ -167,9 +168,13 @@ async def test_a_postgresql_restart_right_after_a_step_returned_loses_no_outcome
                 raise
 
         app.store.workflows.save = watched  # type: ignore[method-assign]
-        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+        wid = str(
+            app.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+                "workflow_id"
+            ]
+        )
         try:
-            out = (await app.service.run_workflow(actor, wid)).payload()
+            out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
         finally:
             failed.set()
             assert restarted.wait(GUARD), "the server came back"
@@ -188,7 +193,11 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
     flight; its own sweeper never takes the run, the run takes its leases again and completes."""
     skill = SteppedDispatcher(answer={"power_on_vm": asyncio.Event()})
     with pilot(backend_settings, skill, lease=1.5) as app:
-        wid = str(app.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+        wid = str(
+            app.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+                "workflow_id"
+            ]
+        )
         sweeper = Sweeper(lambda: app.service.runner, interval=0.2)
         passes: list[list[str]] = []
         sweep = sweeper.sweep
@@ -200,7 +209,7 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
 
         sweeper.sweep = counted  # type: ignore[method-assign]
         async with sweeping(sweeper):
-            run = asyncio.create_task(app.service.run_workflow(actor, wid))
+            run = asyncio.create_task(app.service.run_workflow(RunRequest(actor, wid)))
             await asyncio.wait_for(skill.went_out.wait(), GUARD)
             fence = app.store.leases.lease(run_key(wid))
             await asyncio.to_thread(pg_server.halt)

@@ -30,7 +30,7 @@ from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.transitions import fire
 from vmware_pilot.engine import sweeper as sweeper_module
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import DatabaseUnavailable, StateRefused
 from vmware_pilot.ownership import new_run_owner
@@ -82,9 +82,13 @@ async def within(work: asyncio.Task[Any]) -> Any:
 async def test_a_call_whose_leases_were_taken_while_its_session_started_is_never_sent(
     pilot: PilotApp, skill: SteppedDispatcher, actor: Actor
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+            "workflow_id"
+        ]
+    )
     skill.ready["power_on_vm"] = asyncio.Event()
-    run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
+    run = asyncio.create_task(pilot.service.run_workflow(RunRequest(actor, wid)))
     await asyncio.wait_for(skill.arrived.wait(), GUARD)  # marked running; the session starts
     marked = pilot.store.workflows.load(wid)
     take_over(pilot.store, run_key(wid))
@@ -100,9 +104,13 @@ async def test_a_call_whose_leases_were_taken_while_its_session_started_is_never
 async def test_losing_the_leases_cancels_every_call_not_yet_sent(
     pilot: PilotApp, skill: SteppedDispatcher, actor: Actor
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [READ, EVENTS]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [READ, EVENTS])).payload()[
+            "workflow_id"
+        ]
+    )
     skill.ready = {"get_alarms": asyncio.Event(), "get_events": asyncio.Event()}  # get_events: never
-    run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
+    run = asyncio.create_task(pilot.service.run_workflow(RunRequest(actor, wid)))
     await asyncio.wait_for(skill.arrived.wait(), GUARD)
     take_over(pilot.store, run_key(wid))
     skill.ready["get_alarms"].set()  # its send finds the leases gone: the waiting call is cancelled
@@ -116,9 +124,13 @@ async def test_losing_the_leases_cancels_every_call_not_yet_sent(
 async def test_a_save_under_a_run_lease_another_replica_took_writes_nothing_and_runs_nothing_more(
     pilot: PilotApp, skill: SteppedDispatcher, actor: Actor
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+            "workflow_id"
+        ]
+    )
     skill.answer["power_on_vm"] = asyncio.Event()
-    run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
+    run = asyncio.create_task(pilot.service.run_workflow(RunRequest(actor, wid)))
     await asyncio.wait_for(skill.went_out.wait(), GUARD)
     in_flight = pilot.store.workflows.load(wid)
     take_over(pilot.store, run_key(wid))  # only the run lease: its step lease is still this run's
@@ -134,9 +146,11 @@ async def test_a_save_under_a_run_lease_another_replica_took_writes_nothing_and_
 async def test_a_lapsed_lease_nobody_took_is_taken_again_with_the_next_fence_before_the_send(
     pilot: PilotApp, skill: SteppedDispatcher, actor: Actor
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a")]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a")])).payload()["workflow_id"]
+    )
     skill.ready["power_on_vm"] = asyncio.Event()
-    run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
+    run = asyncio.create_task(pilot.service.run_workflow(RunRequest(actor, wid)))
     await asyncio.wait_for(skill.arrived.wait(), GUARD)
     run_fence, step_fence = lapse(pilot.store, run_key(wid)), lapse(pilot.store, wid)
     skill.ready["power_on_vm"].set()
@@ -172,9 +186,13 @@ async def test_an_expired_lease_is_never_renewed_only_taken_again_while_nobody_t
 async def test_this_pilot_never_takes_its_own_run_for_a_dead_pilots(
     pilot: PilotApp, skill: SteppedDispatcher, actor: Actor
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+            "workflow_id"
+        ]
+    )
     skill.answer["power_on_vm"] = asyncio.Event()
-    run = asyncio.create_task(pilot.service.run_workflow(actor, wid))
+    run = asyncio.create_task(pilot.service.run_workflow(RunRequest(actor, wid)))
     await asyncio.wait_for(skill.went_out.wait(), GUARD)
     lapse(pilot.store, run_key(wid))  # as a database outage longer than the lease leaves them
     lapse(pilot.store, wid)
@@ -193,7 +211,7 @@ async def test_this_pilot_never_takes_its_own_run_for_a_dead_pilots(
 
 def left_running(app: PilotApp, actor: Actor, plan: list[dict[str, Any]], index: int) -> str:
     """A workflow whose step ``index`` a dead Pilot left running (its lease long expired)."""
-    wid = str(app.service.create_workflow(actor, "ops", "t", plan).payload()["workflow_id"])
+    wid = str(app.service.create_workflow(CreateRequest(actor, "ops", "t", plan)).payload()["workflow_id"])
     wf = app.store.workflows.load(wid)
     fire(wf, Event.START_RUN)
     for step in wf.steps[:index]:
@@ -206,7 +224,7 @@ def left_running(app: PilotApp, actor: Actor, plan: list[dict[str, Any]], index:
 
 async def test_a_crashed_workflows_remaining_steps_are_skipped(app: PilotApp, actor: Actor) -> None:
     wid = left_running(app, actor, [GATE, on("a"), on("b"), on("c")], 1)
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "interrupted", "skipped", "skipped"]
 
@@ -226,7 +244,9 @@ async def _at_gate_with_a_failed_release(
     """A workflow run to its gate on ``pilot`` whose run lease's release failed once (a database
     blip at that moment); its id."""
     wid = str(
-        pilot.service.create_workflow(actor, "ops", "t", [READ, GATE, on("a")]).payload()["workflow_id"]
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [READ, GATE, on("a")])).payload()[
+            "workflow_id"
+        ]
     )
     release = pilot.store.leases.release_lease
     failed: list[str] = []
@@ -238,7 +258,9 @@ async def _at_gate_with_a_failed_release(
         release(key, owner, fence)
 
     monkeypatch.setattr(pilot.store.leases, "release_lease", blip_once)
-    assert ((await pilot.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
+    assert ((await pilot.service.run_workflow(RunRequest(actor, wid))).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     assert failed, "the run lease's release failed"
     return wid
 
@@ -280,10 +302,12 @@ async def test_a_run_lease_whose_release_failed_is_released_when_the_database_an
 async def test_a_run_lease_held_in_this_process_is_never_named_another_pilot_process(
     app: PilotApp, actor: Actor
 ) -> None:
-    wid = str(app.service.create_workflow(actor, "ops", "t", [READ, GATE]).payload()["workflow_id"])
+    wid = str(
+        app.service.create_workflow(CreateRequest(actor, "ops", "t", [READ, GATE])).payload()["workflow_id"]
+    )
     assert app.store.leases.acquire_lease(run_key(wid), new_run_owner(), 30) is not None  # another run here
     with pytest.raises(StateRefused) as info:
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert "another run in this Pilot process" in info.value.message
     assert "another Pilot process" not in info.value.message
 
@@ -319,9 +343,13 @@ def outcome_save(wf: Workflow) -> bool:
 async def test_a_known_outcome_survives_a_database_blip_and_is_recorded_once(
     pilot: PilotApp, actor: Actor, monkeypatch: pytest.MonkeyPatch, land: bool
 ) -> None:
-    wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"])
+    wid = str(
+        pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+            "workflow_id"
+        ]
+    )
     failures = failing_saves(pilot.store, monkeypatch, outcome_save, 2, land)
-    out = (await pilot.service.run_workflow(actor, wid)).payload()
+    out = (await pilot.service.run_workflow(RunRequest(actor, wid))).payload()
     assert failures and out["outcome"] == "completed"
     actions = [e.action for e in pilot.store.workflows.load(wid).audit_log]
     assert actions.count("step_completed") == 2, "each outcome recorded exactly once"
@@ -334,7 +362,11 @@ async def test_a_run_stopped_by_a_database_outage_never_says_nothing_was_changed
     """Through a real MCP session: the outcome's save fails for longer than the (short) lease."""
     pilot = build_app(backend_settings.model_copy(update={"lease_seconds": 0.5}), dispatcher=skill)
     try:
-        wid = str(pilot.service.create_workflow(actor, "ops", "t", [on("a")]).payload()["workflow_id"])
+        wid = str(
+            pilot.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a")])).payload()[
+                "workflow_id"
+            ]
+        )
         failing_saves(pilot.store, monkeypatch, outcome_save, 10**6, land=False)
         async with connect(pilot) as client:
             out = await client.refused("run_workflow", workflow_id=wid)

@@ -13,6 +13,7 @@ from vmware_pilot.app import PilotApp
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.drift import changes
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 from vmware_pilot.engine.targets import KINDS, Named, find_item, named_objects, state_line
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -185,8 +186,10 @@ def test_a_change_since_the_gate_was_first_shown_lists_each_field_that_moved() -
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "test", steps)).payload()[
+        "workflow_id"
+    ]
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid, app.service.pending_gate(wid).payload()
 

@@ -15,7 +15,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
 from vmware_pilot.engine.gateview import skill_irreversible_steps, undo_note
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 from vmware_pilot.errors import StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -49,13 +49,15 @@ def vm_info(power: str) -> StepOutcome:
 
 
 def create(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
+    wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "test", steps)).payload()[
+        "workflow_id"
+    ]
     return wid
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     wid = create(app, actor, steps)
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid, app.service.pending_gate(wid).payload()
 
@@ -213,7 +215,7 @@ async def test_the_webhook_body_carries_what_the_gate_releases_and_its_link(
         app = build_app(configured, dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, guest()])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()
@@ -233,7 +235,7 @@ async def test_the_webhook_body_carries_the_gate_pages_alerts_as_objects(
         app = build_app(Settings(home=backend_settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             (got,) = receiver.wait_for(1)
             page = app.service.pending_gate(wid).payload()
         finally:
@@ -264,7 +266,7 @@ async def test_a_webhook_names_a_failed_read_and_a_missing_preview(
         app = build_app(Settings(home=backend_settings.home, notify_url=receiver.url), dispatcher=dispatcher)
         try:
             wid = create(app, actor, [GATE, off()])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()

@@ -14,7 +14,13 @@ from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import from_iso, utcnow
 from vmware_pilot.engine.execution import gate_records
-from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CreateRequest,
+    FromTemplateRequest,
+    RejectRequest,
+    RunRequest,
+)
 from vmware_pilot.errors import InvalidInput, StateRefused, StepValidationError
 
 
@@ -48,9 +54,9 @@ def _secret_as_the_backend_allows(database: Database, monkeypatch: pytest.Monkey
 
 async def at_gate(app: PilotApp, actor: Actor, releases: dict[str, Any] | None = None, **options: Any) -> str:
     steps = [gate(**options), OFF if releases is None else releases]
-    out = app.service.create_workflow(actor, "off-web", "power off web-01", steps).payload()
+    out = app.service.create_workflow(CreateRequest(actor, "off-web", "power off web-01", steps)).payload()
     wid: str = out["workflow_id"]
-    run = (await app.service.run_workflow(actor, wid)).payload()
+    run = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert run["outcome"] == "awaiting_approval"
     return wid
 
@@ -75,7 +81,7 @@ async def test_reaching_a_gate_records_the_digest_of_what_it_releases(app: Pilot
 
 @pytest.mark.backends("sqlite")  # literal secrets: see _secret_as_the_backend_allows
 def test_digest_ignores_secrets_but_not_params_rollbacks_or_references(app: PilotApp, actor: Actor) -> None:
-    out = app.service.create_workflow(actor, "off-web", "d", [gate(), OFF]).payload()
+    out = app.service.create_workflow(CreateRequest(actor, "off-web", "d", [gate(), OFF])).payload()
     wf = app.store.workflows.load(out["workflow_id"])
     base = gate_records.plan_digest(wf, 0)
     wf.steps[1].params["vc_password"] = "another-secret"  # masked either way: same digest
@@ -205,14 +211,14 @@ def test_unusable_gate_options_are_refused_naming_the_field(
     app: PilotApp, actor: Actor, options: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(StepValidationError) as info:
-        app.service.create_workflow(actor, "bad-gate", "d", [gate(**options), OFF]).payload()
+        app.service.create_workflow(CreateRequest(actor, "bad-gate", "d", [gate(**options), OFF])).payload()
     assert info.value.payload()["field_name"] == field
     assert info.value.hint
 
 
 def test_gates_with_options_still_count_as_gates_in_review(app: PilotApp, actor: Actor) -> None:
     steps = [gate(expires_in_minutes=15, approvals_required=2), OFF]
-    wid = app.service.create_workflow(actor, "off-web", "d", steps).payload()["workflow_id"]
+    wid = app.service.create_workflow(CreateRequest(actor, "off-web", "d", steps)).payload()["workflow_id"]
     review = app.service.review_workflow(wid).payload()
     assert review["summary"]["approval_gates"] == 1
     assert not [f for f in review["findings"] if f["kind"].startswith("ungated")]
@@ -239,16 +245,16 @@ async def test_a_yaml_template_gate_takes_its_options_from_typed_parameters(
     assert app.service.templates.import_folder(tmp_path, "operator")[0]["outcome"] == "added"
     listed = {t["name"]: t for t in app.service.list_workflows().payload()["templates"]}
     assert "error" not in listed["restart_web"]
-    wid = app.service.create_workflow_from_template(actor, "restart_web", {"vm_name": "web-01"}).payload()[
-        "workflow_id"
-    ]
+    wid = app.service.create_workflow_from_template(
+        FromTemplateRequest(actor, "restart_web", {"vm_name": "web-01"})
+    ).payload()["workflow_id"]
     assert app.store.workflows.load(wid).steps[0].params["approvals_required"] == 2
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     (record,) = app.service.get_workflow_status(wid).payload()["gates"]
     assert record["approvals_required"] == 2 and record["expires_at"]
     with pytest.raises(StepValidationError):
         app.service.create_workflow_from_template(
-            actor, "restart_web", {"vm_name": "web-01", "approvers": 0}
+            FromTemplateRequest(actor, "restart_web", {"vm_name": "web-01", "approvers": 0})
         ).payload()
 
 

@@ -9,7 +9,13 @@ import pytest
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CancelRequest,
+    CreateRequest,
+    RollbackRequest,
+    RunRequest,
+)
 from vmware_pilot.errors import InvalidTransition, PilotError, StateRefused
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -31,14 +37,16 @@ def steps() -> list[dict[str, Any]]:
 
 
 def create(app: PilotApp, actor: Actor, items: list[dict[str, Any]] | None = None) -> str:
-    out = app.service.create_workflow(actor, "off-web", "power off web-01", items or steps()).payload()
+    out = app.service.create_workflow(
+        CreateRequest(actor, "off-web", "power off web-01", items or steps())
+    ).payload()
     wid: str = out["workflow_id"]
     return wid
 
 
 async def test_run_hands_back_steps_until_the_gate(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "awaiting_approval"
     assert out["state"] == "awaiting_approval"
     assert [s["status"] for s in out["steps"]] == ["not_executed", "pending", "pending"]
@@ -52,7 +60,7 @@ async def test_run_hands_back_steps_until_the_gate(app: PilotApp, actor: Actor) 
 
 async def test_approve_refuses_until_handed_out_steps_are_acknowledged(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     with pytest.raises(StateRefused) as info:
         (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     payload = info.value.payload()
@@ -78,7 +86,7 @@ async def test_approve_refuses_until_handed_out_steps_are_acknowledged(app: Pilo
 
 async def test_blank_approver_is_refused(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor, [GATE])
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     with pytest.raises(StateRefused, match="approver is required"):
         (await app.service.approve(ApproveRequest(actor, wid, approver="   "))).payload()
 
@@ -91,7 +99,7 @@ async def test_approve_when_not_awaiting_approval_is_refused(app: PilotApp, acto
 
 async def test_gate_only_workflow_completes_without_dispatch(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor, [GATE])
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed" and out["state"] == "completed"
 
@@ -101,7 +109,7 @@ async def test_crash_left_running_step_is_marked_interrupted(app: PilotApp, acto
     wf = app.store.workflows.load(wid)
     wf.steps[0].status = StepStatus.RUNNING  # what a process killed mid-dispatch leaves behind
     app.store.workflows.save(wf)
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "failed" and out["state"] == "failed"
     assert out["steps"][0]["status"] == "interrupted"
     assert out["steps"][0]["completed_at"]
@@ -112,41 +120,43 @@ async def test_crash_left_running_step_is_marked_interrupted(app: PilotApp, acto
     assert settled["effect"] == "unknown" and "hand-back mode" in settled["reason"]
     assert "whether it took effect is unknown (Pilot runs without dispatch" in out["error"]
     with pytest.raises(StateRefused) as info:
-        (await app.service.rollback(actor, wid, confirm=True)).payload()
+        (await app.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert info.value.payload()["blast_radius"]["unknown_effects_count"] == 1
 
 
 async def test_cancelled_workflow_never_runs_or_approves(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    preview = (await app.service.cancel_workflow(actor, wid, reason="not today")).payload()
+    preview = (await app.service.cancel_workflow(CancelRequest(actor, wid, reason="not today"))).payload()
     assert preview["action"] == "preview"
     assert app.service.get_workflow_status(wid).payload()["state"] == "pending", "preview changes nothing"
-    out = (await app.service.cancel_workflow(actor, wid, reason="not today", confirm=True)).payload()
+    out = (
+        await app.service.cancel_workflow(CancelRequest(actor, wid, reason="not today", confirm=True))
+    ).payload()
     assert out["state"] == "cancelled" and out["outcome"] == "cancelled" and out["action"] == "cancelled"
     assert out["blocked_reason"] == "not today"
     assert {s["status"] for s in out["steps"]} == {"skipped"}
     with pytest.raises(StateRefused) as info:
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert info.value.payload()["state"] == "cancelled"
     with pytest.raises(StateRefused):
         (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     with pytest.raises(StateRefused) as again:
-        (await app.service.cancel_workflow(actor, wid, confirm=True)).payload()
+        (await app.service.cancel_workflow(CancelRequest(actor, wid, confirm=True))).payload()
     assert again.value.payload()["blast_radius"]["blockers"]
 
 
 async def test_rollback_without_dispatch_reverses_only_pilot_successes(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     (
         await app.service.approve(ApproveRequest(actor, wid, approver="alice", acknowledge_not_executed=True))
     ).payload()
-    preview = (await app.service.rollback(actor, wid)).payload()
+    preview = (await app.service.rollback(RollbackRequest(actor, wid))).payload()
     radius = preview["blast_radius"]
     assert preview["action"] == "preview"
     assert radius["would_roll_back_count"] == 0
     assert [s["index"] for s in radius["not_reversed_by_pilot"]] == [2]
-    out = (await app.service.rollback(actor, wid, confirm=True)).payload()
+    out = (await app.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert out["action"] == "rolled_back" and out["state"] == "failed"
     assert "outcome" not in out
     assert out["rollback_results"] == []
@@ -156,7 +166,7 @@ async def test_diff_report_follows_every_transition(app: PilotApp, actor: Actor)
     wid = create(app, actor)
     before = app.service.get_workflow_status(wid).payload()["diff_report"]
     assert [p["index"] for p in before["pending"]] == [0, 1, 2]
-    (await app.service.run_workflow(actor, wid)).payload()
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     mid = app.service.get_workflow_status(wid).payload()["diff_report"]
     assert [h["index"] for h in mid["handed_out"]] == [0]
     (
@@ -172,8 +182,8 @@ async def test_diff_report_follows_every_transition(app: PilotApp, actor: Actor)
 
 async def test_rerun_relists_handed_out_steps(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor, [steps()[0]])
-    first = (await app.service.run_workflow(actor, wid)).payload()
-    second = (await app.service.run_workflow(actor, wid)).payload()
+    first = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
+    second = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert first["outcome"] == second["outcome"] == "dispatch_required"
     assert second["pending_dispatch"] == first["pending_dispatch"]
 
@@ -181,7 +191,7 @@ async def test_rerun_relists_handed_out_steps(app: PilotApp, actor: Actor) -> No
 async def test_concurrent_writer_is_not_overwritten(app: PilotApp, actor: Actor) -> None:
     wid = create(app, actor)
     stale = app.store.workflows.load(wid)
-    (await app.service.run_workflow(actor, wid)).payload()  # moves on without the stale copy
+    (await app.service.run_workflow(RunRequest(actor, wid))).payload()  # moves on without the stale copy
     stale.steps[0].status = StepStatus.SKIPPED
     with pytest.raises(PilotError):
         app.store.workflows.save(stale)
@@ -209,7 +219,7 @@ async def test_person_approval_releases_steps_to_the_agent_not_the_approver(
     """A person approving at the CLI or console does not take the released steps: they stay with
     the agent that runs the workflow, whose next run_workflow gets them in pending_dispatch."""
     wid = create(app, AGENT)
-    first = (await app.service.run_workflow(AGENT, wid)).payload()
+    first = (await app.service.run_workflow(RunRequest(AGENT, wid))).payload()
     assert [p["index"] for p in first["pending_dispatch"]] == [0]
 
     digest = app.service.pending_gate(wid).gate.digest  # the plan the person was shown
@@ -226,26 +236,26 @@ async def test_person_approval_releases_steps_to_the_agent_not_the_approver(
     assert "handed to the agent that runs workflow" in out["message"]
     assert "token:agent-bot" in out["message"] and "run_workflow" in out["message"]
 
-    again = (await app.service.run_workflow(AGENT, wid)).payload()
+    again = (await app.service.run_workflow(RunRequest(AGENT, wid))).payload()
     assert [p["index"] for p in again["pending_dispatch"]] == [2]
     assert again["pending_dispatch"][0]["params"] == {"vm_name": "web-01", "confirm": True}
     with pytest.raises(StateRefused) as info:
-        (await app.service.run_workflow(PERSON, wid)).payload()
+        (await app.service.run_workflow(RunRequest(PERSON, wid))).payload()
     assert info.value.payload()["handed_to"] == "token:agent-bot"
 
 
 async def test_person_approval_before_any_handout_releases_to_the_creator(app: PilotApp) -> None:
     wid = create(app, AGENT, [GATE, steps()[2]])
-    (await app.service.run_workflow(AGENT, wid)).payload()
+    (await app.service.run_workflow(RunRequest(AGENT, wid))).payload()
     out = (await app.service.approve(ApproveRequest(PERSON, wid, approver="carol", door="cli"))).payload()
     assert "pending_dispatch" not in out and out["released_to"] == "token:agent-bot"
-    again = (await app.service.run_workflow(AGENT, wid)).payload()
+    again = (await app.service.run_workflow(RunRequest(AGENT, wid))).payload()
     assert [p["index"] for p in again["pending_dispatch"]] == [1]
 
 
 async def test_agent_approving_through_mcp_still_receives_the_steps(app: PilotApp) -> None:
     wid = create(app, AGENT, [GATE, steps()[2]])
-    (await app.service.run_workflow(AGENT, wid)).payload()
+    (await app.service.run_workflow(RunRequest(AGENT, wid))).payload()
     out = (await app.service.approve(ApproveRequest(AGENT, wid))).payload()
     assert [p["index"] for p in out["pending_dispatch"]] == [1]
     assert "released_to" not in out

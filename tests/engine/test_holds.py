@@ -11,7 +11,13 @@ from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.execution.holds import Hold, PreWriteCheck, WriteContext
-from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CreateRequest,
+    RejectRequest,
+    RollbackRequest,
+    RunRequest,
+)
 
 
 def gate(message: str = "Restart?") -> dict[str, Any]:
@@ -63,8 +69,10 @@ async def test_a_held_write_is_not_sent_and_the_run_waits_at_its_gate_again(
     check = Scripted(None, HOLD)
     install(dapp, check)
     steps = [READ, gate(), write("a"), write("b"), READ]
-    wid = dapp.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
-    assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
+    wid = dapp.service.create_workflow(CreateRequest(actor, "ops", "test", steps)).payload()["workflow_id"]
+    assert ((await dapp.service.run_workflow(RunRequest(actor, wid))).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     assert check.asked == [], "reads are not checked"
 
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
@@ -96,8 +104,10 @@ async def test_a_held_write_can_be_rejected(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     install(dapp, Scripted(HOLD))
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    wid = dapp.service.create_workflow(CreateRequest(actor, "ops", "test", [gate(), write("a")])).payload()[
+        "workflow_id"
+    ]
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
         "outcome"
     ] == "awaiting_approval"
@@ -110,8 +120,10 @@ async def test_a_check_that_raises_holds_the_write(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     install(dapp, Scripted(RuntimeError("boom")))
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), write("a")]).payload()["workflow_id"]
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    wid = dapp.service.create_workflow(CreateRequest(actor, "ops", "test", [gate(), write("a")])).payload()[
+        "workflow_id"
+    ]
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "awaiting_approval" and sent(dispatcher) == []
     assert "could not make its test check before step 1" in out["pending_gate"]["message"]
@@ -123,10 +135,10 @@ async def test_a_held_write_with_no_gate_before_it_is_not_sent_and_the_run_fails
 ) -> None:
     install(dapp, Scripted(HOLD))
     # A medium-risk write (recoverable) needs no gate in a custom plan.
-    wid = dapp.service.create_workflow(actor, "ops", "test", [READ, write("a"), READ]).payload()[
-        "workflow_id"
-    ]
-    out = (await dapp.service.run_workflow(actor, wid)).payload()
+    wid = dapp.service.create_workflow(
+        CreateRequest(actor, "ops", "test", [READ, write("a"), READ])
+    ).payload()["workflow_id"]
+    out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "failed"
     assert [s["status"] for s in out["steps"]] == ["success", "failed", "skipped"]
     assert out["steps"][1]["result"]["error"].startswith("Not sent: web: power_state was poweredOn")
@@ -142,13 +154,13 @@ async def test_a_run_held_after_a_write_rolls_back_that_write(
         "rollback_tool": "power_on_vm",
         "rollback_params": {"vm_name": "a"},
     }
-    wid = dapp.service.create_workflow(actor, "ops", "test", [gate(), first, write("b")]).payload()[
-        "workflow_id"
-    ]
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    wid = dapp.service.create_workflow(
+        CreateRequest(actor, "ops", "test", [gate(), first, write("b")])
+    ).payload()["workflow_id"]
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
         "outcome"
     ] == "awaiting_approval"
-    out = (await dapp.service.rollback(actor, wid, confirm=True)).payload()
+    out = (await dapp.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
     assert [s["status"] for s in out["steps"]] == ["pending", "rolled_back", "pending"]
     assert sent(dispatcher) == ["power_off_vm:a", "power_on_vm:a"]

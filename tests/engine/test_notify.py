@@ -16,7 +16,7 @@ from tests.support.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RollbackRequest, RunRequest
 
 SECRET = "webhook-key-1"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -46,7 +46,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 def create(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "notify-test", "d", steps).payload()["workflow_id"]
+    wid: str = app.service.create_workflow(CreateRequest(actor, "notify-test", "d", steps)).payload()[
+        "workflow_id"
+    ]
     return wid
 
 
@@ -56,7 +58,7 @@ async def test_gate_and_completion_are_posted_signed(
     app = notifying_app(backend_settings, receiver)
     try:
         wid = create(app, actor, [READ, GATE, READ])
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
         first = receiver.wait_for(1)[0]
         (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         second = receiver.wait_for(2)[1]
@@ -88,10 +90,10 @@ async def test_failure_and_rollback_are_posted(
     try:
         steps = [GATE, OFF, {**OFF, "tool": "reboot_vm", "rollback_tool": "", "rollback_params": {}}]
         wid = create(app, actor, steps)
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
         out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
         assert out["outcome"] == "failed"
-        (await app.service.rollback(actor, wid, confirm=True)).payload()
+        (await app.service.rollback(RollbackRequest(actor, wid, confirm=True))).payload()
         events = [r.event for r in receiver.wait_for(3)]
     finally:
         app.close()
@@ -110,7 +112,7 @@ async def test_a_receiver_failing_at_first_gets_the_event_on_a_retry(
         app = notifying_app(backend_settings, receiver)
         try:
             wid = create(app, actor, [GATE])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             (got,) = receiver.wait_for(1)
         finally:
             app.close()
@@ -126,7 +128,7 @@ async def test_a_receiver_that_always_fails_never_fails_the_workflow(
         app = notifying_app(backend_settings, receiver, notify_attempts=2)
         try:
             wid = create(app, actor, [GATE, READ])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
             assert out["outcome"] == "completed"
             receiver.wait_attempts(4)  # two events, two attempts each
@@ -145,7 +147,7 @@ async def test_a_receiver_that_never_answers_does_not_hold_up_the_workflow(
         app = notifying_app(backend_settings, receiver, notify_timeout=30.0)
         try:
             wid = create(app, actor, [GATE, READ])
-            (await app.service.run_workflow(actor, wid)).payload()
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             receiver.wait_attempts(1)  # the awaiting_approval POST is now stuck in the receiver
             out = (await app.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
             assert out["outcome"] == "completed"

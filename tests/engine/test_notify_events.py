@@ -22,7 +22,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RejectRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper
 
 ALICE = Actor("alice", kind="token")
@@ -69,8 +69,10 @@ def notifying(
 
 
 async def at_gate(app: PilotApp, steps: list[dict[str, Any]], who: Actor = ALICE) -> str:
-    wid: str = app.service.create_workflow(who, "patch-web", WHY, steps).payload()["workflow_id"]
-    out = (await app.service.run_workflow(who, wid)).payload()
+    wid: str = app.service.create_workflow(CreateRequest(who, "patch-web", WHY, steps)).payload()[
+        "workflow_id"
+    ]
+    out = (await app.service.run_workflow(RunRequest(who, wid))).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid
 
@@ -205,9 +207,9 @@ async def test_slack_bodies_are_valid_block_kit(backend_settings: Settings, rece
     app = notifying(backend_settings, receiver, dispatcher, notify_format="slack")
     try:
         wid = app.service.create_workflow(
-            ALICE, "patch-web", _hostile_description(), [gate(), off(tool="reboot_vm")]
+            CreateRequest(ALICE, "patch-web", _hostile_description(), [gate(), off(tool="reboot_vm")])
         ).payload()["workflow_id"]
-        (await app.service.run_workflow(ALICE, wid)).payload()
+        (await app.service.run_workflow(RunRequest(ALICE, wid))).payload()
         (await app.service.approve(ApproveRequest(BOB, wid))).payload()
         bodies = [r.event for r in receiver.wait_for(2)]
     finally:

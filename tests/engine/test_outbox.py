@@ -15,6 +15,7 @@ from tests.support.receiver import Receiver, serve
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 
 SECRET = "webhook-key-2"
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -43,8 +44,10 @@ async def test_an_event_committed_by_a_pilot_that_died_is_delivered_by_another(
         first = pilot(backend_settings, database, receiver)
         # This process's sender is gone (as after a crash right after its commit).
         assert first.notifier is not None and first.notifier.close(5) is True
-        wid = first.service.create_workflow(actor, "outbox", "d", [READ, GATE]).payload()["workflow_id"]
-        (await first.service.run_workflow(actor, wid)).payload()
+        wid = first.service.create_workflow(CreateRequest(actor, "outbox", "d", [READ, GATE])).payload()[
+            "workflow_id"
+        ]
+        (await first.service.run_workflow(RunRequest(actor, wid))).payload()
         ((event_id, status, attempts, body),) = rows(database)
         assert (status, attempts, receiver.attempts) == ("pending", 0, 0)
         assert SECRET not in body
@@ -68,8 +71,10 @@ async def test_every_attempt_carries_the_events_key_and_a_dropped_event_is_marke
     with serve(Receiver(statuses=[500] * 4)) as receiver:
         app = pilot(backend_settings, database, receiver, notify_attempts=2)
         try:
-            wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
-            (await app.service.run_workflow(actor, wid)).payload()
+            wid = app.service.create_workflow(CreateRequest(actor, "outbox", "d", [GATE])).payload()[
+                "workflow_id"
+            ]
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             receiver.wait_attempts(2)
         finally:
             assert app.notifier is not None and app.notifier.close(10) is True
@@ -87,8 +92,10 @@ async def test_two_pilots_on_one_database_deliver_each_event_once(
         try:
             for n in range(6):
                 app = apps[n % 2]
-                wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
-                (await app.service.run_workflow(actor, wid)).payload()
+                wid = app.service.create_workflow(CreateRequest(actor, "outbox", "d", [GATE])).payload()[
+                    "workflow_id"
+                ]
+                (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             got = receiver.wait_for(6)
         finally:
             for app in apps:
@@ -113,8 +120,10 @@ async def test_delivered_and_dropped_rows_past_the_retention_are_pruned_and_pend
         app = pilot(backend_settings, database, receiver)
         try:
             for _ in range(2):
-                wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
-                (await app.service.run_workflow(actor, wid)).payload()
+                wid = app.service.create_workflow(CreateRequest(actor, "outbox", "d", [GATE])).payload()[
+                    "workflow_id"
+                ]
+                (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             receiver.wait_for(2)
         finally:
             assert app.notifier is not None and app.notifier.close(10) is True
@@ -144,8 +153,10 @@ async def test_a_sending_pilot_prunes_the_outbox_on_its_own(
         # 0.001 h = 3.6 s: the sender deletes the row once it is older than that.
         app = pilot(backend_settings, database, receiver, notify_retention_hours=0.001)
         try:
-            wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
-            (await app.service.run_workflow(actor, wid)).payload()
+            wid = app.service.create_workflow(CreateRequest(actor, "outbox", "d", [GATE])).payload()[
+                "workflow_id"
+            ]
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             receiver.wait_for(1)
             _age(database, 3600)
             deadline = time.monotonic() + 60  # a guard against hanging, not a timing claim
@@ -166,8 +177,10 @@ async def test_a_redirect_is_never_followed_and_counts_as_a_failed_attempt(
         receiver.location = elsewhere.url
         app = pilot(backend_settings, database, receiver, notify_attempts=1)
         try:
-            wid = app.service.create_workflow(actor, "outbox", "d", [GATE]).payload()["workflow_id"]
-            (await app.service.run_workflow(actor, wid)).payload()
+            wid = app.service.create_workflow(CreateRequest(actor, "outbox", "d", [GATE])).payload()[
+                "workflow_id"
+            ]
+            (await app.service.run_workflow(RunRequest(actor, wid))).payload()
             receiver.wait_attempts(1)
         finally:
             assert app.notifier is not None and app.notifier.close(10) is True

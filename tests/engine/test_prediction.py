@@ -14,7 +14,7 @@ from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CancelRequest, CreateRequest, RunRequest
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.results import StatusView, undeclared_keys
 
@@ -74,8 +74,10 @@ class Estate:
 
 
 async def at_gate(app: PilotApp, actor: Actor, steps: list[dict[str, Any]]) -> str:
-    wid: str = app.service.create_workflow(actor, "ops", "test", steps).payload()["workflow_id"]
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "test", steps)).payload()[
+        "workflow_id"
+    ]
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "awaiting_approval", out
     return wid
 
@@ -109,7 +111,7 @@ async def test_status_carries_the_prediction_while_the_gate_waits(
         "Gate at step 0: FAILS at step 1 (aiops.power_off_vm): aiops refuses"
     )
     # Not at a gate: no prediction.
-    (await dapp.service.cancel_workflow(actor, wid, confirm=True)).payload()
+    (await dapp.service.cancel_workflow(CancelRequest(actor, wid, confirm=True))).payload()
     assert "prediction" not in dapp.service.get_workflow_status(wid).payload()
 
 

@@ -17,6 +17,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.engine.execution.runlease import run_key
+from vmware_pilot.engine.requests import RunRequest
 from vmware_pilot.errors import StateRefused
 
 pytestmark = pytest.mark.slow
@@ -59,14 +60,14 @@ async def test_a_killed_replicas_workflow_is_freed_after_the_lease_and_its_step_
 
         with pytest.raises(StateRefused, match="running in another Pilot process"):
             (
-                await survivor.service.run_workflow(actor, wid)
+                await survivor.service.run_workflow(RunRequest(actor, wid))
             ).payload()  # while the dead replica's lease lasts
         lease = survivor.store.leases.lease(wid)
         assert lease is not None and lease.fence == 1
         _poll(lambda: survivor.store.leases.lease(wid).expired, "the lease expired")  # type: ignore[union-attr]
         _poll(lambda: survivor.store.leases.lease(run_key(wid)).expired, "the run lease expired")  # type: ignore[union-attr]
 
-        out = (await survivor.service.run_workflow(actor, wid)).payload()
+        out = (await survivor.service.run_workflow(RunRequest(actor, wid))).payload()
         assert (out["outcome"], out["steps"][0]["status"]) == ("failed", "interrupted")
         # Settling reads the VM, its tasks and events; the step itself is never sent again.
         resent = [c for c in dispatcher.step_calls if c[1] == "power_on_vm"]

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, event
 from tests.support.fakes import ScriptedDispatcher
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
 READ = {"action": "alarms", "skill": "monitor", "tool": "get_alarms", "params": {}}
@@ -52,10 +52,12 @@ async def test_a_save_is_one_update_and_one_insert_for_its_events(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
     wid = str(
-        dapp.service.create_workflow(actor, "ops", "t", [READ, READ, GATE, WRITE]).payload()["workflow_id"]
+        dapp.service.create_workflow(CreateRequest(actor, "ops", "t", [READ, READ, GATE, WRITE])).payload()[
+            "workflow_id"
+        ]
     )
     with transactions(dapp.store.database.engine) as run:
-        out = (await dapp.service.run_workflow(actor, wid)).payload()
+        out = (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     assert out["outcome"] == "awaiting_approval"
     with transactions(dapp.store.database.engine) as approve:
         out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()

@@ -15,7 +15,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution.runlease import run_key
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.errors import StateRefused
 
@@ -50,11 +50,13 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
     monkeypatch.setattr(dispatcher, "call", sweep_elsewhere)
     try:
         wid = str(
-            dapp.service.create_workflow(actor, "ops", "t", [READ, EVENTS, GATE, WRITE]).payload()[
-                "workflow_id"
-            ]
+            dapp.service.create_workflow(
+                CreateRequest(actor, "ops", "t", [READ, EVENTS, GATE, WRITE])
+            ).payload()["workflow_id"]
         )
-        assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
+        assert ((await dapp.service.run_workflow(RunRequest(actor, wid))).payload())[
+            "outcome"
+        ] == "awaiting_approval"
         assert ((await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload())[
             "outcome"
         ] == "completed"
@@ -69,10 +71,12 @@ async def test_every_save_of_a_running_workflow_is_made_under_a_live_run_lease_t
 async def test_a_run_whose_run_lease_another_pilot_holds_is_refused_and_nothing_changes(
     dapp: PilotApp, actor: Actor
 ) -> None:
-    wid = str(dapp.service.create_workflow(actor, "ops", "t", [READ, GATE]).payload()["workflow_id"])
+    wid = str(
+        dapp.service.create_workflow(CreateRequest(actor, "ops", "t", [READ, GATE])).payload()["workflow_id"]
+    )
     assert dapp.store.leases.acquire_lease(run_key(wid), "otherhost/4242/abc", 60) is not None
     before = dapp.store.workflows.load(wid)
     with pytest.raises(StateRefused, match=r"running in another Pilot process \(pid 4242 on otherhost\)"):
-        (await dapp.service.run_workflow(actor, wid)).payload()
+        (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     after = dapp.store.workflows.load(wid)
     assert (after.version, after.state) == (before.version, before.state)

@@ -23,7 +23,13 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import Event, StepStatus
 from vmware_pilot.domain.records import RunOwner
 from vmware_pilot.domain.transitions import fire
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CancelRequest,
+    CreateRequest,
+    RollbackRequest,
+    RunRequest,
+)
 from vmware_pilot.errors import StateRefused
 from vmware_pilot.ownership import this_process
 
@@ -38,7 +44,9 @@ def on(vm: str) -> dict[str, Any]:
 def running_elsewhere(app: PilotApp, actor: Actor, lease_seconds: float | None) -> str:
     """A workflow whose step 1 replica B marked running, holding a lease for ``lease_seconds``
     (negative: already expired; None: no lease at all, as left by an older Pilot)."""
-    wid: str = app.service.create_workflow(actor, "ops", "t", [GATE, on("a")]).payload()["workflow_id"]
+    wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "t", [GATE, on("a")])).payload()[
+        "workflow_id"
+    ]
     wf = app.store.workflows.load(wid)
     fire(wf, Event.START_RUN)
     wf.steps[0].status = StepStatus.SUCCESS
@@ -57,7 +65,7 @@ async def test_a_step_under_another_replicas_live_lease_is_not_taken_for_a_crash
     wid = running_elsewhere(app, actor, lease_seconds=30)
     before = app.store.workflows.load(wid)
     with pytest.raises(StateRefused) as info:
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert "pid 4242 on replica-b.example" in info.value.message
     assert "get_workflow_status" in info.value.hint and "expires within" in info.value.hint
     after = app.store.workflows.load(wid)
@@ -71,7 +79,7 @@ async def test_a_step_whose_lease_expired_is_a_crash_whatever_host_or_pid(
     app: PilotApp, actor: Actor, lease_seconds: float | None
 ) -> None:
     wid = running_elsewhere(app, actor, lease_seconds)
-    out = (await app.service.run_workflow(actor, wid)).payload()
+    out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     assert (out["outcome"], out["steps"][1]["status"]) == ("failed", "interrupted")
     assert app.store.workflows.load(wid).run_owner is None
     lease = app.store.leases.lease(wid)
@@ -82,7 +90,9 @@ async def test_a_step_whose_lease_expired_is_a_crash_whatever_host_or_pid(
 async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    wid: str = dapp.service.create_workflow(actor, "ops", "t", [GATE, on("a")]).payload()["workflow_id"]
+    wid: str = dapp.service.create_workflow(CreateRequest(actor, "ops", "t", [GATE, on("a")])).payload()[
+        "workflow_id"
+    ]
     seen: list[Any] = []
 
     def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
@@ -90,7 +100,7 @@ async def test_the_lease_is_held_while_a_step_is_in_flight_and_released_after(
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = record
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     out = (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert out["outcome"] == "completed"
     [(owner, lease)] = seen
@@ -109,7 +119,9 @@ async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
     settings = Settings(home=pilot_home, database_url=database.settings_url, lease_seconds=1.5)
     app = build_app(settings, dispatcher=dispatcher)
     try:
-        wid: str = app.service.create_workflow(actor, "ops", "t", [on("a")]).payload()["workflow_id"]
+        wid: str = app.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a")])).payload()[
+            "workflow_id"
+        ]
         leases: list[Any] = []
 
         def record(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
@@ -117,7 +129,7 @@ async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
             return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
         dispatcher.answers["power_on_vm"] = record
-        out = (await app.service.run_workflow(actor, wid)).payload()
+        out = (await app.service.run_workflow(RunRequest(actor, wid))).payload()
         assert out["outcome"] == "completed"
         assert leases[0] is not None and not leases[0].expired, "renewed by the heartbeat"
     finally:
@@ -127,7 +139,9 @@ async def test_the_lease_is_renewed_while_a_long_call_is_in_flight(
 async def test_a_run_whose_lease_was_taken_mid_call_writes_nothing_more(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor, database: Database
 ) -> None:
-    wid: str = dapp.service.create_workflow(actor, "ops", "t", [on("a"), on("b")]).payload()["workflow_id"]
+    wid: str = dapp.service.create_workflow(CreateRequest(actor, "ops", "t", [on("a"), on("b")])).payload()[
+        "workflow_id"
+    ]
     replica_b = build_app(dapp.settings)
     during: list[int] = []
     try:
@@ -143,7 +157,7 @@ async def test_a_run_whose_lease_was_taken_mid_call_writes_nothing_more(
 
         dispatcher.answers["power_on_vm"] = stalled_then_taken_over
         with pytest.raises(StateRefused, match="taken over by another Pilot process"):
-            (await dapp.service.run_workflow(actor, wid)).payload()
+            (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
         after = replica_b.store.workflows.load(wid)
         assert after.version == during[0], "nothing was written after the step started"
         assert after.steps[0].status is StepStatus.RUNNING and after.steps[1].status is StepStatus.PENDING
@@ -158,9 +172,9 @@ async def test_a_run_whose_lease_was_taken_mid_call_writes_nothing_more(
 async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    wid: str = dapp.service.create_workflow(actor, "ops", "t", [GATE, on("a"), on("b")]).payload()[
-        "workflow_id"
-    ]
+    wid: str = dapp.service.create_workflow(
+        CreateRequest(actor, "ops", "t", [GATE, on("a"), on("b")])
+    ).payload()["workflow_id"]
 
     def meanwhile_failed_elsewhere(skill: str, tool: str, params: dict[str, Any]) -> StepOutcome:
         wf = dapp.store.workflows.load(wid)  # another Pilot declared the run dead and failed the workflow
@@ -170,7 +184,7 @@ async def test_a_run_stops_when_another_caller_ended_the_workflow_meanwhile(
         return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True})
 
     dispatcher.answers["power_on_vm"] = meanwhile_failed_elsewhere
-    (await dapp.service.run_workflow(actor, wid)).payload()
+    (await dapp.service.run_workflow(RunRequest(actor, wid))).payload()
     with pytest.raises(StateRefused, match="changed by another caller"):
         (await dapp.service.approve(ApproveRequest(actor, wid, approver="alice"))).payload()
     assert [c[2]["vm_name"] for c in dispatcher.step_calls] == ["a"], "step 2 was never dispatched"
@@ -183,15 +197,23 @@ async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
     wid = running_elsewhere(app, actor, lease_seconds=30)
     before = app.store.workflows.load(wid).version
     with pytest.raises(StateRefused, match="running in another Pilot process"):
-        (await app.service.rollback(actor, wid, confirm=True, acknowledge_unknown_effects=True)).payload()
+        (
+            await app.service.rollback(
+                RollbackRequest(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+            )
+        ).payload()
     with pytest.raises(StateRefused, match="running in another Pilot process"):
         (
-            await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+            await app.service.cancel_workflow(
+                CancelRequest(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+            )
         ).payload()
     assert app.store.workflows.load(wid).version == before, "nothing changed"
     app.store.leases.release_lease(wid, REPLICA_B, 1)  # replica B's lease ran out
     out = (
-        await app.service.cancel_workflow(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+        await app.service.cancel_workflow(
+            CancelRequest(actor, wid, confirm=True, acknowledge_unknown_effects=True)
+        )
     ).payload()
     assert out["state"] == "cancelled", "once the lease expired the acknowledgement applies"
 
@@ -200,10 +222,12 @@ async def test_rollback_and_cancel_wait_for_a_live_lease_even_when_acknowledged(
 async def test_an_approval_at_another_replica_continues_the_run_there(
     dapp: PilotApp, dispatcher: ScriptedDispatcher, actor: Actor
 ) -> None:
-    wid: str = dapp.service.create_workflow(actor, "ops", "t", [on("a"), GATE, on("b")]).payload()[
-        "workflow_id"
-    ]
-    assert ((await dapp.service.run_workflow(actor, wid)).payload())["outcome"] == "awaiting_approval"
+    wid: str = dapp.service.create_workflow(
+        CreateRequest(actor, "ops", "t", [on("a"), GATE, on("b")])
+    ).payload()["workflow_id"]
+    assert ((await dapp.service.run_workflow(RunRequest(actor, wid))).payload())[
+        "outcome"
+    ] == "awaiting_approval"
     elsewhere = ScriptedDispatcher()
     replica_b = build_app(dapp.settings, dispatcher=elsewhere)
     try:

@@ -13,6 +13,7 @@ from tests.support import DRAFT_WORKER
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ConfirmDraftRequest, DesignRequest, UpdateDraftRequest
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety import gating
 
@@ -29,11 +30,13 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
     alice = Actor("alice")
     ids = []
     for _ in range(DRAFTS):
-        wid = app.service.design_workflow(alice, "tidy up").payload()["workflow_id"]
+        wid = app.service.design_workflow(DesignRequest(alice, "tidy up")).payload()["workflow_id"]
         app.service.update_draft(
-            alice,
-            wid,
-            steps=[{"action": "require_approval"}, {"skill": "aiops", "tool": "list_virtual_machines"}],
+            UpdateDraftRequest(
+                alice,
+                wid,
+                steps=[{"action": "require_approval"}, {"skill": "aiops", "tool": "list_virtual_machines"}],
+            )
         ).payload()
         ids.append(wid)
     (tmp_path / "ids").write_text("\n".join(ids))
@@ -52,7 +55,7 @@ def test_confirm_draft_racing_another_process_never_confirms_an_ungated_plan(
         for wid in ids:
             for _ in range(20):
                 try:
-                    app.service.confirm_draft(alice, wid).payload()
+                    app.service.confirm_draft(ConfirmDraftRequest(alice, wid)).payload()
                 except PilotError:
                     refused += 1
                     continue

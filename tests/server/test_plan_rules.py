@@ -13,6 +13,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine.execution import gate_records
+from vmware_pilot.engine.requests import UpdateDraftRequest
 from vmware_pilot.templates.steps import make_step
 
 PLAN = {"action": "plan", "skill": "aiops", "tool": "create_vm_plan", "params": {"operations": []}}
@@ -198,7 +199,11 @@ async def test_confirm_draft_never_confirms_a_version_it_did_not_check(
 
     def save_after_the_other_pilot(wf: Workflow, *args: Any, **kwargs: Any) -> None:
         if wf.id == wid and not raced:
-            raced.append(other.service.update_draft(Actor("mallory"), wid, steps=[DELETE_STEP]).payload())
+            raced.append(
+                other.service.update_draft(
+                    UpdateDraftRequest(Actor("mallory"), wid, steps=[DELETE_STEP])
+                ).payload()
+            )
         save(wf, *args, **kwargs)
 
     pilot_app.store.workflows.save = save_after_the_other_pilot  # type: ignore[method-assign]

@@ -17,6 +17,7 @@ from pathlib import Path
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import UpdateDraftRequest
 from vmware_pilot.errors import PilotError
 
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -36,7 +37,7 @@ def main(ids_file: str, ready_file: str) -> None:
             for wid in sorted(drafts):
                 steps = [DELETE] if turn % 2 == 0 else [GATE, DELETE]
                 try:
-                    app.service.update_draft(who, wid, steps=steps).payload()
+                    app.service.update_draft(UpdateDraftRequest(who, wid, steps=steps)).payload()
                     updates += 1
                 except PilotError:
                     drafts.discard(wid)  # confirmed (no longer a draft), or a conflict: move on

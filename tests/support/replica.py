@@ -29,6 +29,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import StepStatus
 from vmware_pilot.domain.model import Workflow
+from vmware_pilot.engine.requests import CreateRequest, RunRequest
 from vmware_pilot.store.workflows import Workflows
 
 STEP = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
@@ -85,10 +86,10 @@ async def main(mode: str) -> None:
     delay = 0 if mode == "between" else 3600
     app = build_app(Settings(), dispatcher=None if mode == "pause" else ScriptedDispatcher(delay=delay))
     actor = Actor("replica")
-    wid = app.service.create_workflow(actor, "ops", "t", PLANS[mode]).payload()["workflow_id"]
+    wid = app.service.create_workflow(CreateRequest(actor, "ops", "t", PLANS[mode])).payload()["workflow_id"]
     print(wid, flush=True)
     try:
-        (await app.service.run_workflow(actor, wid)).payload()
+        (await app.service.run_workflow(RunRequest(actor, wid))).payload()
     finally:
         await app.aclose()  # the skill servers it started end with it
 

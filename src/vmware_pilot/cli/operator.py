@@ -33,7 +33,7 @@ from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE
 from vmware_pilot.engine.gates import GatePage
 from vmware_pilot.engine.progress import ProgressFn
-from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.requests import ApproveRequest, CancelRequest, RejectRequest, RollbackRequest
 from vmware_pilot.errors import PilotError, StepsNotExecuted
 from vmware_pilot.results import (
     ActiveWorkflow,
@@ -366,7 +366,10 @@ def cancel(
         try:
             preview = _previewed(
                 run_async(
-                    app, service.cancel_workflow(person, workflow_id, reason, False, ack_unknown_effects)
+                    app,
+                    service.cancel_workflow(
+                        CancelRequest(person, workflow_id, reason, False, ack_unknown_effects, door="cli")
+                    ),
                 )
             )
             radius = preview.blast_radius
@@ -379,7 +382,10 @@ def cancel(
             confirm(f"Cancel {workflow_id}?", yes, json_output)
             result = _done(
                 run_async(
-                    app, service.cancel_workflow(person, workflow_id, reason, True, ack_unknown_effects)
+                    app,
+                    service.cancel_workflow(
+                        CancelRequest(person, workflow_id, reason, True, ack_unknown_effects, door="cli")
+                    ),
                 )
             )
         except PilotError as exc:
@@ -407,7 +413,12 @@ def rollback(
         service = app.service
         try:
             preview = _previewed(
-                run_async(app, service.rollback(person, workflow_id, False, ack_unknown_effects))
+                run_async(
+                    app,
+                    service.rollback(
+                        RollbackRequest(person, workflow_id, False, ack_unknown_effects, door="cli")
+                    ),
+                )
             )
             radius = preview.blast_radius
             out.show(views.blast_panel("rollback", radius))
@@ -423,7 +434,14 @@ def rollback(
                     _DISPATCH_HINT,
                 )
             confirm(f"Roll back {workflow_id}?", yes, json_output)
-            result = _done(run_async(app, service.rollback(person, workflow_id, True, ack_unknown_effects)))
+            result = _done(
+                run_async(
+                    app,
+                    service.rollback(
+                        RollbackRequest(person, workflow_id, True, ack_unknown_effects, door="cli")
+                    ),
+                )
+            )
         except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())

@@ -32,7 +32,7 @@ from vmware_pilot.cli.operator import printer
 from vmware_pilot.cli.terminal import ask, visible
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.approvals import Declined
-from vmware_pilot.engine.requests import ApproveRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, FromTemplateRequest, RunRequest
 from vmware_pilot.errors import AlreadyApproved, PilotError
 from vmware_pilot.results import RunResult
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml
@@ -87,24 +87,30 @@ def _create(
 ) -> str:
     if steps is not None:
         name, description, items = _load_steps(steps)
-        return app.service.create_workflow(person, name, description, items).workflow_id
+        return app.service.create_workflow(
+            CreateRequest(person, name, description, items, door="cli")
+        ).workflow_id
     assert template is not None
-    return app.service.create_workflow_from_template(person, template, params).workflow_id
+    return app.service.create_workflow_from_template(
+        FromTemplateRequest(person, template, params, door="cli")
+    ).workflow_id
 
 
 async def _drive(
     app: PilotApp, person: Actor, workflow_id: str, force: bool, yes: bool, out: Output
 ) -> RunResult:
     """Run, and at each gate ask the person; returns the last result."""
-    result: RunResult = await app.service.run_workflow(person, workflow_id, force, progress=printer(out))
+    result: RunResult = await app.service.run_workflow(
+        RunRequest(person, workflow_id, force, door="cli"), progress=printer(out)
+    )
     while result.is_at_gate:
         out.show(views.outcome_panel(result))
-        view = app.service.pending_gate(workflow_id)
+        # The gate as stored, its decision summary and what the person may do: one prediction.
+        page = await app.service.gate_page(person, workflow_id, None, "cli", read_again=False)
+        view = page.view
         out.show(views.gate_panel(view))
-        decision = app.service.decision(workflow_id)
-        if decision is not None:
-            allowed = app.service.eligibility(person, workflow_id, channel="cli")
-            out.show(views.decision_panel(decision, allowed))
+        if page.decision is not None and page.may is not None:
+            out.show(views.decision_panel(page.decision, page.may))
         gate = view.pending()
         assert gate is not None  # pending_gate refuses a workflow at no gate
         unrun = view.not_executed_before_gate

@@ -8,6 +8,7 @@ server marks those ``isError`` by the contract's rule.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,19 @@ from vmware_pilot.engine.lifecycle import Lifecycle
 from vmware_pilot.engine.policy import ApprovalChannel, AskHuman
 from vmware_pilot.engine.progress import ProgressFn
 from vmware_pilot.engine.records import Records
-from vmware_pilot.engine.requests import ApproveRequest, RejectRequest
+from vmware_pilot.engine.requests import (
+    ApproveRequest,
+    CancelRequest,
+    ConfirmDraftRequest,
+    CreateRequest,
+    DesignRequest,
+    FromTemplateRequest,
+    RejectRequest,
+    Request,
+    RollbackRequest,
+    RunRequest,
+    UpdateDraftRequest,
+)
 from vmware_pilot.engine.running import Running
 from vmware_pilot.errors import InvalidInput
 from vmware_pilot.results import (
@@ -62,6 +75,7 @@ from vmware_pilot.templates.registry import TemplateRegistry
 __all__ = ["PilotService", "ProgressFn"]
 
 W = WorkflowState
+_log = logging.getLogger("vmware_pilot.server")  # the logger the MCP pipeline's refusals used
 
 
 class PilotService:
@@ -99,75 +113,78 @@ class PilotService:
         """Wait for runs still going (e.g. after their client left) before shutting down."""
         await self.core.drain()
 
+    def _allowed(self, request: Request, tool: str) -> None:
+        """Raise ``AccessRefused`` unless the request's role (when its door knows roles) may use
+        ``tool``: the one place a caller's role is checked for an operation, whatever the door."""
+        if request.role is None:
+            return
+        refused = roles.call_refusal(request.caller, request.role, tool)
+        if refused is not None:
+            door = getattr(request, "door", "console")
+            _log.warning(
+                "refused %s for %s at %s (role %s): %s",
+                tool,
+                request.caller.label,
+                door,
+                request.role.name,
+                refused.message,
+            )
+            raise refused
+
     # --- authoring (engine/authoring.py) ------------------------------------------------------
-    def create_workflow(
-        self,
-        actor: Actor,
-        name: str,
-        description: str,
-        steps: list[dict[str, Any]],
-        save_as_template: bool = False,
-    ) -> CreateResult:
-        return self.authoring.create_workflow(actor, name, description, steps, save_as_template)
+    def create_workflow(self, request: CreateRequest) -> CreateResult:
+        self._allowed(request, "create_workflow")
+        return self.authoring.create_workflow(
+            request.caller, request.name, request.description, request.steps, request.save_as_template
+        )
 
-    def create_workflow_from_template(
-        self, actor: Actor, workflow_type: str, params: dict[str, Any]
-    ) -> FromTemplateResult:
-        return self.authoring.create_workflow_from_template(actor, workflow_type, params)
+    def create_workflow_from_template(self, request: FromTemplateRequest) -> FromTemplateResult:
+        self._allowed(request, "create_workflow_from_template")
+        return self.authoring.create_workflow_from_template(
+            request.caller, request.workflow_type, request.params
+        )
 
-    def design_workflow(self, actor: Actor, goal: str, constraints: str = "") -> DesignResult:
-        return self.authoring.design_workflow(actor, goal, constraints)
+    def design_workflow(self, request: DesignRequest) -> DesignResult:
+        self._allowed(request, "design_workflow")
+        return self.authoring.design_workflow(request.caller, request.goal, request.constraints)
 
-    def update_draft(
-        self,
-        actor: Actor,
-        workflow_id: str,
-        name: str = "",
-        description: str = "",
-        steps: list[dict[str, Any]] | None = None,
-    ) -> DraftResult:
-        return self.authoring.update_draft(actor, workflow_id, name, description, steps)
+    def update_draft(self, request: UpdateDraftRequest) -> DraftResult:
+        self._allowed(request, "update_draft")
+        return self.authoring.update_draft(
+            request.caller, request.workflow_id, request.name, request.description, request.steps
+        )
 
-    def confirm_draft(
-        self, actor: Actor, workflow_id: str, save_as_template: bool = False
-    ) -> ConfirmDraftResult:
-        return self.authoring.confirm_draft(actor, workflow_id, save_as_template)
+    def confirm_draft(self, request: ConfirmDraftRequest) -> ConfirmDraftResult:
+        self._allowed(request, "confirm_draft")
+        return self.authoring.confirm_draft(request.caller, request.workflow_id, request.save_as_template)
 
     # --- ending and undoing (engine/lifecycle.py) ----------------------------------------------
     def reject(self, request: RejectRequest) -> CancelResult:
         """Reject the waiting gate as ``request`` says (the caller's role checked first)."""
-        if request.role is not None:
-            refused = roles.call_refusal(request.caller, request.role, "cancel_workflow")
-            if refused is not None:
-                raise refused
+        self._allowed(request, "cancel_workflow")
         return self.lifecycle.reject(request.caller, request.workflow_id, request.reason, request.rejected_by)
 
-    async def rollback(
-        self,
-        actor: Actor,
-        workflow_id: str,
-        confirm: bool = False,
-        acknowledge_unknown_effects: bool = False,
-    ) -> RollbackResult | Preview:
-        return await self.lifecycle.rollback(actor, workflow_id, confirm, acknowledge_unknown_effects)
+    async def rollback(self, request: RollbackRequest) -> RollbackResult | Preview:
+        self._allowed(request, "rollback")
+        return await self.lifecycle.rollback(
+            request.caller, request.workflow_id, request.confirm, request.acknowledge_unknown_effects
+        )
 
-    async def cancel_workflow(
-        self,
-        actor: Actor,
-        workflow_id: str,
-        reason: str = "",
-        confirm: bool = False,
-        acknowledge_unknown_effects: bool = False,
-    ) -> CancelResult | Preview:
+    async def cancel_workflow(self, request: CancelRequest) -> CancelResult | Preview:
+        self._allowed(request, "cancel_workflow")
         return await self.lifecycle.cancel_workflow(
-            actor, workflow_id, reason, confirm, acknowledge_unknown_effects
+            request.caller,
+            request.workflow_id,
+            request.reason,
+            request.confirm,
+            request.acknowledge_unknown_effects,
         )
 
     # --- running (engine/running.py) ---------------------------------------------------------
-    async def run_workflow(
-        self, actor: Actor, workflow_id: str, force: bool = False, progress: ProgressFn | None = None
-    ) -> RunResult:
-        return await self.running.run_workflow(actor, workflow_id, force, progress)
+    async def run_workflow(self, request: RunRequest, *, progress: ProgressFn | None = None) -> RunResult:
+        """Run as ``request`` says; ``progress`` hears of each step (the door's callback)."""
+        self._allowed(request, "run_workflow")
+        return await self.running.run_workflow(request.caller, request.workflow_id, request.force, progress)
 
     # --- approving (engine/approvals.py) and the gate as the doors show it (engine/gates.py) ---
     async def approve(
@@ -178,7 +195,9 @@ class PilotService:
         ask: AskHuman | None = None,
         confirm: Confirm | None = None,
     ) -> ApproveResult:
-        """Approve the pending gate as ``request`` says, every check made once (``Approvals``)."""
+        """Approve the pending gate as ``request`` says, every check made once: the role's tools
+        here, the rest in ``Approvals``."""
+        self._allowed(request, "approve")
         return await self.approvals.approve(request, progress=progress, ask=ask, confirm=confirm)
 
     def release_notice(self, workflow_id: str | Workflow) -> str:

@@ -44,11 +44,9 @@ def call_refusal(actor: Actor, role: Role, tool: str) -> AccessRefused | None:
 
 
 def approve_refusal(actor: Actor, role: Role, wf: Workflow) -> AccessRefused | None:
-    """Why ``actor`` (with ``role``) may not approve ``wf``: the role's tools, then its approve rule
-    (``approve: none``, or ``approve: others`` on a workflow the caller created or edited)."""
-    refused = call_refusal(actor, role, "approve")
-    if refused is not None:
-        return refused
+    """Why ``actor`` (with ``role``) may not approve ``wf`` by its approve rule (``approve: none``,
+    or ``approve: others`` on a workflow the caller created or edited); whether the role has the
+    ``approve`` tool at all is ``call_refusal``'s, asked first."""
     reason = approval_refusal(role, actor, wf)
     if reason is None:
         return None

@@ -2,10 +2,12 @@
 
 ``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name or
 OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
-tools the caller's role allows, and a call outside the role is refused (``AccessRefused``,
-``safety.roles``) before the tool runs; the role goes with the call (``call_role``) to the
-service, which applies the approve rule (``approve: none``, or ``approve: others`` on a workflow
-the caller created or edited) with the rest of an approval's checks. Without a role lookup
+tools the caller's role allows, and the role goes with every call (``call_role``). A read tool
+outside the role is refused here (``AccessRefused``, ``safety.roles``) before it runs; a tool
+that changes something passes the role to the service in its request (``engine.requests``), and
+the service alone decides, once per call, whatever the door (the role's tools, and for an approval
+the approve rule: ``approve: none``, or ``approve: others`` on a workflow the caller created or
+edited). Without a role lookup
 (stdio) every tool is available.
 
 Every refusal of a call, whoever raises it (the door in ``server.arguments``, the role check here,
@@ -203,10 +205,13 @@ class PilotFastMCP(FastMCP[Any]):
                 self._turns[workflow_id] = (lock, users - 1)
 
     def _check_role(self, name: str) -> None:
-        """Raise ``AccessRefused`` (or the role lookup's refusal) unless the caller's role has the
-        tool; the role then goes with the call (``call_role``)."""
+        """Look the caller's role up (raising the lookup's refusal) and let it go with the call
+        (``call_role``). A tool that changes something hands the role to the service in its
+        request, and the service alone decides (``PilotService``); a read tool, which takes no
+        request, is refused here with ``AccessRefused`` unless the role has it."""
         actor, role = self._role()
-        refused = roles.call_refusal(actor, role, name)
+        spec = spec_of(name)
+        refused = roles.call_refusal(actor, role, name) if spec is None or spec.effect == "read" else None
         if refused is not None:
             _log.warning("refused %s for %s (role %s): %s", name, actor.label, role.name, refused.message)
             raise refused

@@ -402,11 +402,16 @@ def build_tools(
         steps: Steps,
         save_as_template: SaveAsTemplate = False,
     ) -> CreateResult:
-        return service().create_workflow(actor(), name, description, steps, save_as_template)
+        from vmware_pilot.engine.requests import CreateRequest  # at the call: tools/list loads no engine
+
+        request = CreateRequest(actor(), name, description, steps, save_as_template, role=role())
+        return service().create_workflow(request)
 
     @tool
     def design_workflow(goal: Goal, constraints: Constraints = "") -> DesignResult:
-        return service().design_workflow(actor(), goal, constraints)
+        from vmware_pilot.engine.requests import DesignRequest  # at the call: tools/list loads no engine
+
+        return service().design_workflow(DesignRequest(actor(), goal, constraints, role=role()))
 
     @tool
     def update_draft(
@@ -415,26 +420,42 @@ def build_tools(
         description: DraftDescription = "",
         steps: DraftSteps = None,
     ) -> DraftResult:
-        return service().update_draft(actor(), workflow_id, name, description, steps)
+        from vmware_pilot.engine.requests import UpdateDraftRequest  # at the call: tools/list loads no engine
+
+        request = UpdateDraftRequest(actor(), workflow_id, name, description, steps, role=role())
+        return service().update_draft(request)
 
     @tool
     def confirm_draft(
         workflow_id: WorkflowId, save_as_template: SaveAsTemplate = False
     ) -> ConfirmDraftResult:
-        return service().confirm_draft(actor(), workflow_id, save_as_template)
+        from vmware_pilot.engine.requests import (
+            ConfirmDraftRequest,
+        )  # at the call: tools/list loads no engine
+
+        request = ConfirmDraftRequest(actor(), workflow_id, save_as_template, role=role())
+        return service().confirm_draft(request)
 
     @tool
     def create_workflow_from_template(
         workflow_type: WorkflowType, params: TemplateParams
     ) -> FromTemplateResult:
-        return service().create_workflow_from_template(actor(), workflow_type, params)
+        from vmware_pilot.engine.requests import (
+            FromTemplateRequest,
+        )  # at the call: tools/list loads no engine
+
+        request = FromTemplateRequest(actor(), workflow_type, params, role=role())
+        return service().create_workflow_from_template(request)
 
     @tool
     async def run_workflow(workflow_id: WorkflowId, ctx: ToolContext, force: Force = False) -> RunResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         try:
             progress = report if report.wanted else None
-            return await service().run_workflow(actor(), workflow_id, force, progress=progress)
+            from vmware_pilot.engine.requests import RunRequest  # at the call: tools/list loads no engine
+
+            request = RunRequest(actor(), workflow_id, force, role=role())
+            return await service().run_workflow(request, progress=progress)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
@@ -452,7 +473,7 @@ def build_tools(
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
             progress = report if report.wanted else None
-            from vmware_pilot.engine.requests import ApproveRequest  # the engine: not for tools/list
+            from vmware_pilot.engine.requests import ApproveRequest  # at the call: tools/list loads no engine
 
             request = ApproveRequest(
                 actor(),
@@ -475,7 +496,10 @@ def build_tools(
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
     ) -> RollbackResult | Preview:
-        return await service().rollback(actor(), workflow_id, confirm, acknowledge_unknown_effects)
+        from vmware_pilot.engine.requests import RollbackRequest  # at the call: tools/list loads no engine
+
+        request = RollbackRequest(actor(), workflow_id, confirm, acknowledge_unknown_effects, role=role())
+        return await service().rollback(request)
 
     @tool
     async def cancel_workflow(
@@ -484,9 +508,12 @@ def build_tools(
         confirm: Confirm = False,
         acknowledge_unknown_effects: AcknowledgeUnknownEffects = False,
     ) -> CancelResult | Preview:
-        return await service().cancel_workflow(
-            actor(), workflow_id, reason, confirm, acknowledge_unknown_effects
+        from vmware_pilot.engine.requests import CancelRequest  # at the call: tools/list loads no engine
+
+        request = CancelRequest(
+            actor(), workflow_id, reason, confirm, acknowledge_unknown_effects, role=role()
         )
+        return await service().cancel_workflow(request)
 
     @tool
     def review_workflow(workflow_id: WorkflowId) -> ReviewResult:

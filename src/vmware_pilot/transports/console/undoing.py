@@ -1,6 +1,11 @@
 """The console's rollback and cancel: the service's preview (its blast radius) first, refused
 while it has blockers or unmeasured steps (or undo calls without dispatch), then the service's own
-path on a confirmed form (the CLI's rules)."""
+path on a confirmed form (the CLI's rules).
+
+Whether the person's role may roll back or cancel is the service's decision, made on the first
+request of a form (the preview, carrying the role); the preview page alone (which changes nothing
+and is shown to whoever may see the workflow) asks the service without the role and says what the
+role cannot do."""
 
 from __future__ import annotations
 
@@ -10,9 +15,11 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from vmware_pilot.errors import PilotError, WorkflowNotFound
+from vmware_pilot.engine.requests import CancelRequest, RollbackRequest
+from vmware_pilot.errors import AccessRefused, PilotError, WorkflowNotFound
 from vmware_pilot.results import BlastRadius, Preview, Result
-from vmware_pilot.safety.roles import call_refusal
+from vmware_pilot.safety import roles
+from vmware_pilot.safety.duties import Role
 from vmware_pilot.transports.console.plumbing import REASON_MAX, STATUS, Caller, requested_id
 
 if TYPE_CHECKING:
@@ -28,13 +35,21 @@ class Undoing:
         self.console = console
         self.app = console.app
 
-    async def _radius(self, caller: Caller, workflow_id: str, verb: str, ack: bool) -> BlastRadius:
+    async def _radius(
+        self, caller: Caller, workflow_id: str, verb: str, ack: bool, role: Role | None
+    ) -> BlastRadius:
+        """The preview's blast radius; with ``role``, the service refuses a role that may not
+        ``verb`` (``AccessRefused``)."""
         service = self.app.service
         answer: Result
         if verb == "rollback":
-            answer = await service.rollback(caller.actor, workflow_id, False, ack)
+            answer = await service.rollback(
+                RollbackRequest(caller.actor, workflow_id, False, ack, door="console", role=role)
+            )
         else:
-            answer = await service.cancel_workflow(caller.actor, workflow_id, "", False, ack)
+            answer = await service.cancel_workflow(
+                CancelRequest(caller.actor, workflow_id, "", False, ack, door="console", role=role)
+            )
         assert isinstance(answer, Preview), answer  # without confirm: always the preview
         return answer.blast_radius
 
@@ -49,12 +64,21 @@ class Undoing:
             )
         return problems
 
-    async def undo_preview(self, request: Request, verb: str, error: str = "", status: int = 200) -> Response:
+    async def undo_preview(
+        self,
+        request: Request,
+        verb: str,
+        error: str = "",
+        status: int = 200,
+        refused: AccessRefused | None = None,
+    ) -> Response:
+        """The preview page; ``refused``: the service's refusal of the person's role, when it was
+        just asked (else the page says what the role cannot do)."""
         caller = self.console.caller(request, STATUS)
         workflow_id = requested_id(request)
         ack = request.query_params.get("ack") == "1"
         try:
-            radius = await self._radius(caller, workflow_id, verb, ack)
+            radius = await self._radius(caller, workflow_id, verb, ack, None)
         except WorkflowNotFound as exc:
             return self.console.page(
                 request, "error.html", 404, title="Not found", message=exc.message, session=caller.session
@@ -63,8 +87,9 @@ class Undoing:
             return self.console.page(
                 request, "error.html", 409, title="Refused", message=exc.message, session=caller.session
             )
-        tool = "rollback" if verb == "rollback" else "cancel_workflow"
-        role_says = call_refusal(caller.actor, caller.role, tool)
+        if refused is None:
+            tool = "rollback" if verb == "rollback" else "cancel_workflow"
+            refused = roles.call_refusal(caller.actor, caller.role, tool)
         return self.console.page(
             request,
             "undo.html",
@@ -74,7 +99,7 @@ class Undoing:
             workflow_id=workflow_id,
             radius=radius,
             problems=self._problems(verb, radius),
-            role_says=f"Your role cannot do this: {role_says.message}" if role_says else "",
+            role_says=f"Your role cannot do this: {refused.message}" if refused else "",
             ack=ack,
             error=error,
         )
@@ -88,32 +113,38 @@ class Undoing:
     async def _undo(self, request: Request, verb: str) -> Response:
         what = "Rollback" if verb == "rollback" else "Cancel"
         caller, workflow_id, fields = await self.console.decision_form(request, what)
-        tool = "rollback" if verb == "rollback" else "cancel_workflow"
-        why_not = call_refusal(caller.actor, caller.role, tool)
-        if why_not:
-            return await self.undo_preview(request, verb, f"Refused: {why_not.message}", 403)
+        ack = fields.get("ack_unknown") == "yes"
+        role = caller.role
+        try:
+            radius = await self._radius(caller, workflow_id, verb, ack, role)
+        except AccessRefused as exc:
+            return await self.undo_preview(request, verb, f"Refused: {exc.message}", 403, exc)
+        except PilotError as exc:
+            return await self.undo_preview(request, verb, f"Refused: {exc.message}", 409)
         if fields.get("confirm") != "yes":
             return await self.undo_preview(
                 request, verb, "Refused: tick the box to confirm; nothing was changed.", 400
             )
-        ack = fields.get("ack_unknown") == "yes"
-        try:
-            problems = self._problems(verb, await self._radius(caller, workflow_id, verb, ack))
-            if problems:
+        problems = self._problems(verb, radius)
+        if problems:
+            return await self.undo_preview(
+                request, verb, f"Refused: {'; '.join(problems)}. Nothing was changed.", 409
+            )
+        if verb == "cancel":
+            reason = fields.get("reason", "").strip()[:REASON_MAX]
+            if not reason:
                 return await self.undo_preview(
-                    request, verb, f"Refused: {'; '.join(problems)}. Nothing was changed.", 409
+                    request, verb, "Refused: say why you cancel; it is written to the audit trail.", 400
                 )
-            if verb == "cancel":
-                reason = fields.get("reason", "").strip()[:REASON_MAX]
-                if not reason:
-                    return await self.undo_preview(
-                        request, verb, "Refused: say why you cancel; it is written to the audit trail.", 400
-                    )
-                await self.app.service.cancel_workflow(caller.actor, workflow_id, reason, True, ack)
-                return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=cancelled", 303)
-        except PilotError as exc:
-            return await self.undo_preview(request, verb, f"Refused: {exc.message}", 409)
-        self.console.detach(self.app.service.rollback(caller.actor, workflow_id, True, ack))
+            try:
+                await self.app.service.cancel_workflow(
+                    CancelRequest(caller.actor, workflow_id, reason, True, ack, door="console", role=role)
+                )
+            except PilotError as exc:
+                return await self.undo_preview(request, verb, f"Refused: {exc.message}", 409)
+            return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=cancelled", 303)
+        undo = RollbackRequest(caller.actor, workflow_id, True, ack, door="console", role=role)
+        self.console.detach(self.app.service.rollback(undo))
         return RedirectResponse(f"/console/workflows/{quote(workflow_id)}?notice=rollback", 303)
 
     async def rollback(self, request: Request) -> Response:
