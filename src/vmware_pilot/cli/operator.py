@@ -338,7 +338,9 @@ def reject(
             refuse(allowed.reject_why, f"`vmware-pilot status {workflow_id}` shows where it stands.")
         confirm(f"Reject this gate and cancel {workflow_id}?", yes, json_output)
         try:
-            result = app.service.reject(RejectRequest(person, workflow_id, reason, rejected_by=person.label))
+            result = app.service.reject(
+                RejectRequest(person, workflow_id, reason, rejected_by=person.label, door="cli")
+            )
         except PilotError as exc:
             fail(exc, json_output)
     out.result(result.payload())

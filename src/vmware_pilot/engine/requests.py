@@ -67,13 +67,15 @@ class ApproveRequest:
 class RejectRequest:
     """Reject the gate workflow ``workflow_id`` waits at (the workflow is cancelled) with ``reason``.
     ``role``: the caller's role at a door that knows roles (None: no roles); ``rejected_by``: the
-    name recorded (empty: the caller)."""
+    name recorded (empty: the caller); ``door``: ``cli`` or ``console`` (MCP rejects with
+    ``cancel_workflow``)."""
 
     caller: Actor
     workflow_id: str
     reason: str
     role: Role | None = None
     rejected_by: str = ""
+    door: ApprovalChannel = "console"
 
 
 @dataclass(frozen=True, slots=True)

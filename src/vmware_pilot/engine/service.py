@@ -120,12 +120,11 @@ class PilotService:
             return
         refused = roles.call_refusal(request.caller, request.role, tool)
         if refused is not None:
-            door = getattr(request, "door", "console")
             _log.warning(
                 "refused %s for %s at %s (role %s): %s",
                 tool,
                 request.caller.label,
-                door,
+                request.door,
                 request.role.name,
                 refused.message,
             )
