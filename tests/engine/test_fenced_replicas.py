@@ -222,7 +222,7 @@ async def test_a_replica_whose_database_was_away_longer_than_the_lease_keeps_its
                 await asyncio.sleep(0.1)
             skill.answer["power_on_vm"].set()
             out = await asyncio.wait_for(run, GUARD)
-        assert out["outcome"] == "completed", out
+        assert out.payload()["outcome"] == "completed", out
         assert all(p == [] for p in passes), "its own sweeper never continued its live run"
         wf = app.store.workflows.load(wid)
         assert "interrupted_step_detected" not in [e.action for e in wf.audit_log]
