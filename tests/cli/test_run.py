@@ -21,6 +21,7 @@ from vmware_pilot.cli.main import app as cli
 from vmware_pilot.cli.run import parse_params
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.engine.requests import ApproveRequest
 
 runner = CliRunner()
@@ -78,6 +79,25 @@ def test_run_yes_does_not_vouch_for_steps_it_just_handed_out(settings: Settings)
     assert [p["tool"] for p in data["pending_dispatch"]] == ["get_alarms", "get_events"]
     status = stored(settings, data["id"])
     assert [s["status"] for s in status["steps"]] == ["not_executed", "not_executed", "pending", "pending"]
+
+
+def test_run_shows_a_gate_from_one_prediction(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate panel, its decision summary and what the person may do come from one prediction
+    (the run's own result predicts the gate it stops at once more: two in all, three before)."""
+    predicted: list[str] = []
+    real = gate_records.prediction_of
+
+    def counted(wf: Any, gate_index: int, *args: Any) -> Any:
+        predicted.append(wf.id)
+        return real(wf, gate_index, *args)
+
+    monkeypatch.setattr(gate_records, "prediction_of", counted)
+    result = invoke(*INCIDENT, "--yes", "--json")  # stops at the gate: --yes cannot vouch for hand-outs
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["outcome"] == "awaiting_approval"
+    assert "High CPU" in result.stderr, "the gate was shown"
+    assert predicted == [data["id"], data["id"]]
 
 
 def test_run_without_a_terminal_stops_at_the_gate(settings: Settings) -> None:
