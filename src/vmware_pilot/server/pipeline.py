@@ -7,8 +7,7 @@ outside the role is refused here (``AccessRefused``, ``safety.roles``) before it
 that changes something passes the role to the service in its request (``engine.requests``), and
 the service alone decides, once per call, whatever the door (the role's tools, and for an approval
 the approve rule: ``approve: none``, or ``approve: others`` on a workflow the caller created or
-edited). Without a role lookup
-(stdio) every tool is available.
+edited). Without a role lookup (stdio) every tool is available.
 
 Every refusal of a call, whoever raises it (the door in ``server.arguments``, the role check here,
 the engine), is a ``PilotError`` that ``call_tool`` turns into a result in one place
