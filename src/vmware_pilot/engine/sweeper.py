@@ -19,7 +19,7 @@ audited, the approvals given before the hold named) and walks on as an approval 
 Without a dispatcher (hand-back mode) there is nothing Pilot could continue: no sweep.
 
 Every ``EXPIRY_EVERY`` seconds (or each sweep, if less often) a sweep also records the expiry of
-waiting gates that expired without anyone noticing (``Runner.notice_expiry``), so the webhook
+waiting gates that expired without anyone noticing (``Closer.notice_expiry``), so the webhook
 ``gate_expired`` goes out even when nobody looks at the workflow.
 """
 
@@ -214,7 +214,7 @@ class Sweeper:
             return True
 
     async def notice_expired_gates(self, runner: EntryPoints) -> list[str]:
-        """Record the expiry of every waiting gate that expired unnoticed (``Runner.notice_expiry``:
+        """Record the expiry of every waiting gate that expired unnoticed (``Closer.notice_expiry``:
         once per gate across every Pilot, announced by the webhook ``gate_expired``); their ids."""
         noticed = []
         for workflow_id in await _waiting_ids(runner):

@@ -6,8 +6,9 @@ the plan digest, and audited. Until the gate has the approvals it requires the w
 waiting (audit ``approval_recorded``); the last one releases it (audit ``approved``, naming the
 approver and the digest) and the run continues.
 
-This module decides and records; ``Runner.approve`` carries it out (the dispatch refusal, the
-save, the run that follows), so nothing here calls back into the runner.
+This module decides and records; ``Approver.approve`` (engine/execution/approving.py) carries it
+out (the dispatch refusal, the save, the run that follows), so nothing here calls back into the
+runner.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A failed undo never stops the others; partial, unknown and failed undos are reported in
 ``rollback_results``. Cancel only stops future steps and undoes nothing.
 
-This module decides and records; ``Runner.rollback`` and ``Runner.cancel`` carry it out (the
-undo calls and the saves), so nothing here calls back into the runner.
+This module decides and records; ``Closer.rollback`` and ``Closer.cancel``
+(engine/execution/closing.py) carry it out (the undo calls and the saves), so nothing here calls
+back into the runner.
 """
 
 from __future__ import annotations
