@@ -18,7 +18,7 @@ from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.safety.blast import (
     CANCEL_RULES,
     ROLLBACK_RULES,
-    Preview,
+    BlastInput,
     cancel_blast_radius,
     rollback_blast_radius,
 )
@@ -101,11 +101,11 @@ def test_every_rule_has_cases_and_a_docstring() -> None:
 def test_rule_reports_its_case_and_not_the_other(rule: Any) -> None:
     if rule.name in ALWAYS:
         for wf in (plan(state=W.FAILED), plan(_power_off(S.SUCCESS), state=W.RUNNING, name="other")):
-            assert rule(Preview(wf, CURATED, False)) == ALWAYS[rule.name](wf)
+            assert rule(BlastInput(wf, CURATED, False)) == ALWAYS[rule.name](wf)
         return
     reports, quiet = CASES[rule.name]
-    assert _gave_something(rule(Preview(reports, CURATED, False)))
-    assert not _gave_something(rule(Preview(quiet, CURATED, False)))
+    assert _gave_something(rule(BlastInput(reports, CURATED, False)))
+    assert not _gave_something(rule(BlastInput(quiet, CURATED, False)))
 
 
 # --- the table: workflows and the previews the hand-written code of 2.4.x gave them ---------------

@@ -30,7 +30,7 @@ __all__ = [
     "Alert",
     "Evidence",
     "GateView",
-    "Preview",
+    "StepPreview",
     "RanStep",
     "ReleasedStep",
     "TargetState",
@@ -68,7 +68,7 @@ class TargetState(BaseModel):
     line: str = ""
 
 
-class Preview(BaseModel):
+class StepPreview(BaseModel):
     """What the skill said when its tool was called once with ``confirm: false``."""
 
     status: Literal["previewed", "refused", "failed", "no_preview", "not_run"]
@@ -90,7 +90,7 @@ class ReleasedStep(BaseModel):
     rollback_params: dict[str, Any] = Field(default_factory=dict)
     undo: str
     targets: list[str] = Field(default_factory=list)
-    preview: Preview | None = None
+    preview: StepPreview | None = None
 
     def unclassified(self) -> str:
         """For a tool Pilot cannot classify (tier ``unknown``): why, and how to fix it; "" otherwise."""
@@ -383,10 +383,12 @@ def _released(
 ) -> ReleasedStep:
     tier, why = classify_step(step, catalog)
     raw = inspection.previews.get(str(step.index)) if inspection else None
-    preview = Preview.model_validate(raw) if raw is not None else None
+    preview = StepPreview.model_validate(raw) if raw is not None else None
     irreversible = skill_irreversible_steps(preview.payload) if preview is not None else []
     if preview is None and not dispatching:
-        preview = Preview(status="not_run", summary="Pilot runs without dispatch: the skill was not asked.")
+        preview = StepPreview(
+            status="not_run", summary="Pilot runs without dispatch: the skill was not asked."
+        )
     named = inspection.named.get(str(step.index), []) if inspection else []
     return ReleasedStep(
         index=step.index,

@@ -124,7 +124,7 @@ class Running:
             crashed = await self.core.runner.detect_crash(wf, actor)
             if crashed is not None:
                 return crashed[1]
-            refusal = await self.core.runner.dispatch_refusal(wf)
+            refusal = await self.core.runner.preflight_error(wf)
             if refusal is not None:
                 raise refusal
             return await self.core.runner.run_until_checkpoint(wf, actor, progress)

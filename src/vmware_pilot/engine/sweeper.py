@@ -100,7 +100,7 @@ class EntryPoints(Protocol):
 
     async def detect_crash(self, wf: Workflow, actor: Actor) -> tuple[Workflow, RunResult] | None: ...
 
-    async def dispatch_refusal(self, wf: Workflow) -> DispatchRefused | None: ...
+    async def preflight_error(self, wf: Workflow) -> DispatchRefused | None: ...
 
     async def run_until_checkpoint(self, wf: Workflow, actor: Actor) -> RunResult: ...
 
@@ -254,7 +254,7 @@ class Sweeper:
             if crashed is not None:
                 _log.warning("workflow %s failed: %s", wf.id, crashed[1].error)
                 return True
-            refusal = await runner.dispatch_refusal(wf)
+            refusal = await runner.preflight_error(wf)
             if refusal is not None:
                 raise refusal
             _log.warning("continuing workflow %s, left running by a Pilot process that stopped", wf.id)

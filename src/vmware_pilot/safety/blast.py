@@ -41,7 +41,7 @@ __all__ = [
     "NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE",
     "ROLLBACK_BLOCKED_STATES",
     "ROLLBACK_RULES",
-    "Preview",
+    "BlastInput",
     "cancel_blast_radius",
     "leaves_behind",
     "rollback_blast_radius",
@@ -194,7 +194,7 @@ def undo_candidates(wf: Workflow, *, include_unknown: bool) -> list[Step]:
 
 
 @dataclass(frozen=True)
-class Preview:
+class BlastInput:
     """What a preview rule looks at: the workflow, the catalog and whether the caller
     acknowledged unknown effects; the step lists two rules share are computed once."""
 
@@ -227,14 +227,14 @@ class Preview:
 
 
 Fragment = dict[str, Any]
-PreviewRule = Rule[Preview, Fragment]
+PreviewRule = Rule[BlastInput, Fragment]
 
 
 def _refs(steps: Sequence[Step]) -> list[dict[str, Any]]:
     return [s.ref() for s in steps]
 
 
-def preview(rules: Sequence[PreviewRule], p: Preview) -> dict[str, Any]:
+def preview(rules: Sequence[PreviewRule], p: BlastInput) -> dict[str, Any]:
     """The preview: each rule's keys, rule by rule in list order."""
     out: dict[str, Any] = {}
     for r in rules:
@@ -244,13 +244,13 @@ def preview(rules: Sequence[PreviewRule], p: Preview) -> dict[str, Any]:
 
 # --- shared by both previews --------------------------------------------------------------------
 @rule("workflow")
-def _workflow(p: Preview) -> Fragment:
+def _workflow(p: BlastInput) -> Fragment:
     """The workflow's id, type and state."""
     return {"workflow": {"id": p.wf.id, "type": p.wf.workflow_type, "state": str(p.wf.state.value)}}
 
 
 @rule("unknown_effects")
-def _unknown_effects(p: Preview) -> Fragment:
+def _unknown_effects(p: BlastInput) -> Fragment:
     """Steps running, or interrupted and not settled by reading: whether they took effect is
     unknown (with the caller's acknowledgement of that)."""
     unknown = p.steps_where(_effect_unknown)
@@ -258,7 +258,7 @@ def _unknown_effects(p: Preview) -> Fragment:
 
 
 @rule("unmeasured")
-def _unmeasured_rule(p: Preview) -> Fragment:
+def _unmeasured_rule(p: BlastInput) -> Fragment:
     """Steps whose status Pilot does not recognise, and unacknowledged unknown effects; the
     action may proceed only when this is empty."""
     return {"unmeasured": _unmeasured(p.wf, p.acknowledged)}
@@ -266,13 +266,13 @@ def _unmeasured_rule(p: Preview) -> Fragment:
 
 # --- rollback -------------------------------------------------------------------------------------
 @rule("state_after_rollback")
-def _state_after_rollback(p: Preview) -> Fragment:
+def _state_after_rollback(p: BlastInput) -> Fragment:
     """A rollback ends in 'failed'."""
     return {"state_after": WorkflowState.FAILED.value}
 
 
 @rule("would_roll_back")
-def _would_roll_back(p: Preview) -> Fragment:
+def _would_roll_back(p: BlastInput) -> Fragment:
     """The undo calls, last step first: successes with a rollback tool, interrupted steps settled
     as applied (marked ``settled: applied``) and, once acknowledged, steps of unknown effect
     (marked ``effect_unknown``), rollback params redacted."""
@@ -291,7 +291,7 @@ def _would_roll_back(p: Preview) -> Fragment:
 
 
 @rule("left_in_place")
-def _rollback_left_in_place(p: Preview) -> Fragment:
+def _rollback_left_in_place(p: BlastInput) -> Fragment:
     """Pilot's successes that no rollback tool undoes (catalog reads and gates excepted), with a
     note to reverse them by hand."""
     left = _refs(p.left_in_place)
@@ -299,19 +299,19 @@ def _rollback_left_in_place(p: Preview) -> Fragment:
 
 
 @rule("not_reversed_by_pilot")
-def _not_reversed_by_pilot(p: Preview) -> Fragment:
+def _not_reversed_by_pilot(p: BlastInput) -> Fragment:
     """Steps outside Pilot (handed out, reported done) that have a rollback tool Pilot will not call."""
     return _capped("not_reversed_by_pilot", [_undo_entry(s) for s in reversed(p.outside) if s.rollback_tool])
 
 
 @rule("not_reversible_outside_pilot")
-def _not_reversible_outside_pilot(p: Preview) -> Fragment:
+def _not_reversible_outside_pilot(p: BlastInput) -> Fragment:
     """Steps outside Pilot with no rollback tool that are not catalog reads: nothing undoes them."""
     return _capped("not_reversible_outside_pilot", _refs(p.irreversible))
 
 
 @rule("left_behind_by_earlier_rollback")
-def _left_behind_by_earlier_rollback(p: Preview) -> Fragment:
+def _left_behind_by_earlier_rollback(p: BlastInput) -> Fragment:
     """Steps an earlier rollback undid only partly, with what each left behind."""
     return _capped(
         "left_behind_by_earlier_rollback",
@@ -324,13 +324,13 @@ def _left_behind_by_earlier_rollback(p: Preview) -> Fragment:
 
 
 @rule("not_reversible_outside_pilot_note")
-def _not_reversible_outside_pilot_note(p: Preview) -> Fragment:
+def _not_reversible_outside_pilot_note(p: BlastInput) -> Fragment:
     """The note that goes with a non-empty ``not_reversible_outside_pilot``."""
     return {"not_reversible_outside_pilot_note": NOT_REVERSIBLE_OUTSIDE_PILOT_NOTE if p.irreversible else ""}
 
 
 @rule("rollback_blocked")
-def _rollback_blocked(p: Preview) -> Fragment:
+def _rollback_blocked(p: BlastInput) -> Fragment:
     """A state in which rollback is refused (draft, completed, rolling back, cancelled)."""
     reason = ROLLBACK_BLOCKED_STATES.get(p.wf.state)
     return {"blockers": [f"the workflow is '{p.wf.state.value}': {reason}"] if reason else []}
@@ -338,13 +338,13 @@ def _rollback_blocked(p: Preview) -> Fragment:
 
 # --- cancel ---------------------------------------------------------------------------------------
 @rule("state_after_cancel")
-def _state_after_cancel(p: Preview) -> Fragment:
+def _state_after_cancel(p: BlastInput) -> Fragment:
     """A cancel ends in 'cancelled'."""
     return {"state_after": WorkflowState.CANCELLED.value}
 
 
 @rule("left_in_place_by_cancel")
-def _cancel_left_in_place(p: Preview) -> Fragment:
+def _cancel_left_in_place(p: BlastInput) -> Fragment:
     """Pilot's successes and applied interrupted steps (gates and catalog reads excepted): a
     cancel leaves their change applied."""
     return _capped(
@@ -354,7 +354,7 @@ def _cancel_left_in_place(p: Preview) -> Fragment:
 
 
 @rule("performed_outside_pilot")
-def _performed_outside_pilot(p: Preview) -> Fragment:
+def _performed_outside_pilot(p: BlastInput) -> Fragment:
     """Steps the caller reported done."""
     return _capped(
         "performed_outside_pilot",
@@ -363,13 +363,13 @@ def _performed_outside_pilot(p: Preview) -> Fragment:
 
 
 @rule("would_skip")
-def _would_skip(p: Preview) -> Fragment:
+def _would_skip(p: BlastInput) -> Fragment:
     """Pending steps, which a cancel never runs."""
     return _capped("would_skip", _refs(p.steps_where(lambda s: _status(s) == StepStatus.PENDING.value)))
 
 
 @rule("handed_out_to_caller")
-def _handed_out_to_caller(p: Preview) -> Fragment:
+def _handed_out_to_caller(p: BlastInput) -> Fragment:
     """Steps handed to the caller, which a cancel neither stops nor undoes (with a note)."""
     handed = _refs(p.steps_where(lambda s: _status(s) == StepStatus.NOT_EXECUTED.value))
     return {
@@ -379,7 +379,7 @@ def _handed_out_to_caller(p: Preview) -> Fragment:
 
 
 @rule("cancel_blocked")
-def _cancel_blocked(p: Preview) -> Fragment:
+def _cancel_blocked(p: BlastInput) -> Fragment:
     """A final state (completed, failed, cancelled): nothing is left to cancel."""
     return {
         "blockers": (
@@ -425,7 +425,7 @@ def rollback_blast_radius(
 
     Keys in the order of docs/contract.md#rollback-preview.
     """
-    return preview(ROLLBACK_RULES, Preview(wf, catalog, acknowledge_unknown_effects))
+    return preview(ROLLBACK_RULES, BlastInput(wf, catalog, acknowledge_unknown_effects))
 
 
 def cancel_blast_radius(
@@ -435,4 +435,4 @@ def cancel_blast_radius(
 
     Keys in the order of docs/contract.md#cancel-preview.
     """
-    return preview(CANCEL_RULES, Preview(wf, catalog, acknowledge_unknown_effects))
+    return preview(CANCEL_RULES, BlastInput(wf, catalog, acknowledge_unknown_effects))

@@ -96,7 +96,7 @@ class Approver:
                 gate_index = gate.index
                 to = approval.recipient(wf, actor, channel, dispatching)
                 if last:
-                    refusal = await self.runner.dispatch_refusal(wf, exclude=[s.index for s in unrun])
+                    refusal = await self.runner.preflight_error(wf, exclude=[s.index for s in unrun])
                     if refusal is not None:
                         raise refusal
                     self.runner.answers.refuse_handback(wf, to, start=gate_index + 1)

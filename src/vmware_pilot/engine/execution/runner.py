@@ -183,7 +183,7 @@ class Runner(Saver):
             _log.exception("settling the interrupted steps of %s raised", wf.id)
         return await asyncio.to_thread(self.store.workflows.load, wf.id)
 
-    async def dispatch_refusal(self, wf: Workflow, exclude: Sequence[int] = ()) -> DispatchRefused | None:
+    async def preflight_error(self, wf: Workflow, exclude: Sequence[int] = ()) -> DispatchRefused | None:
         """With a dispatcher: the refusal to raise before changing anything, or None
         (docs/contract.md#dispatch-refusals)."""
         if self.dispatcher is None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from vmware_pilot.engine.gateview import Preview, ReleasedStep
+from vmware_pilot.engine.gateview import ReleasedStep, StepPreview
 
 __all__ = [
     "StateLook",
@@ -133,7 +133,7 @@ def _skill(name: str) -> str:
     return name if name.startswith("vmware-") or name == "pilot" else f"vmware-{name}"
 
 
-def preview_line(step: ReleasedStep, preview: Preview) -> str:
+def preview_line(step: ReleasedStep, preview: StepPreview) -> str:
     """What the skill said approving this step would do, for a person (agent-speak left out)."""
     said = for_people(preview.summary)
     skill = _skill(step.skill)
