@@ -17,7 +17,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from vmware_pilot.safety.redaction import redact_text
 
-__all__ = ["ENV_PREFIX", "LOG_LEVELS", "Settings", "settings_problem", "unknown_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "LOG_LEVELS",
+    "DispatchSettings",
+    "GateSettings",
+    "NetworkSettings",
+    "Settings",
+    "StoreSettings",
+    "settings_problem",
+    "unknown_settings",
+]
 
 ENV_PREFIX = "VMWARE_PILOT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -49,13 +59,8 @@ def _shown_url(url: str) -> str:
     return shown if len(shown) <= 200 else shown[:199] + "…"
 
 
-class Settings(BaseSettings):
-    """Every field is read from ``VMWARE_PILOT_<FIELD>`` (upper case) and documented in the README."""
-
-    # A refused value is never echoed whole by pydantic: a URL may carry a password.
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, hide_input_in_errors=True
-    )
+class StoreSettings(BaseSettings):
+    """Where Pilot keeps its state: the home, the database, templates and policies, run leases."""
 
     home: Path = Field(
         default_factory=lambda: Path("~/.vmware"),
@@ -97,14 +102,47 @@ class Settings(BaseSettings):
         description="The policy file (deny, approvals, windows, conflicts); empty means policies.yaml in the "
         "home. Not read while a database URL is set (the policy is then the database's).",
     )
-    log_level: str = Field(
-        default="INFO", description="Log level of the stderr log: DEBUG, INFO, WARNING, ERROR or CRITICAL."
-    )
-    log_format: Literal["text", "json"] = Field(
-        default="text",
-        description="Format of the stderr log: 'text' lines, or 'json' (one object per line: time, level, "
-        "logger, message, workflow_id, request_id, caller, source).",
-    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        url = value.strip()
+        if url and not _DATABASE_URL.fullmatch(url):
+            # The value is not echoed: a URL may carry a password.
+            raise ValueError(
+                "VMWARE_PILOT_DATABASE_URL is not a database URL Pilot can use: give "
+                "postgresql+psycopg://USER@HOST:PORT/DATABASE or sqlite:////PATH/TO/pilot.db, or leave it "
+                "empty for the SQLite file pilot.db in the home"
+            )
+        return url
+
+    @property
+    def home_path(self) -> Path:
+        return self.home.expanduser()
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home_path / 'pilot.db'}"
+
+    @property
+    def resolved_templates_dir(self) -> Path:
+        return (self.templates_dir or self.home_path / "workflows").expanduser()
+
+    @property
+    def resolved_policies_path(self) -> Path:
+        return (self.policies or self.home_path / "policies.yaml").expanduser()
+
+    @property
+    def catalog_cache_path(self) -> Path:
+        """Where `vmware-pilot catalog refresh` stores discovered skill tools."""
+        return self.home_path / "catalog.json"
+
+
+class DispatchSettings(BaseSettings):
+    """How steps are run: dispatch to the skills' servers, the drift check, the twin."""
+
     skill_commands: dict[str, str] = Field(
         default_factory=dict,
         description="Skill → command line of its MCP server, overriding the vmware-<skill>-mcp search.",
@@ -179,6 +217,33 @@ class Settings(BaseSettings):
         description="Password of VMWARE_PILOT_TWIN_USERNAME (never logged); empty: the monitor skill's.",
     )
 
+    @field_validator("dispatch")
+    @classmethod
+    def _check_dispatch(cls, value: str) -> str:
+        mode = value.strip().lower()
+        if mode not in ("", "stdio"):
+            raise ValueError(
+                f"VMWARE_PILOT_DISPATCH={value!r} is not understood: set it to 'stdio' for Pilot to run the "
+                "steps itself, or leave it empty to hand the steps back to the agent"
+            )
+        return mode
+
+    @field_validator("skill_commands")
+    @classmethod
+    def _check_skill_commands(cls, value: dict[str, str]) -> dict[str, str]:
+        for skill, command in value.items():
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise ValueError(f"the command for skill {skill!r} cannot be parsed ({exc})") from None
+            if not skill.strip() or not argv:
+                raise ValueError(f"skill {skill!r} needs a non-empty skill name and command line")
+        return value
+
+
+class GateSettings(BaseSettings):
+    """Gates and what they tell: who approves, expiry, notifications, watching."""
+
     approvals: Literal["agent", "elicit", "human"] = Field(
         default="agent",
         description="Who may approve through the MCP approve tool: 'agent' (the approver it names), "
@@ -224,6 +289,34 @@ class Settings(BaseSettings):
         le=60,
         description="Seconds between checks of subscribed workflows for changes (any process's).",
     )
+
+    @field_validator("notify_url")
+    @classmethod
+    def _check_notify_url(cls, value: str) -> str:
+        url = value.strip()
+        if not url:
+            return url
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError:  # an unreadable host or port: refused as not a URL
+            parts, hostname = urlsplit(""), None
+        if parts.scheme not in ("http", "https") or not hostname:
+            raise ValueError(
+                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} is not an http(s) URL with a host; set it to "
+                "the receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
+            )
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} carries credentials (user:password@), which "
+                "Pilot does not send as a login and would keep in clear; remove them and let the receiver "
+                "check the X-Pilot-Signature header signed with VMWARE_PILOT_NOTIFY_SECRET"
+            )
+        return url
+
+
+class NetworkSettings(BaseSettings):
+    """The network transports: public URL, OAuth, the web console, HTTP limits, exposure."""
 
     public_url: str = Field(
         default="",
@@ -315,51 +408,6 @@ class Settings(BaseSettings):
         description="Seconds over which identical write calls are counted for VMWARE_PILOT_RUNAWAY_MAX.",
     )
 
-    @field_validator("database_url")
-    @classmethod
-    def _check_database_url(cls, value: str) -> str:
-        url = value.strip()
-        if url and not _DATABASE_URL.fullmatch(url):
-            # The value is not echoed: a URL may carry a password.
-            raise ValueError(
-                "VMWARE_PILOT_DATABASE_URL is not a database URL Pilot can use: give "
-                "postgresql+psycopg://USER@HOST:PORT/DATABASE or sqlite:////PATH/TO/pilot.db, or leave it "
-                "empty for the SQLite file pilot.db in the home"
-            )
-        return url
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_log_level(cls, value: str) -> str:
-        level = value.strip().upper()
-        if level not in LOG_LEVELS:
-            raise ValueError(f"VMWARE_PILOT_LOG_LEVEL={value[:40]!r} is not one of {', '.join(LOG_LEVELS)}")
-        return level
-
-    @field_validator("notify_url")
-    @classmethod
-    def _check_notify_url(cls, value: str) -> str:
-        url = value.strip()
-        if not url:
-            return url
-        try:
-            parts = urlsplit(url)
-            hostname = parts.hostname
-        except ValueError:  # an unreadable host or port: refused as not a URL
-            parts, hostname = urlsplit(""), None
-        if parts.scheme not in ("http", "https") or not hostname:
-            raise ValueError(
-                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} is not an http(s) URL with a host; set it to "
-                "the receiver's address, e.g. https://hooks.example.com/pilot, or leave it empty"
-            )
-        if parts.username is not None or parts.password is not None:
-            raise ValueError(
-                f"VMWARE_PILOT_NOTIFY_URL={_shown_url(url)!r} carries credentials (user:password@), which "
-                "Pilot does not send as a login and would keep in clear; remove them and let the receiver "
-                "check the X-Pilot-Signature header signed with VMWARE_PILOT_NOTIFY_SECRET"
-            )
-        return url
-
     @field_validator("public_url", "oauth_issuer")
     @classmethod
     def _check_urls(cls, value: str, info: ValidationInfo) -> str:
@@ -389,28 +437,37 @@ class Settings(BaseSettings):
             raise ValueError("VMWARE_PILOT_OAUTH_ROLES_CLAIM must name a claim, e.g. groups or roles")
         return claim
 
-    @field_validator("dispatch")
-    @classmethod
-    def _check_dispatch(cls, value: str) -> str:
-        mode = value.strip().lower()
-        if mode not in ("", "stdio"):
-            raise ValueError(
-                f"VMWARE_PILOT_DISPATCH={value!r} is not understood: set it to 'stdio' for Pilot to run the "
-                "steps itself, or leave it empty to hand the steps back to the agent"
-            )
-        return mode
+    @property
+    def oauth_scope_list(self) -> list[str]:
+        """The required scopes, in the order given."""
+        return [s for s in self.oauth_scopes.replace(",", " ").split() if s]
 
-    @field_validator("skill_commands")
+
+class Settings(NetworkSettings, GateSettings, DispatchSettings, StoreSettings):
+    """Every field is read from ``VMWARE_PILOT_<FIELD>`` (upper case) and documented in
+    docs/settings.md; the fields are grouped by area in the bases above."""
+
+    # A refused value is never echoed whole by pydantic: a URL may carry a password.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, hide_input_in_errors=True
+    )
+
+    log_level: str = Field(
+        default="INFO", description="Log level of the stderr log: DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Format of the stderr log: 'text' lines, or 'json' (one object per line: time, level, "
+        "logger, message, workflow_id, request_id, caller, source).",
+    )
+
+    @field_validator("log_level")
     @classmethod
-    def _check_skill_commands(cls, value: dict[str, str]) -> dict[str, str]:
-        for skill, command in value.items():
-            try:
-                argv = shlex.split(command)
-            except ValueError as exc:
-                raise ValueError(f"the command for skill {skill!r} cannot be parsed ({exc})") from None
-            if not skill.strip() or not argv:
-                raise ValueError(f"skill {skill!r} needs a non-empty skill name and command line")
-        return value
+    def _check_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"VMWARE_PILOT_LOG_LEVEL={value[:40]!r} is not one of {', '.join(LOG_LEVELS)}")
+        return level
 
     @property
     def otlp_endpoint(self) -> str:
@@ -420,34 +477,6 @@ class Settings(BaseSettings):
             os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
         ).strip()
-
-    @property
-    def home_path(self) -> Path:
-        return self.home.expanduser()
-
-    @property
-    def resolved_database_url(self) -> str:
-        if self.database_url:
-            return self.database_url
-        return f"sqlite:///{self.home_path / 'pilot.db'}"
-
-    @property
-    def resolved_templates_dir(self) -> Path:
-        return (self.templates_dir or self.home_path / "workflows").expanduser()
-
-    @property
-    def resolved_policies_path(self) -> Path:
-        return (self.policies or self.home_path / "policies.yaml").expanduser()
-
-    @property
-    def catalog_cache_path(self) -> Path:
-        """Where `vmware-pilot catalog refresh` stores discovered skill tools."""
-        return self.home_path / "catalog.json"
-
-    @property
-    def oauth_scope_list(self) -> list[str]:
-        """The required scopes, in the order given."""
-        return [s for s in self.oauth_scopes.replace(",", " ").split() if s]
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
