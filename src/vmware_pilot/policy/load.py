@@ -2,7 +2,7 @@
 ``policy.model.parse_policy``, each problem placed at its line.
 
 ``policy_from_text`` never quotes the text in its messages beyond the short names it checks;
-``read_policy_file`` is the package's only file access (the policy file, bounded in size).
+``read_policy_text`` (behind ``read_policy_file``) is the package's only file access (the policy file, bounded in size).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from vmware_pilot.policy.model import EMPTY, Policy, PolicyInvalid, Problem, parse_policy
 from vmware_pilot.templates.yamlsafe import YamlRefused, load_yaml_lines
 
-__all__ = ["MAX_POLICY_BYTES", "policy_from_text", "read_policy_file"]
+__all__ = ["MAX_POLICY_BYTES", "policy_from_text", "read_policy_file", "read_policy_text"]
 
 MAX_POLICY_BYTES = 1_000_000
 _YAML_LINE = re.compile(r"\bline (\d+)")
@@ -52,17 +52,23 @@ def policy_from_text(text: str) -> Policy:
 def read_policy_file(path: Path) -> Policy:
     """The policy in the file at ``path``; EMPTY when there is no such file; PolicyInvalid when
     it cannot be read or used (each problem at its line)."""
+    text = read_policy_text(path)
+    return EMPTY if text is None else policy_from_text(text)
+
+
+def read_policy_text(path: Path) -> str | None:
+    """The text of the policy file at ``path`` (None when there is no such file); PolicyInvalid
+    when it cannot be read, is too large or is not UTF-8."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        return EMPTY
+        return None
     except OSError as exc:
         raise PolicyInvalid([Problem((), f"cannot be read ({exc.strerror or type(exc).__name__})")]) from None
     if len(raw) > MAX_POLICY_BYTES:
         raise PolicyInvalid([Problem((), f"the policy is larger than {MAX_POLICY_BYTES} bytes")])
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyInvalid([Problem((), f"is not UTF-8 text (byte {exc.start})")]) from None
-    return policy_from_text(text)

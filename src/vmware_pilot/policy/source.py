@@ -1,5 +1,5 @@
-"""Where the policy in force comes from: the policy file, or (a database URL is set) the
-database's policy row, shared by every replica.
+"""Where the policy in force comes from: the policy file (``PolicyFile``), or (a database URL is
+set) the database's policy row, shared by every replica (``policy_rows``): one ``kept.TextSource``.
 
 ``PolicySource.current()`` is asked at every door; it re-reads the file when its size or time
 changed (the row when its digest changed) and parses a text once per change. A text that
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Collection
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 from vmware_pilot.errors import StartupRefused
+from vmware_pilot.kept import DatabaseTexts, TextSource
 from vmware_pilot.policy.model import EMPTY, Policy, PolicyInvalid
 
-__all__ = ["PolicyRows", "PolicySource", "startup_refusal"]
+__all__ = ["POLICY_KEY", "PolicyFile", "PolicyRows", "PolicySource", "policy_rows", "startup_refusal"]
 
 _log = logging.getLogger(__name__)
 
@@ -42,12 +44,76 @@ class PolicyRows(Protocol):
     def put_policy(self, body: str, digest: str, by: str) -> None: ...
 
 
+# The one key the policy is kept under (``kept.TextSource``), and the stamp of no policy kept.
+POLICY_KEY: Final = "policy"
+_NONE_KEPT: Final = "absent"
+
+
+class PolicyFile:
+    """The policy file as a ``kept.TextSource``: one text, stamped with the file's time, size and
+    inode (no stamp while there is no file)."""
+
+    in_database = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def stamps(self) -> list[tuple[str, object]]:
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            return [(POLICY_KEY, f"unreadable:{exc.errno}")]
+        return [(POLICY_KEY, (info.st_mtime_ns, info.st_size, info.st_ino))]
+
+    def read(self, key: str) -> str | None:
+        """The file's text; PolicyInvalid when it cannot be read."""
+        from vmware_pilot.policy.load import read_policy_text
+
+        return read_policy_text(self.path)
+
+    def read_many(self, keys: Collection[str]) -> dict[str, str]:
+        return {k: text for k in keys if (text := self.read(k)) is not None}
+
+    def put(self, key: str, text: str, previous: str | None, by: str) -> bool:
+        raise ValueError("the policy is a file here; edit it")
+
+    def delete(self, key: str, previous: str | None = None) -> bool:
+        raise ValueError("the policy is a file here; edit it")
+
+
+def policy_rows(rows: PolicyRows) -> DatabaseTexts:
+    """The database's policy row as a ``kept.TextSource`` (stamped with its digest)."""
+
+    def stamped() -> list[tuple[str, str]]:
+        stamp = rows.policy_stamp()
+        return [] if stamp is None else [(POLICY_KEY, stamp)]
+
+    def texts(_: str | None) -> list[tuple[str, str]]:
+        row = rows.policy_row()
+        return [] if row is None else [(POLICY_KEY, row[0])]
+
+    def put(_: str, text: str, previous: str | None, by: str) -> bool:
+        from vmware_pilot.policy.load import policy_from_text
+
+        rows.put_policy(text, policy_from_text(text).digest, by)
+        return True
+
+    return DatabaseTexts(stamped, texts, put)
+
+
 class PolicySource:
-    """The policy in force: ``path``'s, or ``rows``' when given."""
+    """The policy in force, kept in one ``kept.TextSource``: ``path``'s file, or ``rows``' row
+    when given."""
 
     def __init__(self, path: Path, rows: PolicyRows | None = None) -> None:
         self.path = path
-        self.rows = rows
+        self.source: TextSource = PolicyFile(path) if rows is None else policy_rows(rows)
         self._lock = threading.Lock()
         self._stamp: object = None
         self._policy: Policy = EMPTY
@@ -55,32 +121,25 @@ class PolicySource:
 
     @property
     def where(self) -> str:
-        return "the database" if self.rows is not None else str(self.path)
+        return self.source.where
 
-    def _file_stamp(self) -> object:
-        try:
-            info = self.path.stat()
-        except FileNotFoundError:
-            return "absent"
-        except OSError as exc:
-            return f"unreadable:{exc.errno}"
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
+    @property
+    def in_database(self) -> bool:
+        return self.source.in_database
+
+    def _current_stamp(self) -> object:
+        """The stamp of the policy kept now (``_NONE_KEPT`` when there is none)."""
+        return dict(self.source.stamps()).get(POLICY_KEY, _NONE_KEPT)
 
     def _read(self) -> tuple[object, Policy]:
-        """(stamp, policy) as stored now; PolicyInvalid when it cannot be used."""
-        if self.rows is None:
-            stamp = self._file_stamp()
-            if stamp == "absent":  # no file, no policy: no YAML parser loaded for it
-                return stamp, EMPTY
-            from vmware_pilot.policy.load import read_policy_file
-
-            return stamp, read_policy_file(self.path)
-        row = self.rows.policy_row()
-        if row is None:
-            return None, EMPTY
+        """(stamp, policy) as kept now; PolicyInvalid when it cannot be used."""
+        stamp = self._current_stamp()
+        text = None if stamp == _NONE_KEPT else self.source.read(POLICY_KEY)
+        if text is None:  # no file or row, no policy: no YAML parser loaded for it
+            return _NONE_KEPT, EMPTY
         from vmware_pilot.policy.load import policy_from_text
 
-        return row[1], policy_from_text(row[0])
+        return stamp, policy_from_text(text)
 
     def check(self) -> Policy:
         """Read the policy now; PolicyInvalid (every problem by line) when it cannot be used."""
@@ -98,7 +157,7 @@ class PolicySource:
 
     def current(self) -> Policy:
         """The policy in force (re-read when it changed; the last usable one when it became unusable)."""
-        stamp = self._file_stamp() if self.rows is None else self.rows.policy_stamp()
+        stamp = self._current_stamp()
         with self._lock:
             if stamp in (self._stamp, self._bad):
                 return self._policy
@@ -117,20 +176,12 @@ class PolicySource:
 
     def put(self, text: str, by: str) -> Policy:
         """Store ``text`` as the database's policy (checked first: PolicyInvalid, nothing stored)."""
-        if self.rows is None:
-            raise ValueError("the policy is a file here; edit it")
         from vmware_pilot.policy.load import policy_from_text
 
         policy = policy_from_text(text)
-        self.rows.put_policy(text, policy.digest, by)
+        self.source.put(POLICY_KEY, text, None, by)
         return policy
 
     def text(self) -> str:
         """The stored policy text ('' when there is none)."""
-        if self.rows is not None:
-            row = self.rows.policy_row()
-            return row[0] if row else ""
-        try:
-            return self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return ""
+        return self.source.read(POLICY_KEY) or ""

@@ -18,7 +18,7 @@ from vmware_pilot.templates.builtin.base import BuiltinTemplate
 from vmware_pilot.templates.custom import CustomTemplate, placeholders_of
 from vmware_pilot.templates.params import type_text
 
-__all__ = ["builtin_parameters", "custom_parameters", "example_call"]
+__all__ = ["builtin_entry", "builtin_parameters", "custom_entry", "custom_parameters", "example_call"]
 
 _PLACEHOLDER_VALUES: dict[str, Any] = {"integer": 1, "number": 1, "boolean": True, "object": {}}
 
@@ -102,4 +102,31 @@ def example_call(
     return {
         "tool": "create_workflow_from_template",
         "arguments": {"workflow_type": name, "params": params},
+    }
+
+
+def builtin_entry(b: BuiltinTemplate[Any], steps: int | None) -> dict[str, Any]:
+    """The ``list_workflows`` entry of a built-in (``steps``: its step count, or None)."""
+    parameters = builtin_parameters(b)
+    return {
+        "name": b.name,
+        "type": "builtin",
+        "description": b.description,
+        "steps": steps,
+        "parameters": parameters,
+        "example": example_call(b.name, parameters, b.examples),
+    }
+
+
+def custom_entry(t: CustomTemplate) -> dict[str, Any]:
+    """The ``list_workflows`` entry of a usable custom template."""
+    parameters = custom_parameters(t)
+    return {
+        "name": t.name,
+        "description": t.description,
+        "file": t.path.name,
+        "steps": len(t.raw_steps),
+        "type": "custom",
+        "parameters": parameters,
+        "example": example_call(t.name, parameters),
     }

@@ -7,10 +7,11 @@ SHA-256 of the text, and a listing only reads and hashes the texts (or, on Postg
 database for their digests) to know which changed. A text that cannot be used is logged once,
 when it is first seen, with its file, line and column.
 
-With ``rows`` (a database URL is set: several replicas may share it) the custom templates are rows
-of the database instead of files of the folder, with the same checks, the same authorship rule
-and the same names (``<name>.yaml``) in listings and messages; a change saved by another replica
-has another digest, so it is seen at the next call.
+Where the custom templates are kept is one ``kept.TextSource``: the folder's files
+(``templates/folder.py``), or with ``rows`` (a database URL is set: several replicas may share
+it) the database's rows, with the same checks, the same authorship rule and the same names
+(``<name>.yaml``) in listings and messages; a change saved by another replica has another digest,
+so it is seen at the next call. Saving, import and export are ``templates/keeping.py``'s.
 
 Parsing costs time in proportion to the text: the server calls the registry from worker threads,
 never on the event loop, and what Pilot saves or imports is at most ``MAX_SAVED_BYTES``.
@@ -29,25 +30,20 @@ from typing import Any, Protocol
 from vmware_pilot.catalog.registry import Catalog
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
-from vmware_pilot.errors import InvalidInput, PilotError, TemplateError, excerpt
+from vmware_pilot.errors import TemplateError, excerpt
+from vmware_pilot.kept import DatabaseTexts, TextSource
 from vmware_pilot.safety.gating import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import (
-    MAX_SAVED_BYTES,
     BrokenFile,
     CustomTemplate,
     check_text,
     digest_of,
     excerpt_name,
-    literal_secrets,
-    load_file,
-    load_text,
-    masked_document,
-    name_problem,
-    read_text,
-    template_files,
 )
-from vmware_pilot.templates.discovery import builtin_parameters, custom_parameters, example_call
+from vmware_pilot.templates.discovery import builtin_entry, custom_entry
+from vmware_pilot.templates.folder import TemplateFolder
+from vmware_pilot.templates.keeping import TemplateKeeper
 from vmware_pilot.templates.steps import check_plan
 from vmware_pilot.templates.toolfacts import ToolFacts
 
@@ -93,25 +89,36 @@ class TemplateRegistry:
         self.templates_dir = templates_dir
         self._catalog = catalog
         self.home = home if home is not None else Path.home()
-        self.rows = rows
+        self.source: TextSource = (
+            TemplateFolder(templates_dir)
+            if rows is None
+            else DatabaseTexts(
+                rows.template_digests, rows.template_rows, rows.put_template, rows.delete_template
+            )
+        )
         self._builtins: dict[str, BuiltinTemplate[Any]] = {b.name: b for b in BUILTINS}
         # The built-ins' step counts for the catalog they were counted against: planning every
         # built-in again cost most of each list_workflows call.
         self._counted: tuple[Catalog, dict[str, int | None]] | None = None
-        # What each custom text was found to be, by file name (or row name), with its digest;
+        # What each custom text was found to be, by key (file name, or row name), with its digest;
         # the lock makes concurrent listings wait for one parse instead of each doing it.
         self._checked: dict[str, _Checked] = {}
         self._lock = threading.Lock()
+        self.keeper = TemplateKeeper(self)
 
     @property
     def where(self) -> str:
         """Where custom templates are kept, for people: the folder, or the database."""
-        return "the database" if self.rows is not None else str(self.templates_dir)
+        return self.source.where
 
-    def _load(self) -> tuple[list[CustomTemplate], list[BrokenFile]]:
+    @property
+    def in_database(self) -> bool:
+        return self.source.in_database
+
+    def load(self) -> tuple[list[CustomTemplate], list[BrokenFile]]:
         """Every usable custom template (the first file wins a name) and every one that cannot be
         used, each text checked once per change (``_check``)."""
-        checked = self._checked_rows() if self.rows is not None else self._checked_files()
+        checked = self._checked_texts()
         good: list[CustomTemplate] = []
         broken: list[BrokenFile] = []
         seen: dict[str, Path] = {}
@@ -132,49 +139,34 @@ class TemplateRegistry:
                 good.append(result)
         return good, broken
 
-    def _checked_files(self) -> list[CustomTemplate | BrokenFile]:
-        out: list[CustomTemplate | BrokenFile] = []
-        paths = template_files(self.templates_dir)
-        for path in paths:
-            try:
-                text = read_text(path)
-            except TemplateError as exc:  # a link out of the folder, too large, not UTF-8: not parsed
-                out.append(BrokenFile(path, path.stem, exc.message))
-                continue
-            out.append(self._check(path.name, text, path).result)
-        self._keep({p.name for p in paths})
-        return out
-
-    def _checked_rows(self) -> list[CustomTemplate | BrokenFile]:
-        """The stored templates: their digests are read on every call, a text only when its
-        digest is not the one checked (another replica saved it, or this process never saw it)."""
-        assert self.rows is not None
-        digests = self.rows.template_digests()
+    def _checked_texts(self) -> list[CustomTemplate | BrokenFile]:
+        """The kept templates: their stamps are read on every call, a text only when its stamp is
+        not the digest checked (it changed, another replica saved it, or this process never saw
+        it); one that cannot be read is listed as broken."""
+        stamps = self.source.stamps()
         with self._lock:
-            stale = [n for n, d in digests if (c := self._checked.get(n)) is None or c.digest != d]
-        texts: dict[str, str] = {}
-        if len(stale) == 1:
-            texts = dict(self.rows.template_rows(stale[0]))
-        elif stale:
-            wanted = set(stale)
-            texts = {n: t for n, t in self.rows.template_rows() if n in wanted}
+            stale = {k for k, s in stamps if (c := self._checked.get(k)) is None or c.digest != s}
+        texts = self.source.read_many(stale) if stale else {}
         out: list[CustomTemplate | BrokenFile] = []
-        for name, _ in digests:
-            path = Path(f"{name}.yaml")
-            if name not in texts and name not in stale:
+        for key, _ in stamps:
+            path = self._path_of(key)
+            if key not in stale:
                 with self._lock:
-                    known = self._checked.get(name)
+                    known = self._checked.get(key)
                 if known is not None:
                     out.append(known.result)
                     continue
-                texts.update(self.rows.template_rows(name))  # forgotten meanwhile by another call
-            if name in texts:
-                out.append(self._check(name, texts[name], path, row=name).result)
-            # else: removed between the two reads; not listed
-        self._keep({n for n, _ in digests})
+            try:  # one text, or one forgotten meanwhile by another call
+                text = texts[key] if key in texts else self.source.read(key)
+            except TemplateError as exc:  # a link out of the folder, too large, not UTF-8: not parsed
+                out.append(BrokenFile(path, path.stem, exc.message))
+                continue
+            if text is not None:  # else: removed between the two reads; not listed
+                out.append(self.check(key, text, path).result)
+        self._keep({k for k, _ in stamps})
         return out
 
-    def _check(self, key: str, text: str, path: Path, row: str | None = None) -> _Checked:
+    def check(self, key: str, text: str, path: Path) -> _Checked:
         """``text`` checked: as it was when its digest was last seen under ``key``, else parsed
         now (once, whoever else asks meanwhile). A text that cannot be used is logged once."""
         digest = digest_of(text)
@@ -183,16 +175,17 @@ class TemplateRegistry:
             if known is not None and known.digest == digest:
                 return known
             result = check_text(text, path, self._builtins)
+            row = key if self.in_database else None  # a row's text must name the row
             if row is not None and isinstance(result, CustomTemplate) and result.name != row:
                 error = f"{path.name}: its text names the template '{excerpt_name(result.name)}'"
                 result = BrokenFile(path, row, error)
             elif row is not None and isinstance(result, BrokenFile):
                 result = BrokenFile(path, row, result.error)
             if isinstance(result, BrokenFile):
-                _log.warning("custom template %s cannot be used: %s", self._shown(path), result.error)
+                _log.warning("custom template %s cannot be used: %s", self.shown(path), result.error)
             checked = _Checked(digest, result)
             if isinstance(result, CustomTemplate):
-                checked.entry = self._custom_entry(result)
+                checked.entry = custom_entry(result)
             self._checked[key] = checked
             return checked
 
@@ -202,14 +195,17 @@ class TemplateRegistry:
             for key in [k for k in self._checked if k not in keys]:
                 del self._checked[key]
 
-    def _path(self, name: str) -> Path:
-        """The file of template ``name`` (stored ones are named ``<name>.yaml`` too)."""
-        return Path(f"{name}.yaml") if self.rows is not None else self.templates_dir / f"{name}.yaml"
+    def key(self, name: str) -> str:
+        """The key template ``name`` is kept under: its file name, or its row's name."""
+        return name if self.in_database else f"{name}.yaml"
 
-    def _stored(self, name: str) -> str | None:
-        assert self.rows is not None
-        found = self.rows.template_rows(name)
-        return found[0][1] if found else None
+    def _path_of(self, key: str) -> Path:
+        """The file a key names (stored ones are named ``<name>.yaml`` too)."""
+        return Path(f"{key}.yaml") if self.in_database else self.templates_dir / key
+
+    def path(self, name: str) -> Path:
+        """The file of template ``name``."""
+        return self._path_of(self.key(name))
 
     # --- helpers ----------------------------------------------------------------------------
     def _current_catalog(self) -> Catalog:
@@ -230,9 +226,9 @@ class TemplateRegistry:
             self._counted = (catalog, {b.name: b.default_step_count(facts) for b in BUILTINS})
         return self._counted[1]
 
-    def _shown(self, path: Path) -> str:
+    def shown(self, path: Path) -> str:
         """``~/<path relative to home>``, or the absolute path outside the home."""
-        if self.rows is not None:
+        if self.in_database:
             return f"the stored template {path.name}"
         try:
             return "~/" + path.resolve().relative_to(self.home.resolve()).as_posix()
@@ -253,8 +249,8 @@ class TemplateRegistry:
         Each usable entry has ``parameters`` and an ``example`` call (``templates.discovery``).
         """
         counts = self._step_counts(self._current_catalog())
-        out: list[dict[str, Any]] = [self._builtin_entry(b, counts[b.name]) for b in BUILTINS]
-        good, broken = self._load()
+        out: list[dict[str, Any]] = [builtin_entry(b, counts[b.name]) for b in BUILTINS]
+        good, broken = self.load()
         entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._entry(t)) for t in good]
         entries += [
             (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
@@ -273,39 +269,14 @@ class TemplateRegistry:
             )
         return entry
 
-    @staticmethod
-    def _builtin_entry(b: BuiltinTemplate[Any], steps: int | None) -> dict[str, Any]:
-        parameters = builtin_parameters(b)
-        return {
-            "name": b.name,
-            "type": "builtin",
-            "description": b.description,
-            "steps": steps,
-            "parameters": parameters,
-            "example": example_call(b.name, parameters, b.examples),
-        }
-
     def _entry(self, t: CustomTemplate) -> dict[str, Any]:
         """The listing entry of ``t``, as built when its text was checked."""
-        key = t.name if self.rows is not None else t.path.name
+        key = t.name if self.in_database else t.path.name
         with self._lock:
             known = self._checked.get(key)
         if known is not None and known.result is t and known.entry is not None:
             return dict(known.entry)
-        return self._custom_entry(t)
-
-    @staticmethod
-    def _custom_entry(t: CustomTemplate) -> dict[str, Any]:
-        parameters = custom_parameters(t)
-        return {
-            "name": t.name,
-            "description": t.description,
-            "file": t.path.name,
-            "steps": len(t.raw_steps),
-            "type": "custom",
-            "parameters": parameters,
-            "example": example_call(t.name, parameters),
-        }
+        return custom_entry(t)
 
     # --- creation ---------------------------------------------------------------------------
     def create(self, workflow_type: str, params: dict[str, Any], created_by: str) -> Workflow:
@@ -316,7 +287,7 @@ class TemplateRegistry:
             plan = builtin.plan(params, self._facts(catalog))
             check_plan(plan.steps)  # built-ins pass the same plan rules as every other door
             return Workflow.new(workflow_type, WorkflowState.PENDING, plan.steps, plan.params, created_by)
-        good, broken = self._load()
+        good, broken = self.load()
         custom = next((t for t in good if t.name == workflow_type), None)
         if custom is not None:
             return self._create_custom(custom, params, created_by, catalog)
@@ -324,7 +295,7 @@ class TemplateRegistry:
         if bad is not None:
             raise TemplateError(
                 f"Custom template '{workflow_type}' cannot be used: {bad.error}",
-                hint=f"Fix {self._shown(bad.path)} (list_workflows shows the error), then try again.",
+                hint=f"Fix {self.shown(bad.path)} (list_workflows shows the error), then try again.",
             )
         available = [*self._builtins, *(t.name for t in good)]
         raise TemplateError(
@@ -347,311 +318,34 @@ class TemplateRegistry:
             catalog,
             verb="plan",
             retry=f"call create_workflow_from_template('{tpl.name}', ...) again",
-            source=self._shown(tpl.path),
+            source=self.shown(tpl.path),
         )
         return wf
 
     # --- saving -----------------------------------------------------------------------------
+
+    def remove(self, name: str) -> bool:
+        """Remove custom template ``name`` (False when there is none)."""
+        if self.in_database:
+            return self.source.delete(name)
+        good, broken = self.load()
+        paths = [t.path for t in good if t.name == name] + [b.path for b in broken if b.name == name]
+        for path in paths:  # the file defining it, and any broken one that claims the name
+            self.source.delete(path.name)
+        return bool(paths)
+
+    # --- saving, import and export (templates/keeping.py) --------------------------------------
     def validate_template_name(self, name: str) -> None:
-        """Refuse a name that cannot be saved as ``<name>.yaml`` or would clash with another template."""
-        problem = name_problem(name)
-        if problem:
-            raise InvalidInput(
-                f"Cannot save the template as {excerpt(name)!r}: {problem}",
-                field="name",
-                hint="Choose a simple name such as 'restart_web_tier' (no '/', '\\', leading '.', or "
-                "control characters; at most 100 characters).",
-            )
-        if name in self._builtins:
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': that is a built-in template name",
-                field="name",
-                hint=f"Choose another name, for example '{name}_custom'.",
-            )
-        own = {self._path(name)}
-        good, _ = self._load()
-        other = next((t for t in good if t.name == name and t.path not in own), None)
-        if other is not None:
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': {other.path.name} already defines that name",
-                field="name",
-                hint=f"Choose another name, or remove or rename {self._shown(other.path)} first.",
-            )
-
-    def _owners(self, name: str, caller: str, stored: str | None = None) -> list[str]:
-        """The authors of the template ``<name>.yaml`` already holds ([] when there is none);
-        ``stored``: its text, when it is a row.
-
-        Replacing a template is its authors' right: anyone else, or any file that cannot be read
-        (so its authors are unknown), is refused with a free name to use instead."""
-        target = self._path(name)
-        if stored is None and (self.rows is not None or not (target.is_symlink() or target.exists())):
-            return []
-        free = (
-            f"An operator can free the name with `vmware-pilot templates remove {name}`."
-            if self.rows is not None
-            else f"An operator can remove {self._shown(target)} to free the name."
-        )
-        hint = (
-            f"Choose another name, for example '{self._free_name(name)}' (create_workflow's name, "
-            f"or update_draft(name=...) before confirm_draft). {free}"
-        )
-        why = ""
-        authors: tuple[str, ...] = ()
-        if stored is None and target.is_symlink():
-            why = "it is a symbolic link"
-        else:
-            try:
-                authors = (
-                    load_text(stored, target, self._builtins)
-                    if stored is not None
-                    else load_file(target, self._builtins)
-                ).authors
-            except TemplateError:
-                why = "that file cannot be read, so its authors are unknown"
-        if not why and (not caller or caller not in authors):
-            who = ", ".join(authors) if authors else "nobody recorded (written by hand)"
-            why = f"it belongs to its authors ({who}), and only they may replace it"
-        if why:
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': {target.name} already exists and {why}; "
-                "nothing was saved",
-                field="name",
-                hint=hint,
-            )
-        return list(authors)
-
-    def _free_name(self, name: str) -> str:
-        taken = {n for n, _ in self.rows.template_rows()} if self.rows is not None else set()
-        for n in range(2, 1000):
-            candidate = f"{name[:90]}_{n}"
-            if candidate in taken or candidate in self._builtins:
-                continue
-            if self.rows is not None or not (self.templates_dir / f"{candidate}.yaml").exists():
-                return candidate
-        return f"{name[:90]}_new"
-
-    @staticmethod
-    def _oversized(text: str) -> str:
-        """Why ``text`` is too large for Pilot to save or import ("" when it is not): every Pilot
-        that lists a template parses it."""
-        size = len(text.encode("utf-8"))
-        if size <= MAX_SAVED_BYTES:
-            return ""
-        return f"{size} bytes of YAML, and a template Pilot saves may be at most {MAX_SAVED_BYTES} bytes"
-
-    def _refuse_saving(self, name: str, text: str) -> None:
-        too_large = self._oversized(text)
-        if too_large:
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': it would be {too_large}; nothing was saved",
-                field="save_as_template",
-                hint="Call again with save_as_template=false (the workflow itself is not limited by "
-                "this), or save a smaller plan: fewer steps, shorter texts.",
-            )
+        """``TemplateKeeper.validate_template_name``."""
+        self.keeper.validate_template_name(name)
 
     @contextlib.contextmanager
     def saving(
         self, name: str, description: str, steps: Sequence[Step], authors: Sequence[str], caller: str
     ) -> Iterator[Path]:
-        """Write ``<templates_dir>/<name>.yaml`` (0600, secrets masked) and yield its path; when the
-        block raises (the workflow could not be stored), put back what was there before.
-
-        The authors are kept: those of the template it replaces, then ``authors``."""
-        # Imported here: writing YAML is needed only when a template is saved, not to serve.
-        from vmware_pilot.templates.saving import (
-            restore_template,
-            template_document,
-            template_text,
-            write_text,
-        )
-
-        self.validate_template_name(name)
-        if self.rows is not None:
-            with self._saving_row(name, description, steps, authors, caller) as path:
-                yield path
-            return
-        kept = self._owners(name, caller)
-        target = self.templates_dir / f"{name}.yaml"
-        text = template_text(template_document(name, description, steps, [*kept, *authors]))
-        self._refuse_saving(name, text)
-        previous = target.read_bytes() if kept else None
-        try:
-            path = write_text(self.templates_dir, name, text)
-        except OSError as exc:
-            raise TemplateError(
-                f"Could not write the template {name}.yaml in {self.templates_dir} "
-                f"({exc.strerror or exc}); nothing was saved",
-                hint="Make that folder a writable directory (VMWARE_PILOT_TEMPLATES_DIR chooses another), "
-                "or call again with save_as_template=false.",
-            ) from exc
-        try:
+        """``TemplateKeeper.saving``: write ``<name>.yaml``; take it back when the block raises."""
+        with self.keeper.saving(name, description, steps, authors, caller) as path:
             yield path
-        except BaseException:
-            try:
-                if previous is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    restore_template(path, previous)
-            except OSError:  # the caller hears why the workflow failed; the log, why this did
-                _log.exception("could not take back the template %s after a failed save", path.name)
-            raise
-
-    @contextlib.contextmanager
-    def _saving_row(
-        self, name: str, description: str, steps: Sequence[Step], authors: Sequence[str], caller: str
-    ) -> Iterator[Path]:
-        """``saving`` for stored templates: the row is written only if nobody changed it meanwhile."""
-        from vmware_pilot.templates.saving import template_document, template_text
-
-        assert self.rows is not None
-        previous = self._stored(name)
-        kept = self._owners(name, caller, previous)
-        body = template_text(template_document(name, description, steps, [*kept, *authors]))
-        self._refuse_saving(name, body)
-        if not self.rows.put_template(name, body, previous, caller):
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': it was changed by someone else while this "
-                "was saved; nothing was saved",
-                field="name",
-                hint="Call again: list_workflows shows the template as it is now.",
-            )
-        try:
-            yield self._path(name)
-        except BaseException:
-            try:
-                if previous is None:
-                    self.rows.delete_template(name, body)
-                else:
-                    self.rows.put_template(name, previous, body, caller)
-            except PilotError:  # the caller hears why the workflow failed; the log, why this did
-                _log.exception("could not take back the stored template %s after a failed save", name)
-            raise
-
-    # --- operators: import and export ---------------------------------------------------------
-    def import_folder(self, folder: Path, by: str) -> list[dict[str, Any]]:
-        """Each template file of ``folder``, checked as the folder loader checks it, stored whole
-        or not at all: ``{file, name, outcome}`` (added, replaced, unchanged) or ``{file, name,
-        error}``. A template holding a secret in clear is refused when templates are rows.
-
-        Linear in the files: each is read and parsed once, and the names already defined in the
-        templates folder are read once for the whole import."""
-        report: list[tuple[str, dict[str, Any]]] = []
-        seen: dict[str, Path] = {}
-        taken: dict[str, Path] | None = None  # the templates folder's names, read at the first file
-        for path in template_files(folder):
-            try:
-                text = read_text(path)
-            except TemplateError as exc:
-                report.append((path.name, {"file": path.name, "name": path.stem, "error": exc.message}))
-                continue
-            checked = check_text(text, path, self._builtins)  # the text stored is the text checked
-            if isinstance(checked, BrokenFile):
-                report.append((path.name, {"file": path.name, "name": checked.name, "error": checked.error}))
-                continue
-            entry: dict[str, Any] = {"file": path.name, "name": checked.name}
-            if checked.name in seen:
-                entry["error"] = (
-                    f"{path.name}: the name '{checked.name}' is already defined in "
-                    f"{seen[checked.name].name}; rename one of them"
-                )
-                report.append((path.name, entry))
-                continue
-            seen[checked.name] = path
-            try:
-                if self.rows is None:
-                    if taken is None:
-                        taken = {t.name: t.path for t in self._load()[0]}
-                    entry["outcome"] = self._import_file(checked.name, text, taken)
-                else:
-                    entry["outcome"] = self._import_row(checked, text, by)
-            except PilotError as exc:
-                entry["error"] = exc.message
-            report.append((path.name, entry))
-        return [entry for _, entry in sorted(report, key=lambda e: e[0])]
-
-    def _refuse_size(self, what: str, text: str) -> None:
-        too_large = self._oversized(text)
-        if too_large:
-            raise TemplateError(
-                f"{what} is {too_large}; nothing was stored",
-                hint="Split it into several smaller templates, or shorten its texts and parameters.",
-            )
-
-    def _import_row(self, checked: CustomTemplate, text: str, by: str) -> str:
-        assert self.rows is not None
-        path, name = checked.path, checked.name
-        self._refuse_size(path.name, text)
-        clear = literal_secrets(checked)
-        if clear:
-            raise TemplateError(
-                f"{path.name}: holds a secret in clear ({', '.join(clear[:3])}); a template "
-                'stored in the database may not. Use {"$env": "NAME"} or a {{parameter}}',
-            )
-        previous = self._stored(name)
-        if previous == text:
-            return "unchanged"
-        if not self.rows.put_template(name, text, previous, by):
-            raise TemplateError(f"{path.name}: '{name}' was changed by someone else meanwhile; import again")
-        return "added" if previous is None else "replaced"
-
-    def _import_file(self, name: str, text: str, taken: dict[str, Path]) -> str:
-        """Write ``text`` as ``<name>.yaml`` of the templates folder, unless another file of it
-        defines ``name`` (``taken``: the folder's names, kept up to date here)."""
-        from vmware_pilot.templates.saving import write_text
-
-        target = self.templates_dir / f"{name}.yaml"
-        self._refuse_size(target.name, text)
-        other = taken.get(name)
-        if other is not None and other != target:
-            raise InvalidInput(
-                f"Cannot save the template as '{name}': {other.name} already defines that name",
-                field="name",
-                hint=f"Choose another name, or remove or rename {self._shown(other)} first.",
-            )
-        previous = read_text(target) if (target.is_symlink() or target.exists()) else None
-        if previous == text:
-            return "unchanged"
-        try:
-            write_text(self.templates_dir, name, text)
-        except OSError as exc:
-            raise TemplateError(f"could not write {target} ({exc.strerror or exc})") from exc
-        taken[name] = target
-        return "added" if previous is None else "replaced"
-
-    def export_texts(self) -> tuple[list[tuple[str, str]], list[BrokenFile]]:
-        """(name, YAML text) of every usable custom template, secrets masked, and the broken ones.
-
-        A text is written as stored when it holds no secret in clear (so it imports back as it
-        was); otherwise its document is written again with the secrets masked: values under
-        secret keys, secret shapes in any text, and secret parameters' defaults."""
-        from vmware_pilot.templates.saving import template_text
-        from vmware_pilot.templates.yamlsafe import load_yaml
-
-        good, broken = self._load()
-        out: list[tuple[str, str]] = []
-        for tpl in good:
-            row = tpl.name if self.rows is not None else None
-            text = self._stored(tpl.name) if row is not None else read_text(tpl.path)
-            if text is None:  # removed since it was listed
-                continue
-            checked = self._check(row or tpl.path.name, text, tpl.path, row=row).result  # as read now
-            if not isinstance(checked, CustomTemplate):
-                continue
-            if literal_secrets(checked):
-                text = template_text(masked_document(load_yaml(text)))
-            out.append((tpl.name, text))
-        return out, broken
-
-    def remove(self, name: str) -> bool:
-        """Remove custom template ``name`` (False when there is none)."""
-        if self.rows is not None:
-            return self.rows.delete_template(name)
-        good, broken = self._load()
-        paths = [t.path for t in good if t.name == name] + [b.path for b in broken if b.name == name]
-        for path in paths:  # the file defining it, and any broken one that claims the name
-            path.unlink(missing_ok=True)
-        return bool(paths)
 
     def save_as_template(
         self, name: str, description: str, steps: Sequence[Step], authors: list[str], *, caller: str
@@ -659,3 +353,9 @@ class TemplateRegistry:
         """Write ``<templates_dir>/<name>.yaml`` (see ``saving``) and return its path."""
         with self.saving(name, description, steps, authors, caller) as path:
             return path
+
+    def import_folder(self, folder: Path, by: str) -> list[dict[str, Any]]:
+        return self.keeper.import_folder(folder, by)
+
+    def export_texts(self) -> tuple[list[tuple[str, str]], list[BrokenFile]]:
+        return self.keeper.export_texts()
