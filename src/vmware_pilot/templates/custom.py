@@ -36,6 +36,7 @@ from typing import Any
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact_text
+from vmware_pilot.templates.params import TemplateParameter, signature
 from vmware_pilot.templates.steps import IDENTIFIER_KEYS, steps_from_dicts
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "PARAM_TYPES",
     "BrokenFile",
     "CustomTemplate",
-    "ParamSpec",
     "check_text",
     "digest_of",
     "literal_secrets",
@@ -102,31 +102,6 @@ def _is_type(value: object, kind: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class ParamSpec:
-    name: str
-    type: str
-    required: bool
-    default: Any
-    has_default: bool
-    description: str
-    enum: tuple[Any, ...] | None = None
-
-    def text(self) -> str:
-        if self.enum is not None:
-            return f"{self._text()[:-1]}, one of {', '.join(map(repr, self.enum))})"
-        return self._text()
-
-    def _text(self) -> str:
-        if self.required:
-            return f"{self.name} ({self.type}, required)"
-        return (
-            f"{self.name} ({self.type}, default {self.default!r})"
-            if self.has_default
-            else (f"{self.name} ({self.type}, optional)")
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class BrokenFile:
     """A file in the templates folder that cannot be used, and why."""
 
@@ -141,7 +116,7 @@ class CustomTemplate:
     description: str
     path: Path
     raw_steps: tuple[dict[str, Any], ...]
-    parameters: dict[str, ParamSpec] | None
+    parameters: dict[str, TemplateParameter] | None
     authors: tuple[str, ...]
 
     def signature(self) -> str:
@@ -150,8 +125,7 @@ class CustomTemplate:
             return f"{self.name} has no parameters block; its steps use " + (
                 ", ".join(used) if used else "no parameters"
             )
-        specs = [p.text() for p in self.parameters.values()]
-        return f"{self.name} takes " + (", ".join(specs) if specs else "no parameters")
+        return signature(self.name, list(self.parameters.values()))
 
     def bind(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``given`` against the parameters block; the values with defaults applied."""
@@ -283,10 +257,10 @@ def _with_sample_names(step: Any) -> Any:
     }
 
 
-def _parameters(raw: Any) -> dict[str, ParamSpec]:
+def _parameters(raw: Any) -> dict[str, TemplateParameter]:
     if not isinstance(raw, Mapping):
         raise ValueError("'parameters' must be a mapping of parameter name to its spec")
-    out: dict[str, ParamSpec] = {}
+    out: dict[str, TemplateParameter] = {}
     for name, given in raw.items():
         if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
             raise ValueError(f"parameter name {name!r} must be a word starting with a letter")
@@ -315,7 +289,9 @@ def _parameters(raw: Any) -> dict[str, ParamSpec]:
         enum = _enum(name, spec, kind)
         if enum is not None and has_default and spec["default"] not in enum:
             raise ValueError(f"parameter '{name}': default {spec['default']!r} is not one of its enum values")
-        out[name] = ParamSpec(name, kind, required, spec.get("default"), has_default, description, enum)
+        out[name] = TemplateParameter(
+            name, kind, required, description, spec.get("default"), has_default, enum
+        )
     return out
 
 

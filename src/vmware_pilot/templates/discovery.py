@@ -8,15 +8,12 @@ parameters filled with placeholders of their type (the first enum value where th
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from vmware_pilot.templates.builtin.base import BuiltinTemplate
 from vmware_pilot.templates.custom import CustomTemplate, placeholders_of
-from vmware_pilot.templates.params import type_text
+from vmware_pilot.templates.params import TemplateParameter, parameters_of
 
 __all__ = ["builtin_entry", "builtin_parameters", "custom_entry", "custom_parameters", "example_call"]
 
@@ -25,36 +22,7 @@ _PLACEHOLDER_VALUES: dict[str, Any] = {"integer": 1, "number": 1, "boolean": Tru
 
 def builtin_parameters(template: BuiltinTemplate[Any]) -> list[dict[str, Any]]:
     """The parameters of a built-in, in declaration order, from its parameter model's schema."""
-    model = template.params_model
-    if model not in _PARAMETERS:
-        _PARAMETERS[model] = _parameters_of(model)
-    # Copies, so no caller can change the cached entries (values are plain JSON).
-    return [{k: copy.copy(v) for k, v in entry.items()} for entry in _PARAMETERS[model]]
-
-
-# Worked out once per parameter model: generating its JSON schema cost most of a
-# ``list_workflows`` call (about 2 ms per built-in, at every call).
-_PARAMETERS: dict[type[BaseModel], list[dict[str, Any]]] = {}
-
-
-def _parameters_of(model: type[BaseModel]) -> list[dict[str, Any]]:
-    schema = model.model_json_schema()
-    defs = schema.get("$defs", {})
-    required = set(schema.get("required", []))
-    out = []
-    for name, spec in schema.get("properties", {}).items():
-        entry: dict[str, Any] = {
-            "name": name,
-            "type": type_text(spec, defs),
-            "required": name in required,
-            "description": str(spec.get("description", "")),
-        }
-        if name not in required:
-            entry["default"] = spec.get("default")
-        if isinstance(spec.get("enum"), list):
-            entry["enum"] = list(spec["enum"])
-        out.append(entry)
-    return out
+    return [p.entry() for p in parameters_of(template.params_model)]
 
 
 def custom_parameters(template: CustomTemplate) -> list[dict[str, Any]]:
@@ -62,23 +30,9 @@ def custom_parameters(template: CustomTemplate) -> list[dict[str, Any]]:
     steps use (each a required string, as a placeholder without a value is refused)."""
     if template.parameters is None:
         return [
-            {"name": n, "type": "string", "required": True, "description": ""}
-            for n in sorted(placeholders_of(template.raw_steps))
+            TemplateParameter(n, "string", True).entry() for n in sorted(placeholders_of(template.raw_steps))
         ]
-    out = []
-    for spec in template.parameters.values():
-        entry: dict[str, Any] = {
-            "name": spec.name,
-            "type": spec.type,
-            "required": spec.required,
-            "description": spec.description,
-        }
-        if not spec.required:
-            entry["default"] = spec.default
-        if spec.enum is not None:
-            entry["enum"] = list(spec.enum)
-        out.append(entry)
-    return out
+    return [p.entry() for p in template.parameters.values()]
 
 
 def _placeholder(param: Mapping[str, Any]) -> Any:

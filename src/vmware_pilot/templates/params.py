@@ -1,4 +1,5 @@
-"""Typed template parameters: the base model, binding with precise errors, and the signature text.
+"""Typed template parameters: the base model, binding with precise errors, the signature text, and
+``TemplateParameter``, the one description of a template's input (built-in or custom).
 
 Every built-in template declares a pydantic model (unknown keys refused, strict types). ``bind``
 turns a caller's ``params`` object into that model or raises ``TemplateParamError`` naming the
@@ -7,7 +8,9 @@ field, with the template's whole parameter list in the hint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -26,9 +29,11 @@ __all__ = [
     "NonBlank",
     "SecretText",
     "Target",
+    "TemplateParameter",
     "TemplateParams",
     "bind",
     "param_error",
+    "parameters_of",
     "signature",
     "type_text",
 ]
@@ -101,18 +106,79 @@ def type_text(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     return kind
 
 
-def signature(name: str, model: type[TemplateParams]) -> str:
+@dataclass(frozen=True, slots=True)
+class TemplateParameter:
+    """One input of a template, built-in (``parameters_of`` its model) or custom (its YAML
+    ``parameters`` block): what ``list_workflows`` lists (``entry``), what a hint names
+    (``text``) and, for a custom template, what binding checks."""
+
+    name: str
+    type: str
+    required: bool
+    description: str = ""
+    default: Any = None
+    has_default: bool = False
+    enum: tuple[Any, ...] | None = None
+
+    def text(self) -> str:
+        """``name (type, required)``, ``name (type, default 5)``, ``…, one of 'a', 'b')``."""
+        if self.enum is not None:
+            return f"{self._text()[:-1]}, one of {', '.join(map(repr, self.enum))})"
+        return self._text()
+
+    def _text(self) -> str:
+        if self.required:
+            return f"{self.name} ({self.type}, required)"
+        return (
+            f"{self.name} ({self.type}, default {self.default!r})"
+            if self.has_default
+            else (f"{self.name} ({self.type}, optional)")
+        )
+
+    def entry(self) -> dict[str, Any]:
+        """The listing entry: ``{name, type, required, description}``, plus ``default`` when it is
+        optional and ``enum`` when only some values are accepted (a fresh copy of each)."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "required": self.required,
+            "description": self.description,
+        }
+        if not self.required:
+            entry["default"] = copy.copy(self.default)
+        if self.enum is not None:
+            entry["enum"] = list(self.enum)
+        return entry
+
+
+def parameters_of(model: type[TemplateParams]) -> tuple[TemplateParameter, ...]:
+    """A built-in's parameters in declaration order, from its model's JSON schema (worked out
+    once per model: generating the schema cost most of a ``list_workflows`` call)."""
+    if model not in _PARAMETERS:
+        schema = model.model_json_schema()
+        defs = schema.get("$defs", {})
+        required = set(schema.get("required", []))
+        _PARAMETERS[model] = tuple(
+            TemplateParameter(
+                name,
+                type_text(spec, defs),
+                name in required,
+                str(spec.get("description", "")),
+                None if name in required else spec.get("default"),
+                name not in required,
+                tuple(spec["enum"]) if isinstance(spec.get("enum"), list) else None,
+            )
+            for name, spec in schema.get("properties", {}).items()
+        )
+    return _PARAMETERS[model]
+
+
+_PARAMETERS: dict[type[TemplateParams], tuple[TemplateParameter, ...]] = {}
+
+
+def signature(name: str, parameters: Sequence[TemplateParameter]) -> str:
     """``<name> takes a (string, required), b (integer, default 5), …`` for hints and docs."""
-    schema = model.model_json_schema()
-    defs = schema.get("$defs", {})
-    required = set(schema.get("required", []))
-    parts = []
-    for field, spec in schema.get("properties", {}).items():
-        if field in required:
-            parts.append(f"{field} ({type_text(spec, defs)}, required)")
-        else:
-            parts.append(f"{field} ({type_text(spec, defs)}, default {spec.get('default')!r})")
-    return f"{name} takes " + (", ".join(parts) if parts else "no parameters")
+    return f"{name} takes " + (", ".join(p.text() for p in parameters) if parameters else "no parameters")
 
 
 def _loc_text(loc: tuple[int | str, ...]) -> str:
@@ -139,7 +205,7 @@ def param_error(template: str, model: type[TemplateParams], field: str, problem:
     return TemplateParamError(
         f"create_workflow_from_template('{template}'): {problem}",
         field=field,
-        hint=f"{signature(template, model)}. Fix '{field}' and call create_workflow_from_template again.",
+        hint=f"{signature(template, parameters_of(model))}. Fix '{field}' and call create_workflow_from_template again.",
         parameter=field,
     )
 
