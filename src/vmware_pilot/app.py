@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from vmware_pilot.engine.execution.runner import Runner
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.engine.service import PilotService
 from vmware_pilot.errors import PilotError, StartupRefused, StoreError
+from vmware_pilot.kept import DatabaseTexts, TextSource
 from vmware_pilot.policy.model import Policy
 from vmware_pilot.policy.source import PolicySource
 from vmware_pilot.store import CatalogRow, SqlStore, Store, open_store
@@ -41,6 +42,7 @@ from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 from vmware_pilot.twin.shelf import CaptureShelf
 
 __all__ = [
+    "CatalogFile",
     "CatalogSource",
     "DbCatalogCache",
     "PilotApp",
@@ -85,6 +87,68 @@ class DbCatalogCache:
         row = self.row.catalog_cache()
         return Catalog() if row is None else Catalog.from_text(row[0], "in the database")
 
+    def texts(self) -> DatabaseTexts:
+        """The row as a ``kept.TextSource`` (stamped with its time)."""
+
+        def stamped() -> list[tuple[str, str]]:
+            stamp = self.row.catalog_stamp()
+            return [] if stamp is None else [(CACHE_KEY, stamp)]
+
+        def rows(_: str | None) -> list[tuple[str, str]]:
+            row = self.row.catalog_cache()
+            return [] if row is None else [(CACHE_KEY, row[0])]
+
+        def put(_: str, text: str, previous: str | None, by: str) -> bool:
+            self.row.put_catalog_cache(text)
+            return True
+
+        return DatabaseTexts(stamped, rows, put)
+
+
+# The one key the discovery cache is kept under (``kept.TextSource``).
+CACHE_KEY = "catalog"
+
+
+@dataclass(frozen=True)
+class CatalogFile:
+    """The discovery cache file as a ``kept.TextSource``: one text, stamped with the file's time
+    and size (none while there is no file); a file that cannot be read is logged, and the
+    catalog is then the curated one."""
+
+    path: Path
+    in_database = False
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def stamps(self) -> list[tuple[str, object]]:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return []
+        return [(CACHE_KEY, (stat.st_mtime_ns, stat.st_size))]
+
+    def read(self, key: str) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            _log.warning(
+                "skill catalog cache %s cannot be read (%s); using the curated catalog", self.path, exc
+            )
+            return None
+
+    def read_many(self, keys: Collection[str]) -> dict[str, str]:
+        return {k: text for k in keys if (text := self.read(k)) is not None}
+
+    def put(self, key: str, text: str, previous: str | None, by: str) -> bool:
+        raise ValueError("the discovery cache file is written by `vmware-pilot catalog refresh`")
+
+    def delete(self, key: str, previous: str | None = None) -> bool:
+        raise ValueError("the discovery cache file is written by `vmware-pilot catalog refresh`")
+
 
 def shared_store(settings: Settings) -> SqlStore | None:
     """With a database URL (several replicas may share it), the process's one store, opened once by
@@ -110,35 +174,24 @@ def catalog_cache(settings: Settings, store: SqlStore | None) -> DbCatalogCache 
 
 @dataclass
 class CatalogSource:
-    """Curated + discovered catalog, reloaded when `catalog refresh` rewrites the cache file (or,
-    with ``shared``, the database's cache row: its time stamp is read on every use)."""
+    """Curated + discovered catalog from the discovery cache, one ``kept.TextSource``: the cache
+    file (``CatalogFile``), or with a database URL the database's cache row; its stamp is read on
+    every use, so a `catalog refresh` is seen at the next."""
 
-    cache_path: Path
-    shared: DbCatalogCache | None = None
+    cache: TextSource
     _stamp: object = None
     _catalog: Catalog = field(default_factory=Catalog.curated)
     _stale: bool = False  # the last read from the database failed
 
     def __call__(self) -> Catalog:
-        if self.shared is not None:
-            return self._from_database(self.shared)
+        """The cached catalog while the cache's stamp is unchanged; the last one read (logged)
+        when the database cannot be asked, so a lost database does not change the safety rules."""
         try:
-            stat = self.cache_path.stat()
-            stamp: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            stamp = None
-        if stamp != self._stamp:
-            self._catalog = Catalog.load(self.cache_path) if stamp else Catalog.curated()
-            self._stamp = stamp
-        return self._catalog
-
-    def _from_database(self, shared: DbCatalogCache) -> Catalog:
-        """The cached catalog while the row's stamp is unchanged; the last one read (logged) when
-        the database cannot be asked, so a lost database does not change the safety rules."""
-        try:
-            stamp = shared.row.catalog_stamp()
+            stamp = dict(self.cache.stamps()).get(CACHE_KEY)
             if stamp != self._stamp:
-                self._catalog = shared.catalog()
+                text = None if stamp is None else self.cache.read(CACHE_KEY)
+                where = f"in {self.cache.where}" if self.cache.in_database else self.cache.where
+                self._catalog = Catalog.curated() if text is None else Catalog.from_text(text, where)
                 self._stamp = stamp
         except PilotError as exc:
             if not self._stale:  # once until a read succeeds, not at every use
@@ -282,7 +335,10 @@ def build_app(
         if own:
             store.close()
         raise
-    catalog = CatalogSource(settings.catalog_cache_path, catalog_cache(settings, sql))
+    shared = catalog_cache(settings, sql)
+    catalog = CatalogSource(
+        shared.texts() if shared is not None else CatalogFile(settings.catalog_cache_path)
+    )
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
     # With a database URL (several replicas may share it) custom templates are its rows too.
