@@ -2,7 +2,8 @@
 ``policy.model.parse_policy``, each problem placed at its line.
 
 ``policy_from_text`` never quotes the text in its messages beyond the short names it checks;
-``read_policy_text`` (behind ``read_policy_file``) is the package's only file access (the policy file, bounded in size).
+``read_policy_text`` (behind ``read_policy_file``) is the package's only file access (the policy
+file, bounded in size).
 """
 
 from __future__ import annotations
