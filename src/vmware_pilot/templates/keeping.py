@@ -31,7 +31,7 @@ from vmware_pilot.templates.custom import (
 if TYPE_CHECKING:
     from vmware_pilot.templates.registry import TemplateRegistry
 
-__all__ = ["TemplateKeeper"]
+__all__ = ["TemplateKeeper", "oversized"]
 
 _log = logging.getLogger(__name__)
 
@@ -122,17 +122,8 @@ class TemplateKeeper:
                 return candidate
         return f"{name[:90]}_new"
 
-    @staticmethod
-    def _oversized(text: str) -> str:
-        """Why ``text`` is too large for Pilot to save or import ("" when it is not): every Pilot
-        that lists a template parses it."""
-        size = len(text.encode("utf-8"))
-        if size <= MAX_SAVED_BYTES:
-            return ""
-        return f"{size} bytes of YAML, and a template Pilot saves may be at most {MAX_SAVED_BYTES} bytes"
-
     def _refuse_saving(self, name: str, text: str) -> None:
-        too_large = self._oversized(text)
+        too_large = oversized(text)
         if too_large:
             raise InvalidInput(
                 f"Cannot save the template as '{name}': it would be {too_large}; nothing was saved",
@@ -263,7 +254,7 @@ class TemplateKeeper:
         return [entry for _, entry in sorted(report, key=lambda e: e[0])]
 
     def _refuse_size(self, what: str, text: str) -> None:
-        too_large = self._oversized(text)
+        too_large = oversized(text)
         if too_large:
             raise TemplateError(
                 f"{what} is {too_large}; nothing was stored",
@@ -334,3 +325,12 @@ class TemplateKeeper:
                 text = template_text(masked_document(load_yaml(text)))
             out.append((tpl.name, text))
         return out, broken
+
+
+def oversized(text: str) -> str:
+    """Why ``text`` is too large for Pilot to save or import ("" when it is not): every Pilot
+    that lists a template parses it."""
+    size = len(text.encode("utf-8"))
+    if size <= MAX_SAVED_BYTES:
+        return ""
+    return f"{size} bytes of YAML, and a template Pilot saves may be at most {MAX_SAVED_BYTES} bytes"

@@ -46,7 +46,7 @@ from vmware_pilot.engine.execution.saving import (
 )
 from vmware_pilot.engine.execution.sending import StepSender
 from vmware_pilot.engine.inspection import inspect_gate
-from vmware_pilot.engine.progress import ProgressFn, report
+from vmware_pilot.engine.progress import ProgressFn, describe, report
 from vmware_pilot.engine.secrets import SecretVault
 from vmware_pilot.errors import DatabaseUnavailable, DispatchRefused, PilotError, StateRefused
 from vmware_pilot.ownership import refuse_held
@@ -281,13 +281,13 @@ class Runner(Saver):
                     action = held
                     continue
                 members = list(action.indices)
-                await report(progress, done, total, self._describe(wf, members))
+                await report(progress, done, total, describe(wf, members))
                 wf, failed = await self.sender.run_batch(wf, members, actor)
                 if failed:  # a write left interrupted: read whether it took effect
                     wf = await self.settle(wf, actor, members)
                 ok = not failed
                 done += len(members)
-                await report(progress, done, total, self._describe(wf, members, finished=True))
+                await report(progress, done, total, describe(wf, members, finished=True))
             walk = conductor.after(walk, action, ok)
             action = conductor.next_action(wf, walk, dispatching=dispatching, is_read=self.is_read)
 
@@ -316,15 +316,6 @@ class Runner(Saver):
 
     def is_read(self, step: Step) -> bool:
         return classify_step(step, self.catalog)[0] == "read"
-
-    @staticmethod
-    def _describe(wf: Workflow, batch: list[int], finished: bool = False) -> str:
-        names = ", ".join(f"{wf.steps[i].skill}.{wf.steps[i].tool}" for i in batch)
-        label = f"steps {batch[0]}-{batch[-1]}" if len(batch) > 1 else f"step {batch[0]}"
-        if finished:
-            statuses = ", ".join(wf.steps[i].status.value for i in batch)
-            return f"{label}: {names} → {statuses}"
-        return f"{label}: running {names}"
 
     async def inspect(self, wf: Workflow, actor: Actor) -> Workflow:
         """Read the pending gate's targets and previews (``engine.inspection``); a problem there is
