@@ -23,7 +23,7 @@ POLICY_TWO = POLICY_ONE.replace("one", "two")
 def _templates(kind: str, store: SqlStore, tmp_path: Path) -> tuple[TextSource, str]:
     if kind == "folder":
         return TemplateFolder(tmp_path / "workflows"), "ops.yaml"
-    return TemplateRegistry(tmp_path / "unused", Catalog.curated(), rows=store).source, "ops"
+    return TemplateRegistry(tmp_path / "unused", Catalog.curated(), rows=store.templates).source, "ops"
 
 
 @pytest.mark.parametrize("kind", ["folder", "database"])
@@ -55,7 +55,7 @@ def test_only_the_database_refuses_a_template_written_over_a_text_its_writer_did
 
 def test_the_policy_is_kept_alike_in_its_file_and_in_the_database(store: SqlStore, tmp_path: Path) -> None:
     path = tmp_path / "policies.yaml"
-    file, row = PolicyFile(path), policy_rows(store)
+    file, row = PolicyFile(path), policy_rows(store.policy)
     for source in (file, row):
         assert source.stamps() == [] and source.read(POLICY_KEY) is None
     path.write_text(POLICY_ONE, encoding="utf-8")
@@ -67,7 +67,7 @@ def test_the_policy_is_kept_alike_in_its_file_and_in_the_database(store: SqlStor
     with pytest.raises(ValueError, match="the policy is a file here"):
         file.put(POLICY_KEY, POLICY_TWO, None, "alice")
     # The policy in force is the same one, read through either side.
-    in_file, in_database = PolicySource(path), PolicySource(path, rows=store)
+    in_file, in_database = PolicySource(path), PolicySource(path, rows=store.policy)
     assert [r.name for r in in_file.current().deny] == [r.name for r in in_database.current().deny] == ["one"]
     in_database.put(POLICY_TWO, "alice")
     assert [r.name for r in in_database.current().deny] == ["two"] and in_database.text() == POLICY_TWO
@@ -77,7 +77,7 @@ def test_the_catalog_cache_is_kept_alike_in_its_file_and_in_the_database(
     store: SqlStore, tmp_path: Path
 ) -> None:
     path = tmp_path / "catalog.json"
-    file, row = CatalogFile(path), DbCatalogCache(store).texts()
+    file, row = CatalogFile(path), DbCatalogCache(store.catalog).texts()
     body = '{"skills": {}}'
     for source in (file, row):
         assert source.stamps() == [] and source.read(CACHE_KEY) is None
