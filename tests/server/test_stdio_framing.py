@@ -1,4 +1,5 @@
-"""Raw lines into a real `vmware-pilot mcp` process: every bad line is answered and serving goes on."""
+"""Raw lines into the stdio server (in this process, and a real `vmware-pilot mcp` process in the slow
+tier): every bad line is answered and serving goes on."""
 
 from __future__ import annotations
 
@@ -6,95 +7,28 @@ import asyncio
 import io
 import json
 import os
-import queue
 import random
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.server_proc import clean_env
+from tests.support import stdio
+from tests.support.server_proc import PILOT, clean_env
+from tests.support.stdio import INIT, RawStdio, serve_files
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR, _PipeChannel, answer_line, line_id
 
-PILOT = Path(sys.executable).with_name("vmware-pilot")
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
-
-class RawStdio:
-    """A server process spoken to in raw lines; every stdout line must be JSON."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.process = process
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-
-    def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def reply(self, timeout: float = 30) -> dict[str, Any]:
-        """The next message on stdout (server notifications are skipped)."""
-        while True:
-            message = json.loads(self.lines.get(timeout=timeout))
-            if "method" not in message:
-                return message  # type: ignore[no-any-return]
-
-    def request(self, request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            body["params"] = params
-        self.send(json.dumps(body).encode() + b"\n")
-        return self.reply()
-
-    def alive(self, request_id: int) -> None:
-        """The server still answers a tool call correctly."""
-        answer = self.request(request_id, "tools/call", {"name": "list_workflows", "arguments": {}})
-        assert answer["id"] == request_id and answer["result"]["isError"] is False, answer
-
-
-@pytest.fixture(scope="module")
-def raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
-    """One server for the module: each test also checks it still serves after the last one."""
-    process = subprocess.Popen(
-        [str(PILOT), "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=clean_env(tmp_path_factory.mktemp("stdio")),
-    )
-    server = RawStdio(process)
-    try:
-        assert server.request(0, "initialize", INIT["params"])["id"] == 0
-        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+@pytest.fixture(scope="module", params=["in_process", pytest.param("entry_point", marks=pytest.mark.slow)])
+def raw(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
+    """One server for the module (in this process, or a real `vmware-pilot mcp` in the slow tier):
+    each test also checks it still serves after the last one."""
+    with getattr(stdio, request.param)(tmp_path_factory.mktemp("stdio")) as server:
+        server.initialize()
         yield server
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _error(reply: dict[str, Any], request_id: int | None, code: int) -> str:
@@ -260,8 +194,24 @@ def _answers(stdout: bytes) -> dict[object, dict[str, Any]]:
     return {m["id"]: m for m in map(json.loads, stdout.splitlines()) if "id" in m}
 
 
-def test_requests_from_a_file_are_all_answered(tmp_path: Path) -> None:
+def _all_answered(stdout: bytes) -> None:
+    answers = _answers(stdout)
+    assert answers[1]["result"]["isError"] is False
+    assert [m["error"]["code"] for m in map(json.loads, stdout.splitlines()) if "error" in m] == [PARSE_ERROR]
+
+
+def test_requests_from_a_file_are_all_answered_in_process(tmp_path: Path) -> None:
     """stdin a regular file (no pipe for the event loop to watch): the threaded reader serves it."""
+    requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"
+    requests.write_bytes(REQUESTS + b"not json\n")
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        serve_files(tmp_path, stdin, stdout)
+    _all_answered(answers.read_bytes())
+
+
+@pytest.mark.slow
+def test_requests_from_a_file_are_all_answered(tmp_path: Path) -> None:
+    """The same, in a real `vmware-pilot mcp` process."""
     requests = tmp_path / "requests.jsonl"
     requests.write_bytes(REQUESTS + b"not json\n")
     with requests.open("rb") as stdin:
@@ -274,13 +224,29 @@ def test_requests_from_a_file_are_all_answered(tmp_path: Path) -> None:
             timeout=60,
         )
     assert done.returncode == 0, done.stderr[-2000:]
-    answers = _answers(done.stdout)
-    assert answers[1]["result"]["isError"] is False
-    assert [m["error"]["code"] for m in map(json.loads, done.stdout.splitlines()) if "error" in m] == [
-        PARSE_ERROR
-    ]
+    _all_answered(done.stdout)
 
 
+def test_the_server_leaves_its_pipes_in_blocking_mode_in_process(tmp_path: Path) -> None:
+    """The event loop reads and writes the pipes without blocking while it serves, and puts them
+    back in blocking mode when stdin ends."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    os.write(stdin_write, REQUESTS)
+    os.close(stdin_write)
+    with (
+        os.fdopen(stdin_read, "rb", buffering=0) as stdin,
+        os.fdopen(stdout_write, "wb", buffering=0) as stdout,
+        os.fdopen(stdout_read, "rb") as out,
+    ):
+        serve_files(tmp_path, stdin, stdout)
+        assert os.get_blocking(stdin_read) and os.get_blocking(stdout_write)
+        stdout.close()
+        answers = _answers(out.read())
+        assert answers[1]["result"]["isError"] is False
+
+
+@pytest.mark.slow
 def test_the_server_leaves_its_pipes_in_blocking_mode(tmp_path: Path) -> None:
     """The event loop reads and writes the pipes without blocking while it serves; a process
     sharing them afterwards (a shell, the next command in a pipeline) finds them as they were."""

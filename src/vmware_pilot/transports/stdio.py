@@ -437,15 +437,20 @@ async def _open_channel(stdin: BinaryIO, stdout: BinaryIO) -> _Channel:
     return _PipeChannel(reader, writer, fds)
 
 
-async def serve_stdio(app: PilotApp | AppOnDemand, actor: Actor) -> None:
+async def serve_stdio(
+    app: PilotApp | AppOnDemand, actor: Actor, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
     """Serve until the client closes stdin, then let runs still going finish; the caller closes ``app``.
 
-    An ``AppOnDemand`` is built by the first tool call, so `initialize` waits for none of it."""
+    An ``AppOnDemand`` is built by the first tool call, so `initialize` waits for none of it.
+    ``stdin``/``stdout`` are the process's own unless given (tests serve other files in-process)."""
     source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
     server = create_server(source, actor=actor)
     try:
         await stdio_loop(
-            lambda read, write: run_on_streams(server, read, write), sys.stdin.buffer, sys.stdout.buffer
+            lambda read, write: run_on_streams(server, read, write),
+            stdin or sys.stdin.buffer,
+            stdout or sys.stdout.buffer,
         )
     finally:
         built = source.built
