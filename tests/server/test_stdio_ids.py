@@ -1,5 +1,6 @@
 """Every request over stdio gets an answer with its id, driven through the Python SDK's client
-against a real `vmware-pilot mcp` process.
+against a real `vmware-pilot mcp` process (slow tier; in the fast tier the SDK's ``ClientSession``
+on ``serve_stdio`` in this process).
 
 The SDK's client writes ``id`` last, after ``params``; a request over the size limit must still be
 answered with that id, or the client waits for ever. What the SDK cannot send itself (a request
@@ -27,6 +28,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 from pydantic import ValidationError
 
+from tests.support import stdio
 from tests.support.server_proc import PILOT, clean_env
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.stdio import INVALID_REQUEST, PARSE_ERROR
@@ -42,20 +44,34 @@ async def _alive(session: ClientSession) -> None:
     assert listed.isError is False and listed.structuredContent is not None
 
 
+async def _a_5_mb_request_is_answered_with_its_id(session: ClientSession) -> None:
+    goal = "g" * (5 * 1024 * 1024)
+    with pytest.raises(McpError) as refused:
+        await session.call_tool("design_workflow", {"goal": goal})
+    assert refused.value.error.code == INVALID_REQUEST
+    assert str(MAX_REQUEST_BYTES) in refused.value.error.message
+    await _alive(session)
+    # Nothing of the long line was taken as a request: no draft was designed.
+    listed = await session.call_tool("list_workflows", {})
+    assert listed.structuredContent is not None and listed.structuredContent["active_workflows"] == []
+
+
+async def test_a_5_mb_request_from_the_sdk_session_is_answered_with_its_id_in_process(tmp_path: Path) -> None:
+    """The SDK's ``ClientSession`` on ``serve_stdio`` in this process, over pipes."""
+    with stdio.in_process(tmp_path) as raw:
+        with anyio.fail_after(GUARD):
+            async with stdio.sdk_session(raw) as session:
+                await _a_5_mb_request_is_answered_with_its_id(session)
+
+
+@pytest.mark.slow
 async def test_a_5_mb_request_from_the_sdk_client_is_answered_with_its_id(tmp_path: Path) -> None:
+    """The same through the SDK's own stdio client and a real `vmware-pilot mcp` process."""
     params = StdioServerParameters(command=str(PILOT), args=["mcp"], env=clean_env(tmp_path))
     with anyio.fail_after(GUARD):
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            goal = "g" * (5 * 1024 * 1024)
-            with pytest.raises(McpError) as refused:
-                await session.call_tool("design_workflow", {"goal": goal})
-            assert refused.value.error.code == INVALID_REQUEST
-            assert str(MAX_REQUEST_BYTES) in refused.value.error.message
-            await _alive(session)
-            # Nothing of the long line was taken as a request: no draft was designed.
-            listed = await session.call_tool("list_workflows", {})
-            assert listed.structuredContent is not None and listed.structuredContent["active_workflows"] == []
+            await _a_5_mb_request_is_answered_with_its_id(session)
 
 
 class RawStdio:

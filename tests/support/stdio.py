@@ -10,10 +10,16 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+import anyio
+import anyio.to_thread
+from mcp import ClientSession
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCMessage
 
 from tests.support.server_proc import PILOT, clean_env
 
@@ -86,6 +92,41 @@ class RawStdio:
     def initialize(self) -> None:
         assert self.request(0, "initialize", INIT["params"])["id"] == 0
         self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+
+@asynccontextmanager
+async def sdk_session(raw: RawStdio) -> AsyncIterator[ClientSession]:
+    """The Python SDK's ``ClientSession`` on ``raw``'s lines, framed as the SDK's stdio client
+    frames them (one JSON message a line), initialized."""
+    to_session, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+    session_writes, to_server = anyio.create_memory_object_stream[SessionMessage](100)
+
+    def next_line() -> bytes | None:
+        try:
+            return raw.lines.get(timeout=0.2)
+        except queue.Empty:
+            return None
+
+    async def pump_out() -> None:
+        async with to_session:
+            while True:
+                line = await anyio.to_thread.run_sync(next_line, abandon_on_cancel=True)
+                if line is not None:
+                    await to_session.send(SessionMessage(JSONRPCMessage.model_validate_json(line)))
+
+    async def pump_in() -> None:
+        async with to_server:
+            async for message in to_server:
+                text = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                await anyio.to_thread.run_sync(raw.send, text.encode() + b"\n")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(pump_out)
+        tasks.start_soon(pump_in)
+        async with ClientSession(session_reads, session_writes) as session:
+            await session.initialize()
+            yield session
+        tasks.cancel_scope.cancel()
 
 
 @contextmanager
