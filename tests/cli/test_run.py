@@ -16,6 +16,8 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from tests.support import FAKE_SKILL
+from tests.support.fakes import ScriptedDispatcher
+from vmware_pilot import app as app_module
 from vmware_pilot.app import build_app
 from vmware_pilot.cli.main import app as cli
 from vmware_pilot.cli.run import parse_params
@@ -130,19 +132,33 @@ def test_run_of_a_steps_file_applies_the_gate_rule(tmp_path: Path) -> None:
     assert json.loads(invoke("workflows", "--json").stdout)["count"] == 0, "nothing was created"
 
 
-def test_run_with_dispatch_runs_the_steps_in_the_skill(tmp_path: Path, settings: Settings) -> None:
+def _run_with_dispatch(tmp_path: Path, settings: Settings, **env: str) -> None:
     path = steps_file(
         tmp_path, [GATE, {"action": "echo", "skill": "aiops", "tool": "echo", "params": {"value": "hi"}}]
     )
-    commands = json.dumps({"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])})
-    result = invoke(
-        "run", "--steps", str(path), "--dispatch", "--yes", "--json", VMWARE_PILOT_SKILL_COMMANDS=commands
-    )
+    result = invoke("run", "--steps", str(path), "--dispatch", "--yes", "--json", **env)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["outcome"] == "completed" and "pending_dispatch" not in data
     step = stored(settings, data["id"])["steps"][1]
     assert step["status"] == "success" and step["result"]["value"] == "hi"
+
+
+def test_run_with_dispatch_runs_the_steps_through_the_dispatcher(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command with the dispatcher `--dispatch` selects replaced by one in this process that
+    answers as the skill's echo tool does (the skill's own server: the slow test below)."""
+    skill = ScriptedDispatcher()
+    monkeypatch.setattr(app_module, "stdio_dispatcher", lambda settings, catalog: skill)
+    _run_with_dispatch(tmp_path, settings)
+    assert skill.step_calls == [("aiops", "echo", {"value": "hi"})] and skill.closed
+
+
+@pytest.mark.slow  # the skill's MCP server is a process
+def test_run_with_dispatch_runs_the_steps_in_the_skill(tmp_path: Path, settings: Settings) -> None:
+    commands = json.dumps({"aiops": shlex.join([sys.executable, str(FAKE_SKILL)])})
+    _run_with_dispatch(tmp_path, settings, VMWARE_PILOT_SKILL_COMMANDS=commands)
 
 
 def test_run_records_one_approval_of_a_quorum_gate_and_stops(tmp_path: Path, settings: Settings) -> None:
