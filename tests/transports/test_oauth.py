@@ -6,19 +6,17 @@ JWKS and token endpoint); test_oauth_server.py runs a real Pilot process with MC
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from starlette.types import ASGIApp, Message
 
+from tests.support.asgi import lifespan
 from tests.support.oidc_provider import Person, Provider, new_key
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -102,34 +100,10 @@ async def _http(
     asgi = build_http_app(
         pilot_app, HttpOptions("http"), 8080, tokens, _roles(pilot_home), JwtVerifier(config, keys)
     )
-    async with _lifespan(asgi):
+    async with lifespan(asgi):
         transport = httpx.ASGITransport(app=asgi)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as client:
             yield Http(client, keys, tokens)
-
-
-@asynccontextmanager
-async def _lifespan(app: ASGIApp) -> AsyncIterator[None]:
-    """Run the app's lifespan (it starts the MCP session manager) around a block: httpx's ASGI
-    transport sends requests only."""
-    inbox: asyncio.Queue[Message] = asyncio.Queue()
-    outbox: asyncio.Queue[Message] = asyncio.Queue()
-
-    async def receive() -> Message:
-        return await inbox.get()
-
-    async def send(message: Message) -> None:
-        await outbox.put(message)
-
-    task = asyncio.ensure_future(app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send))
-    await inbox.put({"type": "lifespan.startup"})
-    assert (await outbox.get())["type"] == "lifespan.startup.complete"
-    try:
-        yield
-    finally:
-        await inbox.put({"type": "lifespan.shutdown"})
-        await outbox.get()
-        await task
 
 
 @pytest.fixture
