@@ -1,4 +1,5 @@
-"""Connection guards of a real `vmware-pilot mcp --transport http` process (loopback).
+"""Connection guards of a real `vmware-pilot mcp --transport http` process (loopback; slow tier,
+the guards in this process: test_connection_guards.py).
 
 Half-open and slow connections (slowloris) are closed after the read deadlines the settings give,
 one client address cannot hold more than its share of connections, and the server keeps serving
@@ -19,7 +20,10 @@ import anyio
 import httpx
 import pytest
 
+from tests.support import asgi
 from tests.support.server_proc import INIT, PilotProcess, make_cert, start_server
+from vmware_pilot.app import build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.transports.client import connect_http
 from vmware_pilot.transports.tokens import TokenStore
 
@@ -142,6 +146,7 @@ async def test_half_open_and_slow_connections_are_closed_and_others_are_served(q
     await _works(quick)
 
 
+@pytest.mark.slow  # in this process: test_connection_guards.py
 async def test_a_kept_alive_connection_gets_a_fresh_header_deadline_per_request(quick: Served) -> None:
     reader, writer = await _open(quick, "127.0.0.70")
     writer.write(f"GET /healthz HTTP/1.1\r\nHost: {quick.host}\r\n\r\n".encode())
@@ -179,6 +184,31 @@ async def test_one_address_cannot_hold_more_than_its_connections_and_others_are_
             w.close()
 
 
+@pytest.mark.parametrize("spelling", ["LOCALHOST", "LocalHost", "127.0.0.1"])
+async def test_the_host_and_origin_checks_ignore_letter_case_in_process(
+    settings: Settings, pilot_home: Path, spelling: str
+) -> None:
+    app = build_app(settings)
+    try:
+        tokens = TokenStore(pilot_home / "tokens.json")
+        host = f"{spelling}:{asgi.PORT}"
+        headers = {
+            "host": host,
+            "origin": f"http://{host}",
+            "authorization": f"Bearer {tokens.create('alice', 'admin')}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
+        async with asgi.loopback_http(app, pilot_home, tokens) as http:
+            response = await http.post("/mcp", headers=headers, content=_INITIALIZE)
+            assert response.status_code == 200, (response.status_code, response.text)
+            other = await http.post("/mcp", headers={**headers, "host": "EVIL.example"}, content=b"{}")
+            assert other.status_code == 421
+    finally:
+        app.close()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["LOCALHOST", "LocalHost", "127.0.0.1"])
 async def test_the_host_and_origin_checks_ignore_letter_case(quick: Served, spelling: str) -> None:
     host = f"{spelling}:{quick.server.port}"
