@@ -10,10 +10,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from starlette.types import ASGIApp, Message
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.client import PilotClient
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
@@ -59,3 +62,18 @@ async def loopback_http(
         transport = httpx.ASGITransport(app=asgi)
         async with httpx.AsyncClient(transport=transport, base_url=BASE, timeout=30) as client:
             yield client
+
+
+@asynccontextmanager
+async def mcp_session(asgi: ASGIApp, base: str, token: str, **headers: str) -> AsyncIterator[PilotClient]:
+    """The SDK's streamable HTTP client on the app (its lifespan running), sending ``token`` as the
+    bearer: ``connect_http`` with httpx's ASGI transport instead of a socket."""
+    transport = httpx.ASGITransport(app=asgi)
+    all_headers = {**headers, "Authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(transport=transport, base_url=base, headers=all_headers, timeout=30) as http,
+        streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        init = await session.initialize()
+        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)

@@ -1,4 +1,5 @@
-"""A real `vmware-pilot mcp --transport https` process, called with the SDK's streamable HTTP client.
+"""The https transport called with the SDK's streamable HTTP client: its app in this process (fast
+tier), and a real `vmware-pilot mcp --transport https` process (slow tier).
 
 One server for the module (self-signed certificate made here, tokens and a roles file in its own
 pilot home); tokens are added, changed and revoked while it runs, as an operator would.
@@ -6,13 +7,15 @@ pilot home); tokens are added, changed and revoked while it runs, as an operator
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import socket
 import ssl
 import subprocess
 import warnings
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +23,21 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from starlette.types import ASGIApp
 
+from tests.support import asgi
 from tests.support.server_proc import PILOT, PilotProcess, clean_env, make_cert, start_server
+from vmware_pilot.app import build_app
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.client import PilotClient, connect_http
+from vmware_pilot.transports.http import HttpOptions, _tls_context, build_http_app
+from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
 
 READS = ["review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"]
@@ -38,13 +51,58 @@ ROLES = """roles:
 
 @dataclass
 class Team:
-    server: PilotProcess
+    """The team's tokens in the server's pilot home, and how to reach the server."""
+
     home: Path
     secrets: dict[str, str]
 
     @property
     def tokens(self) -> TokenStore:
         return TokenStore(self.home / ".vmware" / "tokens.json")
+
+    @property
+    def origin(self) -> str:
+        """The server's own origin."""
+        raise NotImplementedError
+
+    def connect(self, token: str, **headers: str) -> AbstractAsyncContextManager[PilotClient]:
+        raise NotImplementedError
+
+    async def send(
+        self, method: str, path: str, headers: dict[str, str], content: bytes | None
+    ) -> httpx.Response:
+        raise NotImplementedError
+
+    def client(self, name: str, **headers: str) -> AbstractAsyncContextManager[PilotClient]:
+        return self.connect(self.secrets[name], **headers)
+
+    async def raw(self, method: str, path: str = "/mcp", **headers: str) -> httpx.Response:
+        return await self.send(
+            method,
+            path,
+            {"content-type": "application/json", "accept": "application/json, text/event-stream"} | headers,
+            b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}' if method == "POST" else None,
+        )
+
+
+@dataclass
+class ServedTeam(Team):
+    """A real `vmware-pilot mcp --transport https` process (slow tier)."""
+
+    server: PilotProcess
+
+    @property
+    def origin(self) -> str:
+        return f"https://localhost:{self.server.port}"
+
+    def connect(self, token: str, **headers: str) -> AbstractAsyncContextManager[PilotClient]:
+        return connect_http(self.server.url, token, verify=self.server.verify(), headers=headers)
+
+    async def send(
+        self, method: str, path: str, headers: dict[str, str], content: bytes | None
+    ) -> httpx.Response:
+        async with httpx.AsyncClient(verify=self.server.verify(), timeout=30) as http:
+            return await http.request(method, self.server.base + path, headers=headers, content=content)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -56,40 +114,53 @@ class Team:
             timeout=60,
         )
 
-    @asynccontextmanager
-    async def client(self, name: str, **headers: str) -> AsyncIterator[PilotClient]:
-        async with connect_http(
-            self.server.url, self.secrets[name], verify=self.server.verify(), headers=headers
-        ) as client:
-            yield client
 
-    async def raw(self, method: str, path: str = "/mcp", **headers: str) -> httpx.Response:
-        async with httpx.AsyncClient(verify=self.server.verify(), timeout=30) as http:
-            return await http.request(
-                method,
-                self.server.base + path,
-                headers={"content-type": "application/json", "accept": "application/json, text/event-stream"}
-                | headers,
-                content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}' if method == "POST" else None,
-            )
+@dataclass
+class InProcessTeam(Team):
+    """The https transport's app in this process (its lifespan running), reached through httpx's
+    ASGI transport as https://localhost:8443 (the fast tier)."""
+
+    asgi: ASGIApp
+
+    @property
+    def origin(self) -> str:
+        return BASE
+
+    def connect(self, token: str, **headers: str) -> AbstractAsyncContextManager[PilotClient]:
+        return asgi.mcp_session(self.asgi, BASE, token, **headers)
+
+    async def send(
+        self, method: str, path: str, headers: dict[str, str], content: bytes | None
+    ) -> httpx.Response:
+        transport = httpx.ASGITransport(app=self.asgi)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, timeout=30) as http:
+            return await http.request(method, path, headers=headers, content=content)
 
 
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    home = tmp_path_factory.mktemp("https")
+BASE = "https://localhost:8443"
+
+
+def _team_home(home: Path) -> dict[str, str]:
+    """A pilot home under ``home`` with the roles file and the team's tokens; their secrets."""
     pilot_home = home / ".vmware"
     pilot_home.mkdir(mode=0o700)
     roles = pilot_home / "roles.yaml"
     roles.write_text(ROLES)
     roles.chmod(0o600)
     store = TokenStore(pilot_home / "tokens.json")
-    secrets = {
+    return {
         "alice": store.create("alice", "admin"),
         "rita": store.create("rita", "reader"),
         "carol": store.create("carol", "operator"),
         "dave": store.create("dave", "operator"),
         "erin": store.create("erin", "operator"),
     }
+
+
+@pytest.fixture(scope="module")
+def served_team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedTeam]:
+    home = tmp_path_factory.mktemp("https")
+    secrets = _team_home(home)
     cert, key = make_cert(home)
     args = [
         "--transport",
@@ -102,10 +173,29 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
         "localhost,127.0.0.1",
     ]
     with start_server(home, args, ca=cert) as server:
-        yield Team(server, home, secrets)
+        yield ServedTeam(home, secrets, server)
         assert server.stop() == 0, server.stderr()
     # Pilot's own failures are logged as ERROR by vmware_pilot loggers (with a correlation id).
     assert "ERROR vmware_pilot" not in server.stderr(), server.stderr()
+
+
+@pytest.fixture(params=["in_process", pytest.param("entry_point", marks=pytest.mark.slow)])
+async def team(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Team]:
+    """The team's server: in this process (fast tier), or the module's real https process (slow)."""
+    if request.param == "entry_point":
+        yield request.getfixturevalue("served_team")
+        return
+    secrets = _team_home(tmp_path)
+    pilot_home = tmp_path / ".vmware"
+    app = build_app(Settings(home=pilot_home))
+    try:
+        tokens = TokenStore(pilot_home / "tokens.json")
+        options = HttpOptions("https", public_names=("localhost", "127.0.0.1"))
+        served = build_http_app(app, options, 8443, tokens, RoleBook(pilot_home / "roles.yaml", TOOL_NAMES))
+        async with asgi.lifespan(served):
+            yield InProcessTeam(tmp_path, secrets, served)
+    finally:
+        app.close()
 
 
 def _statuses(exc: BaseException) -> list[int]:
@@ -120,7 +210,7 @@ def _statuses(exc: BaseException) -> list[int]:
 async def _refused(team: Team, token: str) -> list[int]:
     try:
         with anyio.fail_after(30):
-            async with connect_http(team.server.url, token, verify=team.server.verify()):
+            async with team.connect(token):
                 pass
     except BaseException as exc:
         return _statuses(exc)
@@ -180,12 +270,11 @@ async def test_a_foreign_origin_is_403_and_the_servers_own_origin_is_accepted(te
     bearer = f"Bearer {team.secrets['alice']}"
     response = await team.raw("POST", origin="https://evil.example", authorization=bearer)
     assert response.status_code == 403
-    own = f"https://localhost:{team.server.port}"
-    async with team.client("alice", Origin=own) as client:
+    async with team.client("alice", Origin=team.origin) as client:
         assert not (await client.call("list_workflows")).is_error
 
 
-def _handshake(team: Team, oldest: ssl.TLSVersion, newest: ssl.TLSVersion) -> str:
+def _handshake(team: ServedTeam, oldest: ssl.TLSVersion, newest: ssl.TLSVersion) -> str:
     """The TLS version a client offering only ``oldest``..``newest`` gets (raises when refused)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.load_verify_locations(cafile=str(team.server.ca))
@@ -200,7 +289,75 @@ def _handshake(team: Team, oldest: ssl.TLSVersion, newest: ssl.TLSVersion) -> st
         return str(tls.version())
 
 
-def test_tls_is_1_2_or_later_and_older_clients_are_refused_by_the_server(team: Team) -> None:
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost, made in this process."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def _memory_handshake(
+    server: ssl.SSLContext, ca: Path, oldest: ssl.TLSVersion, newest: ssl.TLSVersion
+) -> str:
+    """The TLS version a client offering only ``oldest``..``newest`` gets from a server with the
+    ``server`` context, over in-memory buffers (raises when refused)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cafile=str(ca))
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version, context.maximum_version = oldest, newest
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = context.wrap_bio(to_client, to_server, server_hostname="localhost")
+    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    serving = server.wrap_bio(server_in, server_out, server_side=True)
+    done = {"client": False, "server": False}
+    for _ in range(20):
+        for side, end in (("client", client), ("server", serving)):
+            if not done[side]:
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    end.do_handshake()
+                    done[side] = True
+        server_in.write(to_server.read())
+        to_client.write(server_out.read())
+        if all(done.values()):
+            return str(client.version())
+    raise AssertionError("the handshake did not finish")
+
+
+def test_tls_is_1_2_or_later_in_process(tmp_path: Path) -> None:
+    """The server's TLS context (what uvicorn serves with) refuses TLS 1.0/1.1 and offers 1.2 and 1.3."""
+    cert, key = _self_signed(tmp_path)
+    server = _tls_context(cert, key)(None, None)  # type: ignore[arg-type]
+    with pytest.raises(ssl.SSLError) as refused:
+        _memory_handshake(server, cert, ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1)
+    assert "NO_PROTOCOLS_AVAILABLE" not in str(refused.value)  # the server refused, not the client
+    assert _memory_handshake(server, cert, ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert _memory_handshake(server, cert, ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+
+
+@pytest.mark.slow  # in this process: test_tls_is_1_2_or_later_in_process
+def test_tls_is_1_2_or_later_and_older_clients_are_refused_by_the_server(served_team: ServedTeam) -> None:
+    team = served_team
     with pytest.raises(ssl.SSLError) as refused:
         _handshake(team, ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1)
     # The server hung up: the client did offer TLS 1.0/1.1 (it did not refuse on its own).
@@ -292,7 +449,8 @@ async def test_an_approver_naming_someone_else_is_refused_and_the_callers_own_na
 
 
 @pytest.mark.slow
-async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(team: Team) -> None:
+async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(served_team: ServedTeam) -> None:
+    team = served_team
     """The host's operator CLI is a door of its own: the OS account, outside the token roles.
 
     Two CLI processes open and close the store while the server keeps it open: the server must
@@ -313,7 +471,10 @@ async def test_the_operator_cli_approves_on_the_servers_store_while_it_runs(team
 
 # --- changes while the server runs ------------------------------------------------------------
 @pytest.mark.slow
-async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_request(team: Team) -> None:
+async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_request(
+    served_team: ServedTeam,
+) -> None:
+    team = served_team
     team.secrets["temp"] = team.tokens.create("temp", "admin")
     async with team.client("alice"):
         pass  # another caller's session is unaffected below
@@ -331,7 +492,8 @@ async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_requ
 
 
 @pytest.mark.slow
-async def test_a_new_token_and_a_role_change_apply_without_a_restart(team: Team) -> None:
+async def test_a_new_token_and_a_role_change_apply_without_a_restart(served_team: ServedTeam) -> None:
+    team = served_team
     created = team.cli("token", "create", "newcomer", "--role", "reader")
     assert created.returncode == 0, created.stderr
     team.secrets["newcomer"] = created.stdout.strip()
