@@ -188,3 +188,110 @@ def test_an_upward_import_is_caught(lower: str, higher: str) -> None:
     files[PACKAGE_ROOT / lower / "probe.py"] = f"from vmware_pilot.{higher} import __name__ as _higher\n"
     offences = offending_imports(rows, files)
     assert any(f"({lower} -> {higher})" in offence for offence in offences)
+
+
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+SECTION = re.compile(r"^### (\w+)$")
+TOP_FOLDERS = {p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")}
+FILE_SUFFIXES = (".py", ".json", ".md", ".sh", ".yaml", ".toml", ".txt")
+
+
+def named_modules(text: str) -> list[tuple[str, str | None]]:
+    """Every module or file named in backticks, with the `### package` section it is named under.
+
+    Named are: paths (`engine/requests.py`, `store/`, `safety/roles.call_refusal`, with an
+    attribute after the module), dotted modules under the package (`vmware_pilot.engine.gates`,
+    `engine.execution`, `kept.TextSource`) and bare file names (`saving.py`), the latter looked for
+    inside the section's package when under one.
+    """
+    units = {p.name for p in PACKAGE_ROOT.iterdir() if p.is_dir() and p.name != "__pycache__"} | {
+        p.stem for p in PACKAGE_ROOT.glob("*.py")
+    }
+    found: list[tuple[str, str | None]] = []
+    section: str | None = None
+    for line in text.splitlines():
+        if line.startswith(("## ", "### ")):
+            section = None
+        heading = SECTION.match(line)
+        if heading is not None:
+            section = heading.group(1)
+        for token in BACKTICKED.findall(line):
+            token = token.removesuffix("()")
+            if not re.fullmatch(r"[\w./-]+", token):
+                continue
+            dotted = token.split(".")
+            if "/" in token:
+                if token.split("/")[0] in units | TOP_FOLDERS:
+                    found.append((token, section))
+            elif token.endswith(".py"):
+                found.append((token, section))
+            elif token.endswith(FILE_SUFFIXES):
+                continue
+            elif dotted[0] == "vmware_pilot" or (len(dotted) > 1 and dotted[0] in units):
+                found.append((token, section))
+    return found
+
+
+def module_problem(token: str, section: str | None) -> str | None:
+    """Why a backticked name does not name what is in the repository, or None when it does."""
+    if token.startswith("vmware_pilot."):
+        token = token.removeprefix("vmware_pilot.")
+    if "/" not in token and not token.endswith(FILE_SUFFIXES):
+        token = token.replace(".", "/")
+        parts = token.split("/")
+        for cut in range(len(parts), 0, -1):
+            base = PACKAGE_ROOT.joinpath(*parts[:cut])
+            if base.is_dir() or base.with_suffix(".py").exists():
+                return attribute_problem(".".join(parts[:cut]), parts[cut:])
+        return f"no module {token}"
+    folder, _, leaf = token.rpartition("/")
+    if token.endswith("/") or leaf.endswith(FILE_SUFFIXES) or "." not in leaf:
+        return None if path_exists(token, section) else f"no file {token}"
+    module, *attribute = leaf.split(".")
+    if not path_exists(f"{folder}/{module}.py", section):
+        return f"no module {folder}/{module}.py"
+    return attribute_problem(f"{folder}/{module}".replace("/", "."), attribute)
+
+
+def path_exists(path: str, section: str | None) -> bool:
+    """A path under src/vmware_pilot, the repository, or (a bare file name) the section's package."""
+    if "/" not in path.rstrip("/"):
+        root = PACKAGE_ROOT / section if section and (PACKAGE_ROOT / section).is_dir() else PACKAGE_ROOT
+        return any(root.rglob(path.rstrip("/"))) or (PACKAGE_ROOT / path).exists()
+    return (PACKAGE_ROOT / path).exists() or (REPO / path).exists()
+
+
+def attribute_problem(module: str, attribute: list[str]) -> str | None:
+    """`module.attr`: the module defines (or lazily offers) the name."""
+    if not attribute:
+        return None
+    import importlib
+
+    loaded = importlib.import_module(f"vmware_pilot.{module}")
+    return None if hasattr(loaded, attribute[0]) else f"{module} has no {attribute[0]}"
+
+
+def test_every_module_the_architecture_names_exists() -> None:
+    """docs/architecture.md names modules, files and attributes that are in the code as it is."""
+    named = named_modules(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(named) > 200, "the doc's module names are found"
+    problems = sorted(
+        {f"{token}: {why}" for token, section in named if (why := module_problem(token, section))}
+    )
+    assert not problems, "docs/architecture.md names what is not in src:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "`engine/gone.py`",
+        "`vmware_pilot.engine.gone`",
+        "`store/memory.nothing`",
+        "`kept.Nothing`",
+        "`gone.py`",
+    ],
+)
+def test_a_module_the_architecture_names_that_is_missing_is_caught(named: str) -> None:
+    """The check can fail: a missing module, file or attribute the doc names is reported."""
+    ((token, section),) = named_modules(f"### engine\n- {named}: what it was.\n")
+    assert module_problem(token, section) is not None
