@@ -215,8 +215,8 @@ def named_modules(text: str) -> list[tuple[str, str | None]]:
         heading = SECTION.match(line)
         if heading is not None:
             section = heading.group(1)
-        for token in BACKTICKED.findall(line):
-            token = token.removesuffix("()")
+        for named in BACKTICKED.findall(line):
+            token = named.removesuffix("()")
             if not re.fullmatch(r"[\w./-]+", token):
                 continue
             dotted = token.split(".")
