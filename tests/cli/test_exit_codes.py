@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_startup_refusals import _set_schema_version
+from tests.support.store_helpers import set_schema_version
 from vmware_pilot.cli.refusals import EXIT_REFUSED, EXIT_USAGE, exit_code
 from vmware_pilot.config import Settings
 from vmware_pilot.errors import (
@@ -70,7 +70,7 @@ def test_a_store_that_cannot_be_opened_exits_2_from_every_command(
 ) -> None:
     assert _run("vmware-pilot", "token", "create", "probe").returncode == 0  # so the server gets that far
     open_store(settings).close()
-    _set_schema_version(settings, str(LATEST + 1))
+    set_schema_version(settings, str(LATEST + 1))
     done = _run(*command)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""

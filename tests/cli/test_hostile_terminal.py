@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.test_tty import Terminal
+from tests.support.pty_terminal import Terminal
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor

@@ -7,14 +7,14 @@ Run through the installed ``vmware-pilot`` entry point, as a person or an MCP cl
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.server.test_stdio import serve
 from tests.support.cli import Runner
+from tests.support.stdio_server import serve
+from tests.support.store_helpers import set_schema_version
 from vmware_pilot.config import Settings
 from vmware_pilot.store.migrations import LATEST
 from vmware_pilot.store.sql import open_store
@@ -22,22 +22,14 @@ from vmware_pilot.store.sql import open_store
 PILOT = Path(sys.executable).with_name("vmware-pilot")
 
 
-def _set_schema_version(settings: Settings, value: str) -> None:
-    conn = sqlite3.connect(settings.home_path / "pilot.db", isolation_level=None)
-    try:
-        conn.execute("UPDATE schema_meta SET value = ?", (value,))
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("command", [pytest.param(["workflows"], id="workflows")])
 def test_a_non_numeric_schema_version_is_a_clear_refusal_not_a_traceback(
     settings: Settings, command: list[str], run_pilot: Runner
 ) -> None:
     open_store(settings).close()
-    _set_schema_version(settings, str(LATEST + 1))
+    set_schema_version(settings, str(LATEST + 1))
     too_new = run_pilot("vmware-pilot", *command)
-    _set_schema_version(settings, "three")
+    set_schema_version(settings, "three")
     bad = run_pilot("vmware-pilot", *command)
 
     assert "Traceback" not in bad.stderr, bad.stderr
@@ -57,7 +49,7 @@ async def test_the_stdio_server_refuses_tool_calls_on_a_bad_schema_version_and_k
     # The stdio server opens the store at the first tool call (start-up waits for none of it), so
     # the refusal is that call's answer: one message and a hint, no traceback, and it still serves.
     open_store(settings).close()
-    _set_schema_version(settings, "three")
+    set_schema_version(settings, "three")
     async with serve(str(PILOT), ["mcp"], settings.home_path) as (client, _name, _version):
         for _ in range(2):
             result = await client.session.call_tool("list_workflows", {})

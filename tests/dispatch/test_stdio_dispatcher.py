@@ -4,36 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import FAKE_SKILL
+from tests.support.dispatch_options import command, options
 from vmware_pilot.dispatch.protocol import OutcomeKind
 from vmware_pilot.dispatch.session import SkillSession
-from vmware_pilot.dispatch.stdio import DispatchOptions, StdioDispatcher
+from vmware_pilot.dispatch.stdio import StdioDispatcher
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 from vmware_pilot.templates.steps import make_step
-
-
-def command(mode: str = "ok") -> str:
-    return shlex.join([sys.executable, str(FAKE_SKILL), mode])
-
-
-def options(**changes: object) -> DispatchOptions:
-    base: dict[str, object] = {
-        "call_timeout": 10.0,
-        "start_timeout": 20.0,
-        "idle_seconds": 60.0,
-        "pool_size": 4,
-        "overrides": {"aiops": command()},
-    }
-    base.update(changes)
-    return DispatchOptions(**base)  # type: ignore[arg-type]
 
 
 @pytest.fixture

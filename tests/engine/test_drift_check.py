@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from tests.engine.test_prediction import Estate, at_gate, gate, restart
 from tests.support.fakes import ScriptedDispatcher
 from tests.support.mcp_client import connect
+from tests.support.prediction import Estate, at_gate, gate, restart
 from tests.support.receiver import Receiver, serve
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.webhook import events_for

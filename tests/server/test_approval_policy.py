@@ -8,55 +8,19 @@ quorum seen from an MCP client.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ElicitRequestFormParams, ElicitResult
 
+from tests.support.approval_gates import OFF, Person, gate, session
 from tests.support.mcp_client import READ_STEP, Client
 from tests.support.prechecks import count_prechecks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.requests import ApproveRequest
-from vmware_pilot.server import create_server
-
-OFF = {
-    "action": "off",
-    "skill": "aiops",
-    "tool": "power_off_vm",
-    "params": {"vm_name": "web-01"},
-    "rollback_tool": "power_on_vm",
-    "rollback_params": {"vm_name": "web-01"},
-}
-
-
-def gate(**options: Any) -> dict[str, Any]:
-    params = {"message": "Power off web-01 for maintenance?", **options}
-    return {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": params}
-
-
-Answer = Callable[[ElicitRequestFormParams], Awaitable[ElicitResult]]
-
-
-class Person:
-    """Answers the approval form the way a test scripts it, and keeps what it was shown."""
-
-    def __init__(self, answer: Answer | dict[str, Any] | str) -> None:
-        self.answer = answer
-        self.forms: list[ElicitRequestFormParams] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        assert isinstance(params, ElicitRequestFormParams)
-        self.forms.append(params)
-        if callable(self.answer):
-            return await self.answer(params)
-        if isinstance(self.answer, str):
-            return ElicitResult(action=self.answer)  # type: ignore[arg-type]
-        return ElicitResult(action="accept", content=self.answer)
 
 
 def policy_app(settings: Settings, policy: str) -> PilotApp:
@@ -68,15 +32,6 @@ def elicit_app(settings: Settings) -> Iterator[PilotApp]:
     app = policy_app(settings, "elicit")
     yield app
     app.close()
-
-
-@asynccontextmanager
-async def session(
-    app: PilotApp, person: Person | None = None, actor: Actor | None = None
-) -> AsyncIterator[Client]:
-    server = create_server(app, actor=actor or Actor("tester"))
-    async with create_connected_server_and_client_session(server, elicitation_callback=person) as s:
-        yield Client(s)
 
 
 async def at_gate(client: Client, *steps: dict[str, Any]) -> str:

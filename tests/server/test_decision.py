@@ -10,7 +10,7 @@ from typing import Any
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import Implementation
 
-from tests.server.test_approval_policy import OFF, gate, session
+from tests.support.approval_gates import OFF, gate, session
 from tests.support.mcp_client import READ_STEP, Client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -213,7 +213,7 @@ async def test_an_approval_comment_is_recorded_and_audited(pilot_app: PilotApp) 
 
 
 async def test_the_approval_form_shows_the_decision_summary_first(settings: Settings) -> None:
-    from tests.server.test_approval_policy import Person
+    from tests.support.approval_gates import Person
 
     app = build_app(Settings(home=settings.home, approvals="elicit"))
     person = Person({"decision": "approve", "comment": "LB drained first"})
@@ -239,7 +239,7 @@ async def test_the_approval_form_shows_the_decision_summary_first(settings: Sett
 async def test_eligibility_says_when_the_policy_does_not_accept_the_approver(
     settings: Settings, pilot_app: PilotApp
 ) -> None:
-    from tests.server.test_policy_doors import OPERATORS, write_policy
+    from tests.support.approval_gates import OPERATORS, write_policy
 
     write_policy(settings, OPERATORS)
     async with session(pilot_app) as client:

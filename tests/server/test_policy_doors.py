@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.approval_gates import OPERATORS, write_policy
 from tests.support.mcp_client import GATE, READ_STEP, Client, connect
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -47,12 +48,6 @@ approvals:
     requester_may_approve: false
     max_validity_minutes: 240
 """
-OPERATORS = """\
-approvals:
-  - name: operators-only
-    match: {tool: "aiops.*"}
-    approvers: [operator]
-"""
 DELETE_PROD = {
     "action": "delete",
     "skill": "aiops",
@@ -60,12 +55,6 @@ DELETE_PROD = {
     "params": {"vm_name": "prod-web", "confirm": True},
 }
 OFF = {"action": "off", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
-
-
-def write_policy(settings: Settings, text: str) -> None:
-    path = settings.resolved_policies_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 def _denied(payload: dict[str, Any], rule: str, door: str) -> None:

@@ -5,15 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
-from tests.support.mcp_client import INCIDENT, Client
+from tests.support.mcp_client import INCIDENT
+from tests.support.stdio_server import serve
 from vmware_pilot import __version__
 
 BIN = Path(sys.executable).parent
@@ -22,16 +19,6 @@ COMMANDS = {
     "vmware-pilot-mcp": (str(BIN / "vmware-pilot-mcp"), []),
     "python -m vmware_pilot": (sys.executable, ["-m", "vmware_pilot"]),
 }
-
-
-@asynccontextmanager
-async def serve(command: str, args: list[str], home: Path) -> AsyncIterator[tuple[Client, str, str]]:
-    """Start the server process; leaving the block closes its stdin and waits for (or kills) it."""
-    env = {**os.environ, "VMWARE_PILOT_HOME": str(home)}
-    params = StdioServerParameters(command=command, args=args, env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        init = await session.initialize()
-        yield Client(session), init.serverInfo.name, init.serverInfo.version
 
 
 @pytest.mark.parametrize("entry", list(COMMANDS))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.dispatch.test_stdio_dispatcher import options
+from tests.support.dispatch_options import options
 from tests.support.mcp_client import READ_STEP
 from tests.support.raw import raw_session
 from vmware_pilot import telemetry

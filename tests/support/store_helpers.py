@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.store.migrations import needed_version
@@ -40,3 +41,11 @@ def recorded_schema(applied: int) -> dict[str, str]:
     """The schema_meta rows of a database with ``applied`` migrations (store/migrations.py)."""
     needed = needed_version(applied)
     return {"schema_version": str(needed), **({"schema_applied": str(applied)} if applied != needed else {})}
+
+
+def set_schema_version(settings: Settings, value: str) -> None:
+    conn = sqlite3.connect(settings.home_path / "pilot.db", isolation_level=None)
+    try:
+        conn.execute("UPDATE schema_meta SET value = ?", (value,))
+    finally:
+        conn.close()

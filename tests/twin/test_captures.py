@@ -12,51 +12,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.captures import make_capture
 from vmware_pilot.cli.main import app
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import PilotError
-from vmware_pilot.twin.captures import account_for, digest_of, inventory_facts, list_captures
+from vmware_pilot.twin.captures import account_for, inventory_facts, list_captures
 from vmware_pilot.twin.rehearse import Rehearser, TwinSettings
 from vmware_pilot.twin.shelf import CaptureShelf
 
 runner = CliRunner()
-VM_XML = """<ObjectContent>
-  <obj type="VirtualMachine">vm-57</obj>
-  <propSet><name>name</name><val xmlns:XMLSchema-instance="http://www.w3.org/2001/XMLSchema-instance" XMLSchema-instance:type="xsd:string">DC0_H0_VM0</val></propSet>
-  <propSet><name>parent</name><val type="Folder">group-v3</val></propSet>
-  <propSet><name>runtime</name><val><host type="HostSystem">host-21</host><connectionState>connected</connectionState><powerState>poweredOn</powerState></val></propSet>
-  <propSet><name>guest</name><val><toolsRunningStatus>guestToolsNotRunning</toolsRunningStatus></val></propSet>
-  <propSet><name>snapshot</name><val><rootSnapshotList><name>lab-base</name><childSnapshotList><name>second</name></childSnapshotList></rootSnapshotList></val></propSet>
-</ObjectContent>
-"""
 
 
 def monitor_config(home: Path, body: str) -> None:
     folder = home / ".vmware-monitor"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(body)
-
-
-def make_capture(pilot_home: Path, capture_id: str, at: str, *, readable: bool = True) -> Path:
-    folder = pilot_home / "twins" / capture_id
-    objects = folder / "objects"
-    objects.mkdir(parents=True)
-    if readable:
-        (objects / "0000-ServiceInstance-ServiceInstance.xml").write_text(
-            "<ObjectContent><obj type='ServiceInstance'>ServiceInstance</obj></ObjectContent>"
-        )
-    (objects / "0001-VirtualMachine-vm-57.xml").write_text(VM_XML)
-    digest, count = digest_of(objects)
-    record = {
-        "id": capture_id,
-        "target": "lab",
-        "vcenter": "vc:443",
-        "at": at,
-        "objects": count,
-        "digest": digest,
-    }
-    (folder / "capture.json").write_text(json.dumps(record))
-    return folder
 
 
 def test_the_account_is_the_monitor_skills_and_its_password_is_never_shown(_isolated_home: Path) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from tests.support.backends import Database
-from tests.twin.test_captures import make_capture
+from tests.support.captures import make_capture
 from vmware_pilot.cli.main import app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.model import Step
