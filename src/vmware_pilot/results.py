@@ -22,13 +22,14 @@ plain objects, and each tool's schema holds every model it uses once, under ``$d
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     RootModel,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -842,12 +843,63 @@ class ReviewResult(Result):
 
 
 class TemplateParameter(Result):
+    """One input of a template, built-in (``templates.params.parameters_of`` its model) or custom
+    (its YAML ``parameters`` block): what ``list_workflows`` lists, what a hint names (``text``)
+    and, for a custom template, what binding checks. Written out as ``{name, type, required,
+    description}`` plus ``default`` when it is optional and ``enum`` when only some values are
+    accepted; build it with ``declared`` so that holds."""
+
     name: str
     type: str
     required: bool
     description: str = ""
     default: Any = None
     enum: list[Any] = Field(default_factory=list)
+    # Whether an optional parameter has a default (an optional one without is listed with
+    # ``default: null`` but left out when binding); not on the wire.
+    _has_default: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def declared(
+        cls,
+        name: str,
+        type: str,
+        required: bool,
+        description: str = "",
+        default: Any = None,
+        has_default: bool = False,
+        enum: Sequence[Any] | None = None,
+    ) -> Self:
+        """A parameter as declared: ``default`` kept (and listed) only when it is optional."""
+        fields: dict[str, Any] = {
+            "name": name,
+            "type": type,
+            "required": required,
+            "description": description,
+        }
+        if not required:
+            fields["default"] = default
+        if enum is not None:
+            fields["enum"] = list(enum)
+        parameter = cls(**fields)
+        parameter._has_default = has_default and not required
+        return parameter
+
+    @property
+    def has_default(self) -> bool:
+        return self._has_default
+
+    def text(self) -> str:
+        """``name (type, required)``, ``name (type, default 5)``, ``…, one of 'a', 'b')``."""
+        if self.required:
+            text = f"{self.name} ({self.type}, required)"
+        elif self.has_default:
+            text = f"{self.name} ({self.type}, default {self.default!r})"
+        else:
+            text = f"{self.name} ({self.type}, optional)"
+        if self.enum:
+            return f"{text[:-1]}, one of {', '.join(map(repr, self.enum))})"
+        return text
 
 
 class TemplateExample(Result):

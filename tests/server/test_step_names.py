@@ -77,7 +77,7 @@ def test_a_yaml_template_with_a_bad_name_is_listed_as_broken(tmp_path: Path) -> 
     (tmp_path / "bad.yaml").write_text(
         yaml.safe_dump({"name": "bad", "steps": [hostile("rollback_tool", "undo it")]})
     )
-    entries = TemplateRegistry(tmp_path, Catalog.curated()).listing()
+    entries = [e.model_dump() for e in TemplateRegistry(tmp_path, Catalog.curated()).listing()]
     (bad,) = [e for e in entries if e.get("name") == "bad"]
     assert "rollback_tool" in bad["error"] and "is not a name" in bad["error"]
 

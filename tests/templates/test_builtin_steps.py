@@ -576,7 +576,7 @@ def test_baseline_remediate_steps(snapshot_registry: TemplateRegistry) -> None:
 
 
 def test_listing_counts_steps_from_defaults_or_the_first_example(registry: TemplateRegistry) -> None:
-    listed = {e["name"]: e for e in registry.listing()}
+    listed = {e.name: e.model_dump() for e in registry.listing()}
     old_keys = ("name", "type", "description", "steps")  # the 2.4.0 keys; discovery adds others
     assert {k: listed["compliance_scan"][k] for k in old_keys} == {
         "name": "compliance_scan",

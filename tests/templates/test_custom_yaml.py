@@ -45,7 +45,7 @@ RESIZE = """\
 
 
 def custom_entries(registry: TemplateRegistry) -> list[dict[str, Any]]:
-    return [e for e in registry.listing() if e["type"] == "custom"]
+    return [e.model_dump() for e in registry.listing() if e.type == "custom"]
 
 
 def test_parameters_block_types_defaults_and_typed_placeholders(
@@ -240,7 +240,7 @@ def test_listing_orders_files_by_name_and_counts_steps(
     ]
     assert entries[2]["file"] == "c.yaml" and "already defined in b.yaml" in entries[2]["error"]
     assert len(entries) == 3
-    assert [e["type"] for e in registry.listing()[:15]] == ["builtin"] * 15
+    assert [e.type for e in registry.listing()[:15]] == ["builtin"] * 15
 
 
 def test_files_are_reread_on_every_call(registry: TemplateRegistry, templates_dir: Path) -> None:

@@ -32,7 +32,7 @@ def write(folder: Path, name: str, text: str) -> None:
 def test_every_builtin_parameter_is_listed_with_type_requirement_and_description(
     registry: TemplateRegistry,
 ) -> None:
-    listed = {e["name"]: e for e in registry.listing() if e["type"] == "builtin"}
+    listed = {e.name: e.model_dump() for e in registry.listing() if e.type == "builtin"}
     for template in BUILTINS:
         params = listed[template.name]["parameters"]
         assert [p["name"] for p in params] == list(template.params_model.model_fields)
@@ -50,7 +50,7 @@ def test_every_builtin_parameter_is_listed_with_type_requirement_and_description
 
 @pytest.mark.parametrize("template", [b.name for b in BUILTINS])
 def test_each_builtin_example_call_plans_the_template(registry: TemplateRegistry, template: str) -> None:
-    example = registry.describe(template)["example"]
+    example = registry.describe(template).model_dump()["example"]
     assert example["tool"] == "create_workflow_from_template"
     arguments = example["arguments"]
     assert arguments["workflow_type"] == template
@@ -62,7 +62,7 @@ def test_yaml_parameters_with_enum_are_listed_and_enforced(
     registry: TemplateRegistry, templates_dir: Path
 ) -> None:
     write(templates_dir, "restart.yaml", RESTART)
-    entry = registry.describe("restart_web")
+    entry = registry.describe("restart_web").model_dump()
     assert entry["parameters"] == [
         {"name": "vm_name", "type": "string", "required": True, "description": "VM to restart"},
         {
@@ -94,7 +94,7 @@ def test_a_yaml_enum_that_does_not_fit_its_type_or_default_makes_the_file_broken
         "b.yaml",
         RESTART.replace("restart_web", "other").replace("default: soft", "default: x"),
     )
-    broken = {e["file"]: e["error"] for e in registry.listing() if "error" in e}
+    broken = {e.file: e.error for e in registry.listing() if e.has("error")}
     assert "enum must be a non-empty list of string values" in broken["a.yaml"]
     assert "default 'x' is not one of its enum values" in broken["b.yaml"]
 
@@ -107,7 +107,7 @@ def test_a_yaml_template_without_parameters_block_lists_its_placeholders(
         "loose.yaml",
         "name: loose\nsteps: [{skill: monitor, tool: get_alarms, params: {target: '{{where}}'}}]\n",
     )
-    entry = registry.describe("loose")
+    entry = registry.describe("loose").model_dump()
     assert entry["parameters"] == [{"name": "where", "type": "string", "required": True, "description": ""}]
     assert registry.create("loose", entry["example"]["arguments"]["params"], "t").steps[0].params == {
         "target": "<where>"
@@ -118,3 +118,34 @@ def test_describing_an_unknown_template_is_refused_with_a_hint(registry: Templat
     with pytest.raises(TemplateError) as refused:
         registry.describe("nope")
     assert "list_workflows" in refused.value.hint
+
+
+OPTIONAL = """name: tag_vm
+parameters:
+  vm_name: {type: string}
+  note: {type: string, required: false, description: Free text}
+steps:
+  - {skill: monitor, tool: get_vm_info, params: {vm_name: "{{vm_name}}"}}
+"""
+
+
+def test_an_optional_yaml_parameter_without_default_is_listed_with_null_and_left_out_when_bound(
+    registry: TemplateRegistry, templates_dir: Path
+) -> None:
+    write(templates_dir, "tag.yaml", OPTIONAL)
+    entry = registry.describe("tag_vm")
+    assert entry.model_dump()["parameters"] == [
+        {"name": "vm_name", "type": "string", "required": True, "description": ""},
+        {"name": "note", "type": "string", "required": False, "description": "Free text", "default": None},
+    ]
+    assert [p.text() for p in entry.parameters] == ["vm_name (string, required)", "note (string, optional)"]
+    assert "note" not in registry.create("tag_vm", {"vm_name": "web"}, "t").params
+    with pytest.raises(TemplateParamError) as refused:
+        registry.create("tag_vm", {}, "t")
+    assert "tag_vm takes vm_name (string, required), note (string, optional)" in refused.value.hint
+
+
+def test_a_listed_parameter_reads_back_from_its_wire_text_unchanged(registry: TemplateRegistry) -> None:
+    for entry in registry.listing():
+        text = entry.model_dump_json()
+        assert type(entry).model_validate_json(text).model_dump_json() == text

@@ -80,7 +80,7 @@ def test_save_writes_an_owner_only_file_with_secrets_masked(
 def test_saved_template_round_trips(registry: TemplateRegistry) -> None:
     original = steps_from_dicts(STEPS)
     registry.save_as_template("ops", "Ops run", original, ["alice"], caller="alice")
-    (entry,) = [e for e in registry.listing() if e["type"] == "custom"]
+    (entry,) = [e.model_dump() for e in registry.listing() if e.type == "custom"]
     assert entry["parameters"] == []  # the saved steps use no placeholders
     assert {k: entry[k] for k in ("name", "description", "file", "steps", "type")} == {
         "name": "ops",

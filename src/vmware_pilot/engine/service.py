@@ -64,7 +64,6 @@ from vmware_pilot.results import (
     RollbackResult,
     RunResult,
     StatusView,
-    TemplateInfo,
 )
 from vmware_pilot.safety import roles
 from vmware_pilot.safety.duties import Role
@@ -305,7 +304,7 @@ class PilotService:
         page = self.flag_expired(self.store.workflows.list_active(size, offset))
         total = self.store.workflows.count_active()
         return ListResult(
-            templates=[TemplateInfo.model_validate(t) for t in self.templates.listing()],
+            templates=self.templates.listing(),
             active_workflows=page,
             active_total=total,
             next_offset=next_offset(offset, size, len(page), total),

@@ -55,15 +55,15 @@ def _done(values: list[str], typed: str) -> Completion:
 
 
 def _fixed_values(service: PilotService, template: str, parameter: str) -> list[str]:
-    entry = next((t for t in service.templates.listing() if t["name"] == template), None)
-    if entry is None or entry["type"] != "builtin":
+    entry = next((t for t in service.templates.listing() if t.name == template), None)
+    if entry is None or entry.type != "builtin":
         return []
-    spec = next((p for p in entry.get("parameters", []) if p["name"] == parameter), None)
+    spec = next((p for p in entry.parameters if p.name == parameter), None)
     if spec is None:
         return []
-    if spec.get("enum"):
-        return [v if isinstance(v, str) else json.dumps(v) for v in spec["enum"]]
-    return ["true", "false"] if spec["type"] == "boolean" else []
+    if spec.enum:
+        return [v if isinstance(v, str) else json.dumps(v) for v in spec.enum]
+    return ["true", "false"] if spec.type == "boolean" else []
 
 
 def complete(service: PilotService, refusal: Refusal, ref: Any, argument: CompletionArgument) -> Completion:
@@ -75,7 +75,7 @@ def complete(service: PilotService, refusal: Refusal, ref: Any, argument: Comple
         elif name == "name" and ref.uri == "pilot://templates/{name}":
             if refusal("list_workflows") is not None:
                 return Completion(values=[])
-            return _done([t["name"] for t in service.templates.listing()], typed)
+            return _done([t.name for t in service.templates.listing()], typed)
         else:
             return Completion(values=[])
     elif isinstance(ref, PromptReference) and name not in ("workflow_id", "state"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from mcp.types import (
 )
 
 from vmware_pilot.domain.enums import WorkflowState
+from vmware_pilot.results import TemplateParameter
 
 __all__ = ["prompts", "register_prompts"]
 
@@ -55,17 +56,16 @@ def _value(text: str, kind: str) -> Any:
         return text
 
 
-def _template_prompt(name: str, description: str, parameters: list[dict[str, Any]]) -> _Prompt:
+def _template_prompt(name: str, description: str, parameters: Sequence[TemplateParameter]) -> _Prompt:
     arguments = []
     for p in parameters:
-        kind = str(p["type"])
-        text = str(p["description"])
-        if kind != "string":
-            text += f" ({kind}, as JSON)"
-        if not p["required"]:
-            text += f" Default: {json.dumps(p.get('default'))}."
-        arguments.append(PromptArgument(name=p["name"], description=text, required=bool(p["required"])))
-    types = {str(p["name"]): str(p["type"]) for p in parameters}
+        text = p.description
+        if p.type != "string":
+            text += f" ({p.type}, as JSON)"
+        if not p.required:
+            text += f" Default: {json.dumps(p.default)}."
+        arguments.append(PromptArgument(name=p.name, description=text, required=p.required))
+    types = {p.name: p.type for p in parameters}
 
     def render(args: Mapping[str, str]) -> str:
         params = {k: _value(v, types[k]) for k, v in args.items() if k in types and v != ""}
@@ -156,9 +156,9 @@ def _flows() -> list[_Prompt]:
 def prompts() -> dict[str, _Prompt]:
     """Every prompt by name (built on first use: the schemas are not needed at start-up)."""
     from vmware_pilot.templates.builtin import BUILTINS
-    from vmware_pilot.templates.discovery import builtin_parameters
+    from vmware_pilot.templates.params import parameters_of
 
-    out = {b.name: _template_prompt(b.name, b.description, builtin_parameters(b)) for b in BUILTINS}
+    out = {b.name: _template_prompt(b.name, b.description, parameters_of(b.params_model)) for b in BUILTINS}
     out.update({p.prompt.name: p for p in _flows()})
     return out
 

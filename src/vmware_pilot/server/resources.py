@@ -76,7 +76,9 @@ def _audit(service: PilotService, workflow_id: str) -> dict[str, Any]:
 
 def _view(service: PilotService, uri: str) -> _View | None:
     if uri == "pilot://templates":
-        return _View("list_workflows", lambda: {"templates": service.templates.listing()})
+        return _View(
+            "list_workflows", lambda: {"templates": [t.model_dump() for t in service.templates.listing()]}
+        )
     if uri == "pilot://catalog":
         return _View("get_skill_catalog", service.get_skill_catalog)
     if found := _AUDIT.fullmatch(uri):

@@ -35,8 +35,9 @@ from typing import Any
 
 from vmware_pilot.domain.model import Step
 from vmware_pilot.errors import InvalidInput, StepValidationError, TemplateError, TemplateParamError
+from vmware_pilot.results import TemplateParameter
 from vmware_pilot.safety.redaction import MASK, is_secret_key, is_secret_ref, redact_text
-from vmware_pilot.templates.params import TemplateParameter, signature
+from vmware_pilot.templates.params import signature
 from vmware_pilot.templates.steps import IDENTIFIER_KEYS, steps_from_dicts
 
 __all__ = [
@@ -144,7 +145,7 @@ class CustomTemplate:
                     raise self._param_error(
                         spec.name, f"parameter '{spec.name}' must be {spec.type}, got {got}"
                     )
-                if spec.enum is not None and values[spec.name] not in spec.enum:
+                if spec.enum and values[spec.name] not in spec.enum:
                     allowed = ", ".join(map(repr, spec.enum))
                     raise self._param_error(
                         spec.name,
@@ -289,7 +290,7 @@ def _parameters(raw: Any) -> dict[str, TemplateParameter]:
         enum = _enum(name, spec, kind)
         if enum is not None and has_default and spec["default"] not in enum:
             raise ValueError(f"parameter '{name}': default {spec['default']!r} is not one of its enum values")
-        out[name] = TemplateParameter(
+        out[name] = TemplateParameter.declared(
             name, kind, required, description, spec.get("default"), has_default, enum
         )
     return out

@@ -1,5 +1,6 @@
 """Typed template parameters: the base model, binding with precise errors, the signature text, and
-``TemplateParameter``, the one description of a template's input (built-in or custom).
+a built-in's parameters as ``results.TemplateParameter`` (the one description of a template's input,
+built-in or custom, which ``list_workflows`` lists).
 
 Every built-in template declares a pydantic model (unknown keys refused, strict types). ``bind``
 turns a caller's ``params`` object into that model or raises ``TemplateParamError`` naming the
@@ -8,9 +9,7 @@ field, with the template's whole parameter list in the hint.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -24,12 +23,12 @@ from pydantic import (
 )
 
 from vmware_pilot.errors import TemplateParamError
+from vmware_pilot.results import TemplateParameter
 
 __all__ = [
     "NonBlank",
     "SecretText",
     "Target",
-    "TemplateParameter",
     "TemplateParams",
     "bind",
     "param_error",
@@ -106,51 +105,6 @@ def type_text(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     return kind
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateParameter:
-    """One input of a template, built-in (``parameters_of`` its model) or custom (its YAML
-    ``parameters`` block): what ``list_workflows`` lists (``entry``), what a hint names
-    (``text``) and, for a custom template, what binding checks."""
-
-    name: str
-    type: str
-    required: bool
-    description: str = ""
-    default: Any = None
-    has_default: bool = False
-    enum: tuple[Any, ...] | None = None
-
-    def text(self) -> str:
-        """``name (type, required)``, ``name (type, default 5)``, ``…, one of 'a', 'b')``."""
-        if self.enum is not None:
-            return f"{self._text()[:-1]}, one of {', '.join(map(repr, self.enum))})"
-        return self._text()
-
-    def _text(self) -> str:
-        if self.required:
-            return f"{self.name} ({self.type}, required)"
-        return (
-            f"{self.name} ({self.type}, default {self.default!r})"
-            if self.has_default
-            else (f"{self.name} ({self.type}, optional)")
-        )
-
-    def entry(self) -> dict[str, Any]:
-        """The listing entry: ``{name, type, required, description}``, plus ``default`` when it is
-        optional and ``enum`` when only some values are accepted (a fresh copy of each)."""
-        entry: dict[str, Any] = {
-            "name": self.name,
-            "type": self.type,
-            "required": self.required,
-            "description": self.description,
-        }
-        if not self.required:
-            entry["default"] = copy.copy(self.default)
-        if self.enum is not None:
-            entry["enum"] = list(self.enum)
-        return entry
-
-
 def parameters_of(model: type[TemplateParams]) -> tuple[TemplateParameter, ...]:
     """A built-in's parameters in declaration order, from its model's JSON schema (worked out
     once per model: generating the schema cost most of a ``list_workflows`` call)."""
@@ -159,14 +113,14 @@ def parameters_of(model: type[TemplateParams]) -> tuple[TemplateParameter, ...]:
         defs = schema.get("$defs", {})
         required = set(schema.get("required", []))
         _PARAMETERS[model] = tuple(
-            TemplateParameter(
+            TemplateParameter.declared(
                 name,
                 type_text(spec, defs),
                 name in required,
                 str(spec.get("description", "")),
-                None if name in required else spec.get("default"),
+                spec.get("default"),
                 name not in required,
-                tuple(spec["enum"]) if isinstance(spec.get("enum"), list) else None,
+                spec["enum"] if isinstance(spec.get("enum"), list) else None,
             )
             for name, spec in schema.get("properties", {}).items()
         )

@@ -32,6 +32,7 @@ from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Step, Workflow
 from vmware_pilot.errors import TemplateError, excerpt
 from vmware_pilot.kept import DatabaseTexts, TextSource
+from vmware_pilot.results import TemplateInfo
 from vmware_pilot.safety.gating import enforce
 from vmware_pilot.templates.builtin import BUILTINS, BuiltinTemplate
 from vmware_pilot.templates.custom import (
@@ -68,7 +69,7 @@ class _Checked:
 
     digest: str
     result: CustomTemplate | BrokenFile
-    entry: dict[str, Any] | None = field(default=None)
+    entry: TemplateInfo | None = field(default=None)
 
 
 class TemplateRegistry:
@@ -243,25 +244,25 @@ class TemplateRegistry:
     def builtin(self, name: str) -> BuiltinTemplate[Any] | None:
         return self._builtins.get(name)
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[TemplateInfo]:
         """Built-ins, then one entry per custom file sorted by file name (broken ones with ``error``).
 
         Each usable entry has ``parameters`` and an ``example`` call (``templates.discovery``).
         """
         counts = self._step_counts(self._current_catalog())
-        out: list[dict[str, Any]] = [builtin_entry(b, counts[b.name]) for b in BUILTINS]
+        out = [builtin_entry(b, counts[b.name]) for b in BUILTINS]
         good, broken = self.load()
-        entries: list[tuple[str, dict[str, Any]]] = [(t.path.name, self._entry(t)) for t in good]
+        entries = [(t.path.name, self._entry(t)) for t in good]
         entries += [
-            (b.path.name, {"name": b.name, "file": b.path.name, "type": "custom", "error": b.error})
+            (b.path.name, TemplateInfo(name=b.name, file=b.path.name, type="custom", error=b.error))
             for b in broken
         ]
         out += [entry for _, entry in sorted(entries, key=lambda e: e[0])]
         return out
 
-    def describe(self, name: str) -> dict[str, Any]:
+    def describe(self, name: str) -> TemplateInfo:
         """The ``listing`` entry of template ``name``; TemplateError (with the names) when unknown."""
-        entry = next((e for e in self.listing() if e["name"] == name), None)
+        entry = next((e for e in self.listing() if e.name == name), None)
         if entry is None:
             raise TemplateError(
                 f"Unknown template: {name}",
@@ -269,13 +270,13 @@ class TemplateRegistry:
             )
         return entry
 
-    def _entry(self, t: CustomTemplate) -> dict[str, Any]:
+    def _entry(self, t: CustomTemplate) -> TemplateInfo:
         """The listing entry of ``t``, as built when its text was checked."""
         key = t.name if self.in_database else t.path.name
         with self._lock:
             known = self._checked.get(key)
         if known is not None and known.result is t and known.entry is not None:
-            return dict(known.entry)
+            return known.entry
         return custom_entry(t)
 
     # --- creation ---------------------------------------------------------------------------
