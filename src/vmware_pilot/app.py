@@ -83,10 +83,6 @@ class DbCatalogCache:
     def write(self, data: Mapping[str, Any]) -> None:
         self.row.put_catalog_cache(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
-    def catalog(self) -> Catalog:
-        row = self.row.catalog_cache()
-        return Catalog() if row is None else Catalog.from_text(row[0], "in the database")
-
     def texts(self) -> DatabaseTexts:
         """The row as a ``kept.TextSource`` (stamped with its time)."""
 
@@ -172,6 +168,22 @@ def catalog_cache(settings: Settings, store: SqlStore | None) -> DbCatalogCache 
     return DbCatalogCache(store.catalog)
 
 
+def catalog_texts(settings: Settings, store: SqlStore | None) -> TextSource:
+    """The discovery cache as a ``kept.TextSource``: the database's cache row when a database URL
+    is set (of ``store``, the process's one store), else the cache file of the pilot home."""
+    shared = catalog_cache(settings, store)
+    return shared.texts() if shared is not None else CatalogFile(settings.catalog_cache_path)
+
+
+def read_catalog(cache: TextSource) -> Catalog:
+    """Curated + what ``cache`` keeps (curated only while it keeps nothing, or a broken text,
+    logged); PilotError when the database cannot be asked."""
+    text = cache.read(CACHE_KEY)
+    if text is None:
+        return Catalog.curated()
+    return Catalog.from_text(text, f"in {cache.where}" if cache.in_database else cache.where)
+
+
 @dataclass
 class CatalogSource:
     """Curated + discovered catalog from the discovery cache, one ``kept.TextSource``: the cache
@@ -189,9 +201,7 @@ class CatalogSource:
         try:
             stamp = dict(self.cache.stamps()).get(CACHE_KEY)
             if stamp != self._stamp:
-                text = None if stamp is None else self.cache.read(CACHE_KEY)
-                where = f"in {self.cache.where}" if self.cache.in_database else self.cache.where
-                self._catalog = Catalog.curated() if text is None else Catalog.from_text(text, where)
+                self._catalog = Catalog.curated() if stamp is None else read_catalog(self.cache)
                 self._stamp = stamp
         except PilotError as exc:
             if not self._stale:  # once until a read succeeds, not at every use
@@ -335,10 +345,7 @@ def build_app(
         if own:
             store.close()
         raise
-    shared = catalog_cache(settings, sql)
-    catalog = CatalogSource(
-        shared.texts() if shared is not None else CatalogFile(settings.catalog_cache_path)
-    )
+    catalog = CatalogSource(catalog_texts(settings, sql))
     if dispatcher is None and settings.dispatch == "stdio":
         dispatcher = stdio_dispatcher(settings, catalog)
     # With a database URL (several replicas may share it) custom templates are its rows too.

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from vmware_pilot.app import CatalogFile, read_catalog
 from vmware_pilot.catalog.curated import CURATED
 from vmware_pilot.catalog.registry import Catalog, risk_from_annotations
 from vmware_pilot.errors import InvalidInput
@@ -130,7 +131,7 @@ def test_malformed_snapshot_is_refused(bad: Any) -> None:
 
 
 def test_load_missing_cache_gives_curated_catalog(tmp_path: Path) -> None:
-    cat = Catalog.load(tmp_path / "catalog.json")
+    cat = read_catalog(CatalogFile(tmp_path / "catalog.json"))
     assert cat.payload() == Catalog.curated().payload()
     assert not cat.knows_tools_of("aiops")
 
@@ -140,7 +141,7 @@ def test_load_reads_cache_in_snapshot_format_with_refreshed_at(
 ) -> None:
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps({**companion_tools, "refreshed_at": "2026-11-30T03:04:05+00:00"}))
-    cat = Catalog.load(path)
+    cat = read_catalog(CatalogFile(path))
     assert cat.refreshed_at == "2026-11-30T03:04:05+00:00"
     assert cat.payload() == Catalog.from_snapshot(companion_tools).payload()
     assert cat.knows_tools_of("storage")
@@ -153,6 +154,6 @@ def test_load_broken_cache_falls_back_to_curated_with_a_warning(
     path = tmp_path / "catalog.json"
     path.write_text(content)
     with caplog.at_level(logging.WARNING, logger="vmware_pilot.catalog.registry"):
-        cat = Catalog.load(path)
+        cat = read_catalog(CatalogFile(path))
     assert cat.payload() == Catalog.curated().payload()
     assert any("catalog refresh" in r.getMessage() for r in caplog.records)

@@ -69,3 +69,30 @@ def test_refresh_into_an_unusable_home_fails_before_probing_with_a_hint(tmp_path
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "cannot write the catalog cache" in result.stderr and "hint:" in result.stderr
     assert "Probing" not in result.stderr
+
+
+def test_show_reads_the_catalog_cache_row_when_a_database_url_is_set(
+    settings: Settings, companion_tools: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vmware_pilot.app import shared_store
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    monkeypatch.setenv("VMWARE_PILOT_DATABASE_URL", url)
+    store = shared_store(Settings(home=settings.home, database_url=url))
+    assert store is not None
+    try:
+        store.catalog.put_catalog_cache(
+            json.dumps({"refreshed_at": "2026-01-02T03:04:05+00:00", **companion_tools})
+        )
+    finally:
+        store.close()
+
+    result = runner.invoke(app, ["catalog", "show", "--json"])
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert (shown["cache"], shown["refreshed_at"]) == ("database", "2026-01-02T03:04:05+00:00")
+    assert {s["skill"]: s["discovered"] for s in shown["skills"]}["storage"] is True
+    assert not settings.catalog_cache_path.exists()
+    table = runner.invoke(app, ["catalog", "show"], env={"COLUMNS": "200"})
+    assert "Discovered tools from the database" in table.stdout

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import FAKE_SERVERS
-from vmware_pilot.app import refresh_stale_catalog
-from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.app import CatalogFile, read_catalog, refresh_stale_catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import installed_skills, stale_reason
 from vmware_pilot.engine.gateview import GateView, ReleasedStep
@@ -69,7 +68,9 @@ def test_a_stale_catalog_is_refreshed_once_then_left_alone(skills_bin: Path, pil
     ]
     data = json.loads(settings.catalog_cache_path.read_text())
     assert data["installed"] == installed_skills(settings.skill_commands)
-    assert Catalog.load(settings.catalog_cache_path).tool("vks", "tool_3") is not None  # still readable
+    assert (
+        read_catalog(CatalogFile(settings.catalog_cache_path)).tool("vks", "tool_3") is not None
+    )  # still readable
     assert refresh_stale_catalog(settings, None) is None  # current: no server started
     moved = Settings(home=pilot_home, skill_commands={"vks": PAGED + " --other"})
     assert refresh_stale_catalog(moved, None) is not None  # its command changed
@@ -79,15 +80,14 @@ def test_the_catalog_cache_in_the_database_is_refreshed_too(
     database: object, skills_bin: Path, pilot_home: Path
 ) -> None:
     # ``database`` first: its PostgreSQL starts before PATH holds only the test's skills.
-    from vmware_pilot.app import catalog_cache, shared_store
+    from vmware_pilot.app import catalog_texts, shared_store
 
     settings = Settings(home=pilot_home, skill_commands={"vks": PAGED})  # the URL from the environment
     store = shared_store(settings)  # the process's one store (None: the SQLite home, the file cache)
     try:
         assert refresh_stale_catalog(settings, store) is not None
         if store is not None:
-            shared = catalog_cache(settings, store)
-            assert shared is not None and shared.catalog().tool("vks", "tool_3") is not None
+            assert read_catalog(catalog_texts(settings, store)).tool("vks", "tool_3") is not None
             assert not settings.catalog_cache_path.exists()
         assert refresh_stale_catalog(settings, store) is None
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import FAKE_SERVERS
-from vmware_pilot.catalog.registry import Catalog
+from vmware_pilot.app import CatalogFile, read_catalog
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.discovery import probe_skill, refresh_catalog, write_cache
 
@@ -102,7 +102,7 @@ async def test_refresh_writes_a_private_cache_that_the_catalog_reads(pilot_home:
     assert set(data["installed"]) == {"vks", "nsx"}  # what was found, whether it answered or not
     assert data["vks"]["version"] == "9.9"
     assert data["vks"]["refreshed_at"] == data["refreshed_at"] == report.refreshed_at
-    catalog = Catalog.load(path)
+    catalog = read_catalog(CatalogFile(path))
     assert catalog.has_tool("vks", "tool_4") is True
     assert catalog.has_tool("vks", "tool_9") is False
     extra = catalog.tool("vks", "tool_3")

@@ -16,8 +16,8 @@ import pytest
 from tests.support import FAKE_SERVERS
 from tests.support.lab_harness import Lab
 from tests.support.lab_pilot import cli, pilot
+from vmware_pilot.app import CatalogFile, read_catalog
 from vmware_pilot.catalog.curated import CURATED
-from vmware_pilot.catalog.registry import Catalog
 
 pytestmark = pytest.mark.lab
 
@@ -82,7 +82,7 @@ def test_the_cache_is_private_and_holds_real_schemas_and_annotations(
         for name, tool in found.items():
             assert tool["inputSchema"] == snapshot[name]["inputSchema"], name
             assert tool["annotations"] == snapshot[name]["annotations"], name
-    assert Catalog.load(cache).has_tool("aiops", "power_off_vm") is True
+    assert read_catalog(CatalogFile(cache)).has_tool("aiops", "power_off_vm") is True
 
 
 def test_show_lists_discovered_tools_with_their_risk(

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any, Literal
 
 from vmware_pilot.catalog.curated import CURATED, RISK_LEVELS
@@ -166,20 +166,6 @@ class Catalog:
         """Curated + the skills of a companion-tools snapshot; InvalidInput when it is malformed."""
         discovered, refreshed = _parse(data)
         return cls(discovered, refreshed)
-
-    @classmethod
-    def load(cls, cache_path: Path) -> Catalog:
-        """Curated + the discovery cache; a missing file means curated only, a broken one too (logged)."""
-        try:
-            text = cache_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return cls()
-        except OSError as exc:
-            _log.warning(
-                "skill catalog cache %s cannot be read (%s); using the curated catalog", cache_path, exc
-            )
-            return cls()
-        return cls.from_text(text, str(cache_path))
 
     @classmethod
     def from_text(cls, text: str, where: str) -> Catalog:

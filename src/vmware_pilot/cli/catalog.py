@@ -24,8 +24,8 @@ from vmware_pilot.dispatch.locate import package_name
 from vmware_pilot.errors import PilotError
 
 if TYPE_CHECKING:
-    from vmware_pilot.app import DbCatalogCache
     from vmware_pilot.config import Settings
+    from vmware_pilot.store import SqlStore
 
 __all__ = ["app"]
 
@@ -81,10 +81,13 @@ def refresh(
     Exit 0 when every installed skill answered (skills that are not installed are only reported),
     1 when a server failed; the cache is written either way.
     """
+    from vmware_pilot.app import catalog_cache
+
     settings = common.settings()
     skills = list(skill) if skill else list(SKILLS)
     cache = settings.catalog_cache_path
-    with _shared_cache(settings) as shared:
+    with _shared_store(settings) as store:
+        shared = catalog_cache(settings, store)
         try:
             if shared is None:
                 # Find out now, not after probing every server, that the cache cannot be written.
@@ -126,17 +129,17 @@ def refresh(
 
 
 @contextlib.contextmanager
-def _shared_cache(settings: Settings) -> Iterator[DbCatalogCache | None]:
-    """The database's catalog cache when VMWARE_PILOT_DATABASE_URL is set (refused when it
-    cannot be opened; closed after the command); None: the file in the pilot home."""
-    from vmware_pilot.app import catalog_cache, shared_store
+def _shared_store(settings: Settings) -> Iterator[SqlStore | None]:
+    """The process's one store when VMWARE_PILOT_DATABASE_URL is set (refused when it cannot be
+    opened; closed after the command); None: the files of the pilot home."""
+    from vmware_pilot.app import shared_store
 
     try:
         store = shared_store(settings)
     except PilotError as exc:
         refuse(exc.message, exc.hint, EXIT_USAGE)
     try:
-        yield catalog_cache(settings, store)
+        yield store
     finally:
         if store is not None:
             store.close()
@@ -182,22 +185,21 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show the catalog: curated entries plus tools found by `catalog refresh`, each with its risk."""
+    from vmware_pilot.app import catalog_texts, read_catalog
+
     settings = common.settings()
-    with _shared_cache(settings) as shared:
-        where = "the database" if shared is not None else str(settings.catalog_cache_path)
-        if shared is None:
-            catalog = Catalog.load(settings.catalog_cache_path)
-        else:
-            try:
-                catalog = shared.catalog()
-            except PilotError as exc:
-                refuse(exc.message, exc.hint, EXIT_USAGE)
+    with _shared_store(settings) as store:
+        cache = catalog_texts(settings, store)
+        try:
+            catalog = read_catalog(cache)
+        except PilotError as exc:
+            refuse(exc.message, exc.hint, EXIT_USAGE)
     console = terminal_console()
     if skill is None:
         views = [_skill_view(catalog, s, full=as_json) for s in catalog.skills()]
         if as_json:
             payload = {
-                "cache": "database" if shared is not None else str(settings.catalog_cache_path),
+                "cache": "database" if cache.in_database else cache.where,
                 "refreshed_at": catalog.refreshed_at or None,
             }
             typer.echo(json_text({**payload, "skills": views}))
@@ -207,7 +209,7 @@ def show(
             table.add_row(*_cells(v["skill"], str(len(v["tools"])), v["version"] or "-", v["description"]))
         console.print(table)
         if catalog.discovered:
-            console.print(f"Discovered tools from {where} ({catalog.refreshed_at}).")
+            console.print(f"Discovered tools from {cache.where} ({catalog.refreshed_at}).")
         else:
             console.print(
                 "Only curated entries: run `vmware-pilot catalog refresh` to add installed skills' tools."

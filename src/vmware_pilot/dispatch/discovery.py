@@ -3,7 +3,7 @@
 For every family skill, the server found by ``dispatch.locate`` is started over stdio with the
 MCP client, ``initialize`` and ``tools/list`` (every page) are run under one timeout, and the
 server is closed. The cache (``Settings.catalog_cache_path``, mode 0600, replaced atomically)
-has the companion-tools format that ``catalog.registry.Catalog.load`` reads::
+has the companion-tools format that ``catalog.registry.Catalog.from_text`` reads::
 
     {"refreshed_at": "<iso>", "<skill>": {"server", "version", "refreshed_at", "tools": [
         {"name", "description", "inputSchema", "annotations"}, ...]}, ...}
