@@ -14,7 +14,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
@@ -29,7 +29,9 @@ from mcp.types import (
 )
 
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.results import TemplateParameter
+
+if TYPE_CHECKING:  # the prompts are listed at start-up; the result models load with the first tool list
+    from vmware_pilot.results import TemplateParameter
 
 __all__ = ["prompts", "register_prompts"]
 
