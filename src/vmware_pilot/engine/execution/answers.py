@@ -16,7 +16,7 @@ from vmware_pilot.engine.execution import gate_records
 from vmware_pilot.results import GateStatus, RunResult
 
 if TYPE_CHECKING:
-    from vmware_pilot.engine.execution.parts import Running
+    from vmware_pilot.engine.execution.parts import RunnerView
 
 __all__ = ["Answers"]
 
@@ -33,7 +33,7 @@ class Answers:
     """What a run's caller is answered (the workflow, its outcome, and the steps handed out to
     the caller or to someone else), and the refusal of a hand-out to the wrong caller."""
 
-    def __init__(self, runner: Running) -> None:
+    def __init__(self, runner: RunnerView) -> None:
         self.runner = runner
 
     def result(self, wf: Workflow, actor: Actor, outcome: Outcome | None = None, **extra: Any) -> RunResult:

@@ -23,7 +23,7 @@ from vmware_pilot.policy.model import Policy
 from vmware_pilot.results import RunResult
 
 if TYPE_CHECKING:
-    from vmware_pilot.engine.execution.parts import Running
+    from vmware_pilot.engine.execution.parts import RunnerView
 
 __all__ = ["Approver"]
 
@@ -34,7 +34,7 @@ class Approver:
     """Carries out an approval of a gate (``engine.execution.approval`` decides and records): the
     policy's demand, the refusals before anything changes, the save, and the run it releases."""
 
-    def __init__(self, runner: Running) -> None:
+    def __init__(self, runner: RunnerView) -> None:
         self.runner = runner
 
     async def approve(

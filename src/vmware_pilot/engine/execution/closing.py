@@ -15,7 +15,7 @@ from vmware_pilot.engine.execution import gate_records, undo
 from vmware_pilot.results import RunResult
 
 if TYPE_CHECKING:
-    from vmware_pilot.engine.execution.parts import Running
+    from vmware_pilot.engine.execution.parts import RunnerView
 
 __all__ = ["EXPIRY_ACTOR", "Closer"]
 
@@ -24,7 +24,7 @@ class Closer:
     """Rollback (undo what ran, last first), cancel, and recording a gate's expiry
     (``engine.execution.undo`` and ``gate_records`` decide and record)."""
 
-    def __init__(self, runner: Running) -> None:
+    def __init__(self, runner: RunnerView) -> None:
         self.runner = runner
 
     async def rollback(self, wf: Workflow, actor: Actor, include_unknown: bool = False) -> RunResult:

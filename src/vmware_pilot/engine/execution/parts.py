@@ -1,5 +1,5 @@
 """What the runner's parts (``saving``, ``sending``, ``answers``, ``approving``, ``closing``) use
-of the runner: ``Running``, which ``engine.execution.runner.Runner`` is, so that no part imports
+of the runner: ``RunnerView``, which ``engine.execution.runner.Runner`` is, so that no part imports
 the runner (no import cycle, not even a type-only one).
 """
 
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from vmware_pilot.engine.execution.answers import Answers
     from vmware_pilot.engine.execution.sending import StepSender
 
-__all__ = ["Running"]
+__all__ = ["RunnerView"]
 
 T = TypeVar("T")
 
 
-class Running(Leasing, Protocol):
+class RunnerView(Leasing, Protocol):
     """The runner as its parts see it: its dependencies, its saves, and the run's entry points."""
 
     dispatcher: Dispatcher | None

@@ -32,7 +32,7 @@ from vmware_pilot.ownership import this_process
 from vmware_pilot.store.leases import LeaseLost
 
 if TYPE_CHECKING:
-    from vmware_pilot.engine.execution.parts import Running
+    from vmware_pilot.engine.execution.parts import RunnerView
 
 __all__ = ["StepSender"]
 
@@ -46,7 +46,7 @@ class StepSender:
     group of reads) under the run's and the step's leases, or one call (``call_step``, also used
     by undo, inspection and settling)."""
 
-    def __init__(self, runner: Running) -> None:
+    def __init__(self, runner: RunnerView) -> None:
         self.runner = runner
 
     async def run_batch(self, wf: Workflow, batch: list[int], actor: Actor) -> tuple[Workflow, bool]:
