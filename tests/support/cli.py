@@ -51,6 +51,9 @@ def in_process(program: str, *args: str, env: dict[str, str] | None = None, cwd:
         if cwd is not None:
             patch.chdir(cwd)
         patch.setattr(sys, "argv", [program, *args])
+        # click names the program from __main__: under `python -m pytest` that is "python -m
+        # pytest", which an installed entry point never is.
+        patch.setattr(sys.modules["__main__"], "__package__", None, raising=False)
         patch.setattr(sys, "stdin", io.StringIO(""))
         with redirect_stdout(out), redirect_stderr(err):
             try:
