@@ -22,6 +22,8 @@ from vmware_pilot.catalog.curated import CURATED
 pytestmark = pytest.mark.lab
 
 CRASH = FAKE_SERVERS / "crash_server.py"
+# The companions the lab installs (scripts/lab/companions.txt): each is discovered by a refresh.
+LAB_SKILLS = ("aiops", "monitor", "storage")
 
 
 def by_skill(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -48,12 +50,12 @@ def test_refresh_discovers_the_installed_skills_and_reports_the_rest(
 
     skills = by_skill(json.loads(done.stdout))
     assert list(skills) == list(CURATED)
-    for name in ("aiops", "monitor"):
+    for name in LAB_SKILLS:
         assert skills[name]["status"] == "discovered"
         assert skills[name]["version"] == "2.4.2"
         assert skills[name]["command"] == lab.command(name)  # found on PATH, in the lab venv
-        assert skills[name]["tools"] > 20
-    assert {s["status"] for n, s in skills.items() if n not in ("aiops", "monitor")} == {"not_installed"}
+        assert skills[name]["tools"] > (20 if name != "storage" else 0)
+    assert {s["status"] for n, s in skills.items() if n not in LAB_SKILLS} == {"not_installed"}
     assert "uv tool install vmware-nsx-mgmt" in skills["nsx"]["hint"]
     assert "aiops: " in done.stderr and "nsx: not installed" in done.stderr
 
@@ -65,8 +67,8 @@ def test_the_cache_is_private_and_holds_real_schemas_and_annotations(
     cache = home / "catalog.json"
     assert cache.stat().st_mode & 0o777 == 0o600
     data = json.loads(cache.read_text())
-    assert set(data) == {"refreshed_at", "installed", "aiops", "monitor"}
-    assert set(data["installed"]) == {"aiops", "monitor"}
+    assert set(data) == {"refreshed_at", "installed", *LAB_SKILLS}
+    assert set(data["installed"]) == set(LAB_SKILLS)
 
     aiops = tools_by_name(data["aiops"]["tools"])
     monitor = tools_by_name(data["monitor"]["tools"])
@@ -128,12 +130,7 @@ def test_a_broken_skill_server_fails_the_refresh_but_not_the_others(lab: Lab, tm
     assert skills["nsx"]["status"] == "failed"
     assert "cannot read config: boom" in skills["nsx"]["error"]
     assert skills["aiops"]["status"] == skills["monitor"]["status"] == "discovered"
-    assert set(json.loads((home / "catalog.json").read_text())) == {
-        "refreshed_at",
-        "installed",
-        "aiops",
-        "monitor",
-    }
+    assert set(json.loads((home / "catalog.json").read_text())) == {"refreshed_at", "installed", *LAB_SKILLS}
     assert "nsx: FAILED" in done.stderr
 
 
@@ -184,4 +181,4 @@ async def test_a_dispatching_pilot_classifies_installed_tools_without_a_manual_r
     assert risk == "medium"
     assert "error" not in answer and answer["state"] == "pending", answer
     cache = json.loads((home / "catalog.json").read_text())
-    assert set(cache["installed"]) == {"aiops", "monitor"}
+    assert set(cache["installed"]) == set(LAB_SKILLS)

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 LAB_DIR = REPO / ".lab"
 VCSIM = LAB_DIR / "bin" / "vcsim-lab"
 COMPANIONS_BIN = LAB_DIR / "companions" / "bin"
-COMPANIONS = ("monitor", "aiops")
+COMPANIONS = ("monitor", "aiops", "storage")  # scripts/lab/companions.txt
 SETUP_COMMAND = "bash scripts/lab/setup.sh"
 # The companions' target name; its password is read from VMWARE_LAB_PASSWORD.
 TARGET = "lab"
@@ -188,7 +188,9 @@ def _companion_env(home: Path, sim: Simulator, base: Mapping[str, str]) -> dict[
         k: v
         for k, v in base.items()
         # Keep Pilot's own settings and any outside companion config out of the lab.
-        if not k.startswith(("VMWARE_PILOT_", "VMWARE_MONITOR_", "VMWARE_AIOPS_", "OPS_HOME"))
+        if not k.startswith(
+            ("VMWARE_PILOT_", "VMWARE_MONITOR_", "VMWARE_AIOPS_", "VMWARE_STORAGE_", "OPS_HOME")
+        )
     }
     env["HOME"] = str(home)
     env["PATH"] = os.pathsep.join([str(COMPANIONS_BIN), base.get("PATH", os.defpath)])
