@@ -32,6 +32,7 @@ from vmware_pilot.store.workflows import (
     check_page,
     committed,
     loaded,
+    refuse_stored,
     row_values,
     sealed_row,
     summary_of,
@@ -83,12 +84,7 @@ class MemoryWorkflows:
         return seqs
 
     def create(self, wf: Workflow) -> None:
-        if wf.version != 0:
-            raise StoreError(
-                f"Workflow '{wf.id}' is already stored (version {wf.version})",
-                hint="Use save() to update a stored workflow.",
-                workflow_id=wf.id,
-            )
+        refuse_stored(wf)
         rows = chain_rows(wf, GENESIS)
         with self._s.lock:
             if wf.id in self._s.ledger:

@@ -126,6 +126,16 @@ def check_page(limit: int | None, offset: int) -> None:
         raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset", hint="Start at 0.")
 
 
+def refuse_stored(wf: Workflow) -> None:
+    """Refuse to create a workflow that is already stored (its version is not 0)."""
+    if wf.version != 0:
+        raise StoreError(
+            f"Workflow '{wf.id}' is already stored (version {wf.version})",
+            hint="Use save() to update a stored workflow.",
+            workflow_id=wf.id,
+        )
+
+
 def chain_rows(wf: Workflow, head: str) -> list[dict[str, Any]]:
     """The audit rows of ``wf.new_events``, each chained to the one before (the first to ``head``)."""
     rows = []
@@ -239,12 +249,7 @@ class Workflows:
 
     def create(self, wf: Workflow) -> None:
         """Insert a new workflow (version 0 → 1) with its pending audit events."""
-        if wf.version != 0:
-            raise StoreError(
-                f"Workflow '{wf.id}' is already stored (version {wf.version})",
-                hint="Use save() to update a stored workflow.",
-                workflow_id=wf.id,
-            )
+        refuse_stored(wf)
         rows = chain_rows(wf, GENESIS)
         values = {"id": wf.id, "version": 1, **row_values(wf, rows, GENESIS, 0)}
         try:
