@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 import anyio
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 
-server = FastMCP("chaos-skill")
+server = MCPServer("chaos-skill")
 
 
 def _log(what: str, tool: str, key: str) -> None:

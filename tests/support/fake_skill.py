@@ -6,6 +6,11 @@ pid), ``die`` (exits mid-call), ``hang`` (never answers), ``slow`` (sleeps ``sec
 (answers ``{"action": "preview"}``), ``boom`` (raises), ``noisy`` (writes to stderr, then raises
 with a two-line message), ``traced`` (returns the ``_meta.traceparent`` the call carried). MODE
 ``nostart`` exits before the handshake.
+
+It runs on the 2.x SDK (``MCPServer``) and answers Pilot's client as the 1.x companion skills do:
+a tool that fails raises ``ToolError``, whose text reaches the caller (``Error executing tool
+NAME: TEXT``), as 1.x ``FastMCP`` passes on every exception's text; 2.x would hide the text of
+any other exception.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 if len(sys.argv) > 1 and sys.argv[1] == "nostart":
     sys.stderr.write("fake skill: refusing to start\n")
     sys.exit(3)
 
-server = FastMCP("fake-skill")
+server = MCPServer("fake-skill")
 
 
 @server.tool()
@@ -75,20 +81,20 @@ def preview(vm_name: str = "") -> dict[str, Any]:
 
 @server.tool()
 def boom() -> dict[str, Any]:
-    raise RuntimeError("the skill failed on purpose")
+    raise ToolError("the skill failed on purpose")
 
 
 @server.tool()
 def noisy() -> dict[str, Any]:
     sys.stderr.write("fake skill INFO: a line for the log\nTraceback (most recent call last):\n  boom\n")
     sys.stderr.flush()
-    raise RuntimeError("the skill failed loudly\nand said more on a second line")
+    raise ToolError("the skill failed loudly\nand said more on a second line")
 
 
 @server.tool()
-def traced(ctx: Context) -> dict[str, Any]:  # type: ignore[type-arg]
+def traced(ctx: Context) -> dict[str, Any]:
     meta = ctx.request_context.meta
-    return {"traceparent": getattr(meta, "traceparent", None) if meta is not None else None}
+    return {"traceparent": meta.get("traceparent") if meta is not None else None}
 
 
 if __name__ == "__main__":

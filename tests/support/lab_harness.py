@@ -21,7 +21,7 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import PaginatedRequestParams, TextContent
+from mcp_types import PaginatedRequestParams, TextContent
 
 __all__ = [
     "COMPANIONS",
@@ -227,8 +227,8 @@ async def call_companion(lab: Lab, skill: str, tool: str, arguments: Mapping[str
             await session.initialize()
             result = await session.call_tool(tool, dict(arguments))
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
-    if result.structuredContent is not None:
-        data: Any = result.structuredContent
+    if result.structured_content is not None:
+        data: Any = result.structured_content
         if isinstance(data, dict) and set(data) == {"result"}:
             data = data["result"]
     else:
@@ -236,7 +236,7 @@ async def call_companion(lab: Lab, skill: str, tool: str, arguments: Mapping[str
             data = json.loads(texts[0]) if len(texts) == 1 else texts
         except ValueError:
             data = texts[0]
-    return CompanionAnswer(is_error=bool(result.isError), data=data, text="\n".join(texts))
+    return CompanionAnswer(is_error=bool(result.is_error), data=data, text="\n".join(texts))
 
 
 async def list_companion_tools(lab: Lab, skill: str) -> dict[str, Any]:
@@ -265,16 +265,18 @@ async def list_companion_tools(lab: Lab, skill: str) -> dict[str, Any]:
                         {
                             "name": tool.name,
                             "description": tool.description or "",
-                            "inputSchema": tool.inputSchema,
-                            "annotations": annotations.model_dump(mode="json", exclude_none=True)
+                            "inputSchema": tool.input_schema,
+                            "annotations": annotations.model_dump(
+                                mode="json", by_alias=True, exclude_none=True
+                            )
                             if annotations
                             else {},
                         }
                     )
-                if not page.nextCursor:
+                if not page.next_cursor:
                     break
-                cursor = page.nextCursor
-    return {"server": f"vmware-{skill}-mcp", "version": init.serverInfo.version, "tools": tools}
+                cursor = page.next_cursor
+    return {"server": f"vmware-{skill}-mcp", "version": init.server_info.version, "tools": tools}
 
 
 async def power_state(lab: Lab, vm_name: str) -> str:

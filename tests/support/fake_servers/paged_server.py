@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import anyio
-from mcp import types
+import mcp_types as types
+from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -11,20 +12,22 @@ TOOLS = [
     types.Tool(
         name=f"tool_{i}",
         description=f"Tool number {i}.\nSecond line.",
-        inputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-        annotations=types.ToolAnnotations(readOnlyHint=i % 2 == 0, destructiveHint=i == 3),
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        annotations=types.ToolAnnotations(read_only_hint=i % 2 == 0, destructive_hint=i == 3),
     )
     for i in range(5)
 ]
 
-server: Server[object, object] = Server("fake-paged", version="9.9")
 
-
-@server.list_tools()
-async def list_tools(request: types.ListToolsRequest) -> types.ListToolsResult:
-    start = int(request.params.cursor) if request.params and request.params.cursor else 0
+async def list_tools(
+    ctx: ServerRequestContext[object], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    start = int(params.cursor) if params and params.cursor else 0
     end = start + 2
-    return types.ListToolsResult(tools=TOOLS[start:end], nextCursor=str(end) if end < len(TOOLS) else None)
+    return types.ListToolsResult(tools=TOOLS[start:end], next_cursor=str(end) if end < len(TOOLS) else None)
+
+
+server: Server[object] = Server("fake-paged", version="9.9", on_list_tools=list_tools)
 
 
 async def main() -> None:
