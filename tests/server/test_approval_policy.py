@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mcp.types import ElicitRequestFormParams, ElicitResult
+from mcp_types import ElicitRequestFormParams, ElicitResult
 
 from tests.support.approval_gates import OFF, Person, gate, session
 from tests.support.mcp_client import READ_STEP, Client
@@ -58,7 +58,7 @@ async def test_elicit_shows_the_gate_and_records_the_persons_answer(elicit_app: 
     for shown in ("Power off web-01 for maintenance?", "aiops.power_off_vm", digest, wf):
         assert shown in form.message
     assert "[write]" in form.message or "[destructive]" in form.message
-    assert form.requestedSchema["properties"]["decision"]["enum"] == ["approve", "reject"]
+    assert form.requested_schema["properties"]["decision"]["enum"] == ["approve", "reject"]
     (approved,) = audit(status, "approved")
     assert "carol" in approved and digest in approved and "agent-bot" not in approved
     assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [("carol", "elicit")]
@@ -90,7 +90,7 @@ async def test_elicit_for_a_signed_in_caller_asks_no_name_and_records_the_identi
         out = await client.ok("approve", workflow_id=wf)
         status = await client.status(wf)
     (form,) = person.forms
-    assert set(form.requestedSchema["properties"]) == {"decision", "reason", "comment", "despite"}
+    assert set(form.requested_schema["properties"]) == {"decision", "reason", "comment", "despite"}
     assert "You decide as token:ann" in form.message and "Leave your name empty" not in form.message
     assert out["approved_by"] == "token:ann"
     assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [

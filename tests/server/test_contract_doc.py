@@ -32,7 +32,7 @@ async def test_each_section_names_every_parameter_of_its_tool(client: Client) ->
     missing = [
         f"{tool.name}.{param}"
         for tool in (await client.session.list_tools()).tools
-        for param in tool.inputSchema.get("properties", {})
+        for param in tool.input_schema.get("properties", {})
         if f"`{param}`" not in sections[tool.name]
     ]
     assert missing == []

@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import Implementation
+from mcp_types import Implementation
 
 from tests.support.approval_gates import OFF, gate, session
-from tests.support.mcp_client import READ_STEP, Client
+from tests.support.mcp_client import READ_STEP, Client, sdk_client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -58,7 +57,7 @@ async def test_a_waiting_gate_carries_its_decision_summary(pilot_app: PilotApp) 
 async def test_the_decision_names_the_agent_a_person_asked_through(pilot_app: PilotApp) -> None:
     agent = Implementation(name="Claude\nCode  ", version="1.0")
     server = create_server(pilot_app, actor=Actor("alice"))
-    async with create_connected_server_and_client_session(server, client_info=agent) as s:
+    async with sdk_client(server, name=agent.name) as s:
         client = Client(s)
         wf = await at_gate(client, gate(), OFF)
         decision = (await client.status(wf))["decision"]
@@ -233,7 +232,7 @@ async def test_the_approval_form_shows_the_decision_summary_first(settings: Sett
     assert lines.index("Details:") < lines.index("Gate message: Power off web-01 for maintenance?")
     (approval,) = status["gates"][0]["approvals"]
     assert approval["comment"] == "LB drained first"  # the person's words, never the agent's
-    assert person.forms[0].requestedSchema["properties"]["comment"]["type"] == "string"
+    assert person.forms[0].requested_schema["properties"]["comment"]["type"] == "string"
 
 
 async def test_eligibility_says_when_the_policy_does_not_accept_the_approver(

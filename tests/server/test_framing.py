@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import pytest
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 from tests.support.mcp_client import Client, connect
 from vmware_pilot.app import PilotApp
@@ -31,7 +31,7 @@ from vmware_pilot.server.results import is_error_payload, to_result
 )
 def test_is_error_rule(payload: dict[str, Any], expected: bool) -> None:
     assert is_error_payload(payload) is expected
-    assert to_result(payload).isError is expected
+    assert to_result(payload).is_error is expected
 
 
 def test_result_is_one_indented_utf8_json_block_equal_to_structured_content() -> None:
@@ -42,7 +42,7 @@ def test_result_is_one_indented_utf8_json_block_equal_to_structured_content() ->
     assert isinstance(block, TextContent)
     assert block.text == json.dumps(payload, indent=2, ensure_ascii=False)
     assert "„web-01“" in block.text
-    assert result.structuredContent == payload
+    assert result.structured_content == payload
 
 
 async def test_unknown_workflow_is_an_error_frame_with_reference_message(client: Client) -> None:
@@ -69,13 +69,13 @@ async def test_preview_is_not_an_error(client: Client) -> None:
 
 async def test_unknown_tool_is_an_error(client: Client) -> None:
     result = await client.session.call_tool("plan_workflow", {})
-    assert result.isError is True
+    assert result.is_error is True
     assert "plan_workflow" in result.content[0].text  # type: ignore[union-attr]
 
 
 async def test_wrong_argument_type_is_rejected(client: Client) -> None:
     result = await client.session.call_tool("get_workflow_status", {"workflow_id": 42})
-    assert result.isError is True
+    assert result.is_error is True
     text = result.content[0].text  # type: ignore[union-attr]
     assert "get_workflow_status" in text and "workflow_id" in text
 
@@ -83,7 +83,7 @@ async def test_wrong_argument_type_is_rejected(client: Client) -> None:
 async def test_unknown_argument_is_rejected_and_nothing_is_created(client: Client) -> None:
     before = (await client.ok("list_workflows"))["active_workflows"]
     result = await client.session.call_tool("design_workflow", {"goal": "x", "priority": "high"})
-    assert result.isError is True
+    assert result.is_error is True
     assert "priority" in result.content[0].text  # type: ignore[union-attr]
     assert (await client.ok("list_workflows"))["active_workflows"] == before
 
@@ -92,7 +92,7 @@ async def test_missing_required_argument_is_rejected(client: Client) -> None:
     result = await client.session.call_tool(
         "create_workflow_from_template", {"workflow_type": "incident_response"}
     )
-    assert result.isError is True
+    assert result.is_error is True
     assert "params" in result.content[0].text  # type: ignore[union-attr]
 
 
@@ -105,7 +105,7 @@ async def test_json_encoded_object_arguments_are_accepted(client: Client) -> Non
             "params": json.dumps({"alert_entity": "a", "alert_name": "b"}),
         },
     )
-    assert result.isError is False, result.content
+    assert result.is_error is False, result.content
 
 
 async def test_unexpected_exception_is_reported_generically_with_correlation_id(

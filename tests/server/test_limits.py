@@ -114,8 +114,8 @@ async def test_schema_violations_come_back_in_the_refusal_shape(client: Client) 
 
 async def test_unknown_tool_is_refused_in_the_refusal_shape_quoting_little(client: Client) -> None:
     result = await client.session.call_tool("plan_workflow" * 100, {})
-    assert result.isError
-    payload = result.structuredContent
+    assert result.is_error
+    payload = result.structured_content
     assert payload is not None and payload["field"] == "name"
     assert "plan_workflow" in payload["error"] and "(1300 characters)" in payload["error"]
     assert "create_workflow" in payload["hint"]

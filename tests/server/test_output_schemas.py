@@ -51,7 +51,7 @@ class _Checked:
 
     async def call(self, tool: str, model: type[BaseModel], **arguments: Any) -> dict[str, Any]:
         result = await self.client.session.call_tool(tool, arguments)
-        payload = result.structuredContent
+        payload = result.structured_content
         assert (payload is not None and "error" not in payload) or payload.get("outcome"), payload
         schema = self.schemas[tool]
         # As the schema says (draft-07), and as a client that assumes 2020-12 reads it.
@@ -69,7 +69,7 @@ class _Checked:
 
 async def test_all_13_tools_answer_what_their_output_schema_declares(client: Client) -> None:
     listed = (await client.session.list_tools()).tools
-    schemas = {t.name: t.outputSchema for t in listed}
+    schemas = {t.name: t.output_schema for t in listed}
     assert set(schemas) == set(TOOL_NAMES)
     for name, schema in schemas.items():
         assert schema is not None and schema["type"] == "object", name
@@ -141,11 +141,11 @@ async def test_a_refusal_of_every_tool_is_one_of_the_shapes_its_output_schema_de
     # The TypeScript SDK and MCP Inspector validate structuredContent against the outputSchema even
     # when isError is set, and throw when it does not match: the refusal is declared in the schema.
     listed = (await client.session.list_tools()).tools
-    schemas = {t.name: t.outputSchema for t in listed}
+    schemas = {t.name: t.output_schema for t in listed}
     for tool, arguments in REFUSALS.items():
         result = await client.session.call_tool(tool, arguments)
-        payload = result.structuredContent
-        assert result.isError and payload is not None and payload["error"], (tool, payload)
+        payload = result.structured_content
+        assert result.is_error and payload is not None and payload["error"], (tool, payload)
         schema = schemas[tool]
         assert schema is not None
         for dialect in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
@@ -157,6 +157,6 @@ async def test_a_refusal_of_every_tool_is_one_of_the_shapes_its_output_schema_de
 
 async def test_a_refusal_keeps_its_own_shape_and_text(client: Client) -> None:
     result = await client.session.call_tool("get_workflow_status", {"workflow_id": "wf-nope"})
-    assert result.structuredContent == {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}
+    assert result.structured_content == {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}
     text = '{\n  "error": "Workflow \'wf-nope\' not found",\n  "hint": "' + NOT_FOUND_HINT + '"\n}'
     assert result.content[0].text == text  # type: ignore[union-attr]

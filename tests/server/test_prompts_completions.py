@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import McpError
-from mcp.types import (
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
     LoggingMessageNotification,
     PromptReference,
     ResourceTemplateReference,
-    ServerNotification,
 )
 
 from tests.support.mcp_client import Client, connect
@@ -23,7 +22,7 @@ FLOWS = {"plan_change", "handle_alert", "roll_back_workflow", "review_workflows"
 
 
 async def test_capabilities_declare_what_the_server_has(client: Client) -> None:
-    caps = client.session.get_server_capabilities()
+    caps = client.session.server_capabilities
     assert caps is not None
     assert caps.resources is not None and caps.resources.subscribe is True
     assert caps.prompts is not None and caps.completions is not None and caps.logging is not None
@@ -69,7 +68,7 @@ async def test_flow_prompts_name_their_arguments(client: Client) -> None:
 async def test_unknown_prompt_or_missing_argument_is_invalid_params(
     client: Client, name: str, arguments: dict[str, str]
 ) -> None:
-    with pytest.raises(McpError) as refused:
+    with pytest.raises(MCPError) as refused:
         await client.session.get_prompt(name, arguments)
     assert refused.value.error.code == -32602
     assert refused.value.error.data["hint"]
@@ -103,7 +102,7 @@ async def test_a_completion_for_an_unknown_prompt_is_an_invalid_params_error(
     client: Client, name: str
 ) -> None:
     # As prompts/get answers it, not an empty list that looks like "no suggestions".
-    with pytest.raises(McpError) as refused:
+    with pytest.raises(MCPError) as refused:
         await client.session.complete(
             PromptReference(type="ref/prompt", name=name), {"name": "workflow_id", "value": ""}
         )
@@ -120,8 +119,8 @@ class Logs:
         self.messages: list[LoggingMessageNotification] = []
 
     async def __call__(self, message: Any) -> None:
-        if isinstance(message, ServerNotification) and isinstance(message.root, LoggingMessageNotification):
-            self.messages.append(message.root)
+        if isinstance(message, LoggingMessageNotification):
+            self.messages.append(message)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +150,7 @@ async def test_a_completion_with_a_long_prefix_is_invalid_params_without_a_path(
     await client.incident()  # a row for the prefix to be compared with
     workflow = ResourceTemplateReference(type="ref/resource", uri="pilot://workflows/{workflow_id}")
     for typed in ("w" * 60_000, "%" * 30_000, "w" * 257):
-        with pytest.raises(McpError) as refused:
+        with pytest.raises(MCPError) as refused:
             await client.session.complete(workflow, {"name": "workflow_id", "value": typed})
         error = refused.value.error
         assert error.code == -32602 and "at most 256" in error.message, error
@@ -178,7 +177,7 @@ async def test_a_completion_the_store_cannot_answer_is_an_internal_error_without
 
     monkeypatch.setattr(pilot_app.store.workflows, "workflow_ids", unavailable)
     workflow = ResourceTemplateReference(type="ref/resource", uri="pilot://workflows/{workflow_id}")
-    with pytest.raises(McpError) as refused:
+    with pytest.raises(MCPError) as refused:
         await client.session.complete(workflow, {"name": "workflow_id", "value": "wf-"})
     error = refused.value.error
     assert (

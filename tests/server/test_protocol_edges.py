@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.support.mcp_client import READ_STEP
@@ -96,7 +97,9 @@ async def test_a_cancelled_run_gets_no_response_and_no_more_progress_while_it_fi
                     },
                 }
             )
-            await dispatcher.started.wait()
+            while not dispatcher.started.is_set():  # reading what the run tells meanwhile
+                with anyio.move_on_after(0.05):
+                    await peer.next()
             await peer.notify("notifications/cancelled", {"requestId": 7, "reason": "user stopped it"})
             # The ping is answered after the cancellation was handled (messages are read in order).
             assert "result" in await peer.request("ping")

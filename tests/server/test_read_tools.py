@@ -157,12 +157,12 @@ async def test_list_workflows_without_limit_answers_the_50_most_recent_and_pages
 
 async def test_list_workflows_rejects_a_limit_outside_1_to_500(client: Client) -> None:
     result = await client.session.call_tool("list_workflows", {"limit": 0})
-    assert result.isError is True
+    assert result.is_error is True
     result = await client.session.call_tool("list_workflows", {"limit": 501})
-    assert result.isError is True
-    assert not (await client.session.call_tool("list_workflows", {"limit": 500})).isError
+    assert result.is_error is True
+    assert not (await client.session.call_tool("list_workflows", {"limit": 500})).is_error
     result = await client.session.call_tool("list_workflows", {"offset": -1})
-    assert result.isError is True
+    assert result.is_error is True
 
 
 async def test_skill_catalog_maps_skills_to_tools_with_risk(client: Client) -> None:

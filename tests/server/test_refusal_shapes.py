@@ -15,11 +15,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.mcp_client import READ_STEP, Client
+from tests.support.mcp_client import READ_STEP, Client, sdk_client
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -31,10 +30,10 @@ from vmware_pilot.server import create_server
 async def _raw(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """The refusal's payload, checking the one shape."""
     result = await client.session.call_tool(tool, arguments)
-    assert result.isError is True, result
+    assert result.is_error is True, result
     assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
     payload = json.loads(result.content[0].text)
-    assert payload == result.structuredContent
+    assert payload == result.structured_content
     assert next(iter(payload)) == "error" and isinstance(payload["error"], str) and payload["error"]
     if "hint" in payload:
         assert list(payload)[-1] == "hint" and payload["hint"], payload
@@ -93,7 +92,7 @@ async def test_engine_refusals_carry_state_fields_and_a_hint(client: Client) -> 
 
 async def test_a_role_refusal_names_role_and_tool(pilot_app: PilotApp) -> None:
     server = create_server(pilot_app, actor=Actor("rita", kind="token"), role_of=lambda _: READER)
-    async with create_connected_server_and_client_session(server) as session:
+    async with sdk_client(server) as session:
         payload = await _raw(Client(session), "run_workflow", {"workflow_id": "wf-1"})
     assert list(payload) == ["error", "role", "tool", "hint"]
     assert payload["role"] == "reader" and payload["tool"] == "run_workflow"
@@ -110,7 +109,7 @@ def dispatching(settings: Settings) -> Iterator[tuple[PilotApp, ScriptedDispatch
 
 @asynccontextmanager
 async def _session(app: PilotApp) -> AsyncIterator[Client]:
-    async with create_connected_server_and_client_session(create_server(app, actor=Actor("t"))) as s:
+    async with sdk_client(create_server(app, actor=Actor("t"))) as s:
         yield Client(s)
 
 

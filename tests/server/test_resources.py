@@ -8,11 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import McpError
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import TextResourceContents
+from mcp.shared.exceptions import MCPError
+from mcp_types import TextResourceContents
 
-from tests.support.mcp_client import Client, connect
+from tests.support.mcp_client import Client, connect, sdk_client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
@@ -22,12 +21,12 @@ from vmware_pilot.server import create_server
 async def read_json(client: Client, uri: str) -> Any:
     result = await client.session.read_resource(uri)  # type: ignore[arg-type]
     (content,) = result.contents
-    assert isinstance(content, TextResourceContents) and content.mimeType == "application/json"
+    assert isinstance(content, TextResourceContents) and content.mime_type == "application/json"
     return json.loads(content.text)
 
 
 async def read_error(client: Client, uri: str) -> Any:
-    with pytest.raises(McpError) as refused:
+    with pytest.raises(MCPError) as refused:
         await client.session.read_resource(uri)  # type: ignore[arg-type]
     return refused.value.error
 
@@ -35,13 +34,13 @@ async def read_error(client: Client, uri: str) -> Any:
 async def test_resources_and_templates_are_listed(client: Client) -> None:
     resources = (await client.session.list_resources()).resources
     assert sorted(str(r.uri) for r in resources) == ["pilot://catalog", "pilot://templates"]
-    templates = (await client.session.list_resource_templates()).resourceTemplates
-    assert sorted(t.uriTemplate for t in templates) == [
+    templates = (await client.session.list_resource_templates()).resource_templates
+    assert sorted(t.uri_template for t in templates) == [
         "pilot://templates/{name}",
         "pilot://workflows/{workflow_id}",
         "pilot://workflows/{workflow_id}/audit",
     ]
-    assert all(r.description and r.mimeType == "application/json" for r in [*resources, *templates])
+    assert all(r.description and r.mime_type == "application/json" for r in [*resources, *templates])
 
 
 async def test_each_resource_reads_what_its_tool_returns(client: Client) -> None:
@@ -92,7 +91,7 @@ async def test_an_unknown_uri_gets_resource_not_found_with_a_hint(client: Client
 @asynccontextmanager
 async def as_role(app: PilotApp, role: Role) -> AsyncIterator[Client]:
     server = create_server(app, actor=Actor("rita", kind="token", role=role.name), role_of=lambda _: role)
-    async with create_connected_server_and_client_session(server) as session:
+    async with sdk_client(server) as session:
         yield Client(session)
 
 
@@ -101,7 +100,7 @@ async def test_a_reader_reads_everything_a_role_without_read_tools_nothing(pilot
         workflow_id = await admin.incident()
     async with as_role(pilot_app, BUILTIN_ROLES["reader"]) as reader:
         assert (await read_json(reader, f"pilot://workflows/{workflow_id}"))["id"] == workflow_id
-        assert len((await reader.session.list_resource_templates()).resourceTemplates) == 3
+        assert len((await reader.session.list_resource_templates()).resource_templates) == 3
     planner = Role("planner", "none", frozenset({"list_workflows", "design_workflow"}))
     async with as_role(pilot_app, planner) as limited:
         error = await read_error(limited, f"pilot://workflows/{workflow_id}")
@@ -111,5 +110,5 @@ async def test_a_reader_reads_everything_a_role_without_read_tools_nothing(pilot
         assert [str(r.uri) for r in (await limited.session.list_resources()).resources] == [
             "pilot://templates"
         ]
-        templates = (await limited.session.list_resource_templates()).resourceTemplates
-        assert [t.uriTemplate for t in templates] == ["pilot://templates/{name}"]
+        templates = (await limited.session.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["pilot://templates/{name}"]

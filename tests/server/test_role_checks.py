@@ -15,10 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.mcp_client import READ_STEP, Client
+from tests.support.mcp_client import READ_STEP, Client, sdk_client
 from tests.support.role_checks import count_role_checks
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -59,7 +58,7 @@ async def test_the_mcp_door_refuses_a_role_without_the_tool_checking_once(
     role = without(tool)
     server = create_server(pilot_app, actor=Actor("rita", kind="token"), role_of=lambda _: role)
     checks = count_role_checks(monkeypatch)
-    async with create_connected_server_and_client_session(server) as session:
+    async with sdk_client(server) as session:
         refused = await Client(session).refused(tool, **WRITES[tool])
     why = "its approve rule is 'none'" if tool == "approve" else "the tool is not among the role's tools"
     assert refused == {
@@ -79,7 +78,7 @@ async def test_an_allowed_call_is_checked_once_too(
     role = without("rollback")
     server = create_server(pilot_app, actor=Actor("rita", kind="token"), role_of=lambda _: role)
     checks = count_role_checks(monkeypatch)
-    async with create_connected_server_and_client_session(server) as session:
+    async with sdk_client(server) as session:
         client = Client(session)
         workflow_id = await client.custom([READ_STEP])
         ran = await client.ok("run_workflow", workflow_id=workflow_id)

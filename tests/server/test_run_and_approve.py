@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcp.types import ProgressNotification, ServerNotification
+from mcp_types import ProgressNotification
 
 from tests.support.mcp_client import GATE, READ_STEP, Client, connect
 from tests.support.prechecks import count_prechecks
@@ -101,7 +101,7 @@ async def test_run_reports_progress_when_the_client_asks(client: Client) -> None
     result = await client.session.call_tool(
         "run_workflow", {"workflow_id": wf}, progress_callback=on_progress
     )
-    assert result.isError is False
+    assert result.is_error is False
     assert seen, "no progress notification arrived"
     assert all(total is None or 0 <= done <= total for done, total, _ in seen)
 
@@ -110,7 +110,7 @@ async def test_run_without_progress_token_sends_no_progress(pilot_app: PilotApp)
     notes: list[Any] = []
 
     async def handler(message: Any) -> None:
-        if isinstance(message, ServerNotification) and isinstance(message.root, ProgressNotification):
+        if isinstance(message, ProgressNotification):
             notes.append(message)
 
     async with connect(pilot_app, message_handler=handler) as client:

@@ -4,86 +4,85 @@ from __future__ import annotations
 
 import inspect
 
-from mcp.server.fastmcp import FastMCP
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 
-from vmware_pilot.server.sdk import set_version
+from tests.support.mcp_client import sdk_client
+from vmware_pilot.server import sdk
 
 
-def test_fastmcp_keeps_its_low_level_server_with_run_and_initialization_options() -> None:
-    server = FastMCP("probe")
-    lowlevel = server._mcp_server
-    assert isinstance(lowlevel, Server)
-    assert list(inspect.signature(lowlevel.run).parameters)[:3] == [
+def test_mcpserver_keeps_its_low_level_server_with_run_and_request_handlers() -> None:
+    server = MCPServer("probe", version="9.9.9")
+    low = sdk.lowlevel(server)
+    assert isinstance(low, Server)
+    assert list(inspect.signature(low.run).parameters)[:3] == [
         "read_stream",
         "write_stream",
         "initialization_options",
     ]
-    set_version(server, "9.9.9")
-    assert lowlevel.create_initialization_options().server_version == "9.9.9"
+    assert low.create_initialization_options().server_version == "9.9.9"
+    assert low.get_request_handler("tools/call") is not None
 
 
-def test_fastmcp_keeps_its_tool_manager_and_a_tool_keeps_its_argument_model() -> None:
-    from mcp.server.fastmcp.tools import Tool
-    from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase, FuncMetadata
-
-    from vmware_pilot.server.sdk import close_arguments, find_tool
-
-    server = FastMCP("probe")
+def test_mcpserver_keeps_its_tool_manager_and_a_tool_keeps_its_argument_model() -> None:
+    server = MCPServer("probe")
 
     @server.tool()
     def probe(count: int) -> str:
         return str(count)
 
-    tool = find_tool(server, "probe")
-    assert isinstance(tool, Tool) and find_tool(server, "absent") is None
+    tool = sdk.find_tool(server, "probe")
+    assert isinstance(tool, Tool) and sdk.find_tool(server, "absent") is None
     assert isinstance(tool.fn_metadata, FuncMetadata)
     assert issubclass(tool.fn_metadata.arg_model, ArgModelBase)
-    closed = close_arguments(tool)
+    closed = sdk.close_arguments(tool)
     assert closed.parameters["additionalProperties"] is False
     assert closed.fn_metadata.arg_model.model_config.get("strict") is True
     assert list(inspect.signature(tool.run).parameters)[:2] == ["arguments", "context"]
+    declared = sdk.with_output_schema(closed, {"type": "object"})
+    assert declared.output_schema == {"type": "object"} and tool.output_schema != declared.output_schema
 
 
-async def test_a_built_tool_can_be_added_to_fastmcp_as_it_is() -> None:
-    from mcp.server.fastmcp.tools import Tool
-
-    from vmware_pilot.server.sdk import add_tools, find_tool
-
+async def test_a_built_tool_can_be_added_to_mcpserver_as_it_is() -> None:
     def later(text: str) -> str:
         return text
 
     tool = Tool.from_function(later, title="Later")
-    server = FastMCP("probe")
-    add_tools(server, [tool])
-    assert find_tool(server, "later") is tool
+    server = MCPServer("probe")
+    sdk.add_tools(server, [tool])
+    assert sdk.find_tool(server, "later") is tool
     assert [(t.name, t.title) for t in await server.list_tools()] == [("later", "Later")]
 
 
-def test_the_low_level_server_keeps_replaceable_run_and_capabilities() -> None:
-    from mcp.server.lowlevel import NotificationOptions
+async def test_a_request_s_session_leads_to_its_connection_and_the_client_s_name() -> None:
+    seen: list[tuple[str, object, bool]] = []
+    server = MCPServer("probe")
 
-    from vmware_pilot.server.sdk import declare_subscriptions, lowlevel, wrap_run
+    async def remember(ctx: object, call_next: object) -> object:
+        token = sdk.REQUEST.set(ctx)  # type: ignore[arg-type]
+        try:
+            return await call_next(ctx)  # type: ignore[operator]
+        finally:
+            sdk.REQUEST.reset(token)
 
-    server = FastMCP("probe")
-    low = lowlevel(server)
-    assert isinstance(low, Server)
-    seen: list[str] = []
+    server.middleware.append(remember)  # type: ignore[arg-type]
 
-    def wrapper(original: object) -> object:
-        seen.append("wrapped")
-        return original
+    @server.tool()
+    def probe() -> str:
+        ctx = sdk.request_in_flight()
+        assert ctx is not None
+        connection = sdk.connection_of(ctx.session)
+        seen.append((sdk.client_name(), connection.state, hasattr(connection.exit_stack, "callback")))
+        return "ok"
 
-    wrap_run(low, wrapper)  # type: ignore[arg-type]
-    assert seen == ["wrapped"]
-
-    @low.list_resources()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def _resources() -> list[object]:
-        return []
-
-    declare_subscriptions(low)
-    caps = low.get_capabilities(NotificationOptions(), {})
-    assert caps.resources is not None and caps.resources.subscribe is True
+    async with sdk_client(server, name="probe-client") as client:
+        await client.call_tool("probe", {})
+        await client.call_tool("probe", {})
+    assert [(name, ok) for name, _, ok in seen] == [("probe-client", True)] * 2
+    assert seen[0][1] is seen[1][1]  # one connection, one state
+    assert sdk.request_in_flight() is None and sdk.client_name() == ""
 
 
 def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
@@ -94,7 +93,7 @@ def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
 
     root = Path(vmware_pilot.__file__).parent
     reach = re.compile(
-        r"\._(mcp_server|tool_manager|resource_manager|prompt_manager)\b|fn_metadata|\.(run|get_capabilities) = "
+        r"\._(lowlevel_server|mcp_server|tool_manager|resource_manager|prompt_manager|connection)\b|fn_metadata"
     )
     offenders = [
         str(path.relative_to(root))
@@ -102,26 +101,3 @@ def test_no_module_but_sdk_reaches_into_sdk_internals() -> None:
         if path.name != "sdk.py" and reach.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
-
-
-async def test_the_low_level_server_keeps_its_request_handlers_by_request_type() -> None:
-    import contextlib
-    from collections.abc import Iterator
-
-    from mcp.types import ListToolsRequest
-
-    from vmware_pilot.server.sdk import lowlevel, wrap_requests
-
-    server = FastMCP("probe")
-    seen: list[str] = []
-
-    @contextlib.contextmanager
-    def around(request: object) -> Iterator[None]:
-        seen.append(f"before {getattr(request, 'method', '')}")
-        yield
-        seen.append("after")
-
-    wrap_requests(lowlevel(server), around)
-    handler = lowlevel(server).request_handlers[ListToolsRequest]
-    await handler(ListToolsRequest(method="tools/list"))
-    assert seen == ["before tools/list", "after"]

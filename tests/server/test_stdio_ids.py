@@ -23,9 +23,9 @@ import pytest
 from anyio.abc import Process
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCMessage
+from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from tests.support import stdio
@@ -41,19 +41,19 @@ PLACEHOLDER = "@@deep@@"
 async def _alive(session: ClientSession) -> None:
     """The session goes on: a tool call is answered as a result."""
     listed = await session.call_tool("list_workflows", {})
-    assert listed.isError is False and listed.structuredContent is not None
+    assert listed.is_error is False and listed.structured_content is not None
 
 
 async def _a_5_mb_request_is_answered_with_its_id(session: ClientSession) -> None:
     goal = "g" * (5 * 1024 * 1024)
-    with pytest.raises(McpError) as refused:
+    with pytest.raises(MCPError) as refused:
         await session.call_tool("design_workflow", {"goal": goal})
     assert refused.value.error.code == INVALID_REQUEST
     assert str(MAX_REQUEST_BYTES) in refused.value.error.message
     await _alive(session)
     # Nothing of the long line was taken as a request: no draft was designed.
     listed = await session.call_tool("list_workflows", {})
-    assert listed.structuredContent is not None and listed.structuredContent["active_workflows"] == []
+    assert listed.structured_content is not None and listed.structured_content["active_workflows"] == []
 
 
 async def test_a_5_mb_request_from_the_sdk_session_is_answered_with_its_id_in_process(tmp_path: Path) -> None:
@@ -111,14 +111,16 @@ class RawStdio:
                     self.lines.append(json.loads(line))
                     self.arrived.set()
                     try:  # as the SDK's stdio client does (its model has no null id)
-                        await sink.send(SessionMessage(JSONRPCMessage.model_validate_json(line)))
+                        await sink.send(
+                            SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+                        )
                     except ValidationError as exc:
                         await sink.send(exc)
 
     async def pump_in(self, source: Any) -> None:
         async with source:
             async for message in source:
-                text = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await self.send_raw(self.rewrite(text).encode())
 
 
@@ -185,7 +187,7 @@ async def test_a_request_nested_1000_deep_is_answered_with_its_id(tmp_path: Path
     with anyio.fail_after(GUARD):
         async with raw_session(tmp_path, deepen) as (session, raw):
             for id_first in (False, True):  # noqa: B007 (read by deepen)
-                with pytest.raises(McpError) as refused:
+                with pytest.raises(MCPError) as refused:
                     await session.call_tool("create_workflow", {"steps": PLACEHOLDER})
                 assert refused.value.error.code in (PARSE_ERROR, INVALID_REQUEST)
                 assert "nested too deeply" in refused.value.error.message
@@ -207,7 +209,7 @@ async def test_a_request_over_the_limit_with_its_id_last_is_answered_with_it(tmp
 
     with anyio.fail_after(GUARD):
         async with raw_session(tmp_path, oversize) as (session, raw):
-            with pytest.raises(McpError) as refused:
+            with pytest.raises(MCPError) as refused:
                 await session.call_tool("design_workflow", {"goal": "g"})
             assert refused.value.error.code == INVALID_REQUEST
             answered = [line["id"] for line in raw.lines if "error" in line]

@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.shared.exceptions import McpError
-from mcp.types import ResourceUpdatedNotification, ServerNotification
+from mcp.shared.exceptions import MCPError
+from mcp_types import ResourceUpdatedNotification
 
 from tests.support.backends import Database
 from tests.support.mcp_client import Client, connect
@@ -32,8 +32,8 @@ class Updates:
         self._arrived = asyncio.Event()
 
     async def __call__(self, message: Any) -> None:
-        if isinstance(message, ServerNotification) and isinstance(message.root, ResourceUpdatedNotification):
-            self.uris.append(str(message.root.params.uri))
+        if isinstance(message, ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
             self._arrived.set()
 
     async def wait(self, uri: str, after: int = 0) -> None:
@@ -115,7 +115,7 @@ async def test_subscribing_to_something_that_cannot_change_is_refused(
     fast_app: PilotApp, uri: str, code: int
 ) -> None:
     async with subscriber(fast_app) as (client, _):
-        with pytest.raises(McpError) as refused:
+        with pytest.raises(MCPError) as refused:
             await client.session.subscribe_resource(uri)  # type: ignore[arg-type]
         assert refused.value.error.code == code
 

@@ -21,10 +21,10 @@ async def test_tools_list_is_the_table_name_title_description_and_annotations(cl
         assert tool.description == spec.description, tool.name
         a = tool.annotations
         assert a is not None, tool.name
-        assert a.readOnlyHint is (spec.effect == "read"), tool.name
-        assert a.destructiveHint is (spec.effect == "destructive"), tool.name
-        assert a.idempotentHint is (spec.effect == "read"), tool.name
-        assert a.openWorldHint is True, tool.name
+        assert a.read_only_hint is (spec.effect == "read"), tool.name
+        assert a.destructive_hint is (spec.effect == "destructive"), tool.name
+        assert a.idempotent_hint is (spec.effect == "read"), tool.name
+        assert a.open_world_hint is True, tool.name
 
 
 def test_every_tool_has_a_human_title_and_a_tagged_description() -> None:
@@ -49,7 +49,7 @@ def test_built_in_roles_derive_from_the_table() -> None:
 
 async def test_queued_tools_name_one_workflow(client: Client) -> None:
     # Queued calls take turns per workflow_id: each such tool must take one (and write).
-    schemas = {t.name: t.inputSchema for t in (await client.session.list_tools()).tools}
+    schemas = {t.name: t.input_schema for t in (await client.session.list_tools()).tools}
     assert {spec.name for spec in TOOLS if spec.queued} == QUEUED_TOOLS
     assert QUEUED_TOOLS  # the table queues the draft edits and cancel
     for name in QUEUED_TOOLS:

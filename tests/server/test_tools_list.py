@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import Tool
+from mcp_types import Tool
 
-from tests.support.mcp_client import Client
+from tests.support.mcp_client import Client, sdk_client
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -110,7 +109,7 @@ async def test_tools_are_listed_in_reference_order(client: Client) -> None:
 async def test_parameters_match_reference_names_types_defaults_and_required(client: Client) -> None:
     tools = {t.name: t for t in await _tools(client)}
     for name, params in EXPECTED:
-        schema = tools[name].inputSchema
+        schema = tools[name].input_schema
         props = schema["properties"]
         assert list(props) == [p for p, _, _ in params], name
         assert sorted(schema.get("required", [])) == sorted(p for p, _, d in params if d is REQ), name
@@ -127,14 +126,14 @@ async def test_parameters_match_reference_names_types_defaults_and_required(clie
 
 async def test_every_schema_is_closed(client: Client) -> None:
     for tool in await _tools(client):
-        assert tool.inputSchema["type"] == "object"
-        assert tool.inputSchema["additionalProperties"] is False, tool.name
+        assert tool.input_schema["type"] == "object"
+        assert tool.input_schema["additionalProperties"] is False, tool.name
 
 
 async def test_array_and_object_parameters_hold_objects(client: Client) -> None:
     tools = {t.name: t for t in await _tools(client)}
-    assert tools["create_workflow"].inputSchema["properties"]["steps"]["items"]["type"] == "object"
-    draft_steps = tools["update_draft"].inputSchema["properties"]["steps"]["anyOf"][0]
+    assert tools["create_workflow"].input_schema["properties"]["steps"]["items"]["type"] == "object"
+    draft_steps = tools["update_draft"].input_schema["properties"]["steps"]["anyOf"][0]
     assert draft_steps["items"]["type"] == "object"
 
 
@@ -142,7 +141,7 @@ async def test_annotations_follow_reference(client: Client) -> None:
     for tool in await _tools(client):
         a = tool.annotations
         assert a is not None, tool.name
-        hints = (a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint)
+        hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
         assert hints == ANNOTATIONS[tool.name], tool.name
 
 
@@ -150,17 +149,20 @@ async def test_descriptions_are_tagged_and_declare_an_output_schema(client: Clie
     for tool in await _tools(client):
         tag = "[READ]" if ANNOTATIONS[tool.name] == READ else "[WRITE]"
         assert tool.description is not None and tool.description.startswith(tag + " "), tool.name
-        assert tool.outputSchema is not None and tool.outputSchema["type"] == "object", tool.name
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object", tool.name
 
 
 async def test_initialize_reports_name_version_and_instructions(pilot_app: PilotApp) -> None:
     server = create_server(pilot_app, actor=Actor("tester"))
-    async with create_connected_server_and_client_session(server) as session:
-        init = await session.initialize()
-    assert init.serverInfo.name == "vmware-pilot"
-    assert init.serverInfo.version == __version__
-    assert init.capabilities.tools is not None
-    text = init.instructions or ""
+    async with sdk_client(server) as session:
+        info, capabilities, text = (
+            session.server_info,
+            session.server_capabilities,
+            session.instructions or "",
+        )
+    assert info is not None and info.name == "vmware-pilot"
+    assert info.version == __version__
+    assert capabilities.tools is not None
     for word in ("run_workflow", "approve", "pending_dispatch", "--dispatch", "confirm=true", "preview"):
         assert word in text
 
@@ -175,8 +177,8 @@ async def test_instructions_say_which_mode_this_server_runs_in(settings: Setting
         app = build_app(settings, dispatcher=dispatcher)
         try:
             server = create_server(app, actor=Actor("tester"))
-            async with create_connected_server_and_client_session(server) as session:
-                init = await session.initialize()
-            assert expected in (init.instructions or "")
+            async with sdk_client(server) as session:
+                instructions = session.instructions
+            assert expected in (instructions or "")
         finally:
             app.close()

@@ -234,7 +234,7 @@ def _enum_at(schema: dict[str, Any], model: str, field: str) -> list[Any]:
 
 
 async def test_the_output_schemas_list_the_values_of_every_closed_set(client: Client) -> None:
-    schemas = {t.name: t.outputSchema for t in (await client.session.list_tools()).tools}
+    schemas = {t.name: t.output_schema for t in (await client.session.list_tools()).tools}
     states = [s.value for s in WorkflowState]
     expected = {
         ("get_workflow_status", "StatusView", "state"): states,

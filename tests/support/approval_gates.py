@@ -6,10 +6,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import ElicitRequestFormParams, ElicitResult
+from mcp_types import ElicitRequestFormParams, ElicitResult
 
-from tests.support.mcp_client import Client
+from tests.support.mcp_client import Client, sdk_client
 from vmware_pilot.app import PilotApp
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -55,7 +54,7 @@ async def session(
     app: PilotApp, person: Person | None = None, actor: Actor | None = None
 ) -> AsyncIterator[Client]:
     server = create_server(app, actor=actor or Actor("tester"))
-    async with create_connected_server_and_client_session(server, elicitation_callback=person) as s:
+    async with sdk_client(server, elicitation_callback=person) as s:
         yield Client(s)
 
 

@@ -1,4 +1,5 @@
-"""An in-memory MCP client session against the real server (``connect``), and the steps tests send.
+"""An in-memory MCP client against the real server (``connect``: the SDK's ``mcp.client.Client``
+on the server object, in either protocol era), and the steps tests send.
 
 Every call made through ``Client`` also checks the result framing of
 docs/contract.md#framing-and-the-iserror-rule: one JSON text block equal to
@@ -17,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from mcp import ClientSession
-from mcp.client.session import MessageHandlerFnT
-from mcp.shared.memory import create_connected_server_and_client_session
-from mcp.types import TextContent
+from mcp.client import Client as SdkClient
+from mcp.client.session import ElicitationFnT, LoggingFnT, MessageHandlerFnT
+from mcp_types import Implementation, TextContent
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
@@ -55,17 +55,27 @@ class Reply:
     is_error: bool
 
 
-class Client:
-    """Calls tools on a live session and returns parsed payloads, checking the framing each time."""
+# The protocol eras a client may speak: the handshake era (``initialize``) and the current revision.
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+ERAS = (LEGACY, MODERN)
 
-    def __init__(self, session: ClientSession) -> None:
+
+class Client:
+    """Calls tools on a live client and returns parsed payloads, checking the framing each time.
+
+    ``session`` is the SDK's ``mcp.client.Client`` (tools, resources, prompts, completions)."""
+
+    def __init__(self, session: SdkClient) -> None:
         self.session = session
         self._schemas: dict[str, Any] | None = None
 
     async def _check_schema(self, tool: str, payload: dict[str, Any]) -> None:
         if self._schemas is None:
             listed = (await self.session.list_tools()).tools
-            self._schemas = {t.name: _validator(json.dumps(t.outputSchema)) for t in listed if t.outputSchema}
+            self._schemas = {
+                t.name: _validator(json.dumps(t.output_schema)) for t in listed if t.output_schema
+            }
         validator = self._schemas.get(tool)
         if validator is not None:
             errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(payload)]
@@ -78,11 +88,11 @@ class Client:
         assert isinstance(block, TextContent)
         payload = json.loads(block.text)
         assert isinstance(payload, dict)
-        assert payload == result.structuredContent
+        assert payload == result.structured_content
         expected_error = bool(payload.get("error")) or payload.get("outcome") == "failed"
-        assert result.isError is expected_error, payload
+        assert result.is_error is expected_error, payload
         await self._check_schema(tool, payload)
-        return Reply(payload, result.isError)
+        return Reply(payload, result.is_error)
 
     async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
         reply = await self.call(tool, **arguments)
@@ -120,10 +130,38 @@ class Client:
         return str(created["workflow_id"])
 
 
+def sdk_client(
+    server: Any,
+    *,
+    era: str = LEGACY,
+    name: str | None = None,
+    message_handler: MessageHandlerFnT | None = None,
+    elicitation_callback: ElicitationFnT | None = None,
+    logging_callback: LoggingFnT | None = None,
+) -> SdkClient:
+    """The SDK's client on ``server`` (a server object in this process, a URL, a transport or
+    stdio parameters) with client name ``name`` (None: the SDK's own, "mcp"), speaking ``era``: ``LEGACY`` (the ``initialize`` handshake, as every
+    2025-era client) or ``MODERN`` (2026-07-28, no handshake). No response cache: a test's
+    listings are always the server's answer."""
+    return SdkClient(
+        server,
+        mode="legacy" if era == LEGACY else era,
+        client_info=Implementation(name=name, version="0") if name is not None else None,
+        message_handler=message_handler,
+        elicitation_callback=elicitation_callback,
+        logging_callback=logging_callback,
+        cache=None,
+    )
+
+
 @asynccontextmanager
 async def connect(
-    app: PilotApp, actor: Actor | None = None, message_handler: MessageHandlerFnT | None = None
+    app: PilotApp,
+    actor: Actor | None = None,
+    message_handler: MessageHandlerFnT | None = None,
+    *,
+    era: str = LEGACY,
 ) -> AsyncIterator[Client]:
     server = create_server(app, actor=actor or Actor("tester"))
-    async with create_connected_server_and_client_session(server, message_handler=message_handler) as session:
+    async with sdk_client(server, era=era, message_handler=message_handler) as session:
         yield Client(session)

@@ -1,6 +1,6 @@
 """A raw JSON-RPC peer for the real server over in-memory streams, for protocol-edge tests.
 
-Unlike ``ClientSession`` it sends exactly what a test says (unknown methods, cancellations) and
+Unlike the SDK's client it sends exactly what a test says (unknown methods, cancellations) and
 records every message the server sends, so a test can assert what was *not* sent.
 """
 
@@ -11,11 +11,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import mcp_types
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCMessage
 
-from vmware_pilot.server.pipeline import PilotFastMCP
+from vmware_pilot.server.pipeline import PilotMCPServer
+from vmware_pilot.server.sdk import run_on_streams
 
 
 class RawPeer:
@@ -26,7 +27,8 @@ class RawPeer:
         self._next_id = 100
 
     async def post(self, message: dict[str, Any]) -> None:
-        await self._send.send(SessionMessage(JSONRPCMessage.model_validate({"jsonrpc": "2.0", **message})))
+        wire = mcp_types.jsonrpc_message_adapter.validate_python({"jsonrpc": "2.0", **message}, by_name=False)
+        await self._send.send(SessionMessage(wire))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.post({"method": method, **({"params": params} if params is not None else {})})
@@ -40,7 +42,7 @@ class RawPeer:
 
     async def next(self) -> dict[str, Any]:
         item = await self._receive.receive()
-        message: dict[str, Any] = item.message.model_dump(by_alias=True, mode="json", exclude_none=True)
+        message: dict[str, Any] = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
         self.received.append(message)
         return message
 
@@ -53,23 +55,19 @@ class RawPeer:
 
 
 @asynccontextmanager
-async def raw_session(server: PilotFastMCP) -> AsyncIterator[RawPeer]:
-    """The server running on memory streams, initialized by a raw peer."""
+async def raw_session(server: PilotMCPServer, protocol: str = "2025-06-18") -> AsyncIterator[RawPeer]:
+    """The server running on memory streams, initialized by a raw peer speaking ``protocol``
+    (a handshake-era version)."""
     async with (
         create_client_server_memory_streams() as (client, server_streams),
         anyio.create_task_group() as tg,
     ):
-        lowlevel = server._mcp_server
-        tg.start_soon(
-            lambda: lowlevel.run(
-                server_streams[0], server_streams[1], lowlevel.create_initialization_options()
-            )
-        )
+        tg.start_soon(run_on_streams, server, server_streams[0], server_streams[1])
         peer = RawPeer(client[1], client[0])
         init = await peer.request(
             "initialize",
             {
-                "protocolVersion": "2025-06-18",
+                "protocolVersion": protocol,
                 "capabilities": {},
                 "clientInfo": {"name": "raw", "version": "0"},
             },

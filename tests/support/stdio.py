@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 from mcp import ClientSession
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCMessage
+from mcp_types import jsonrpc_message_adapter
 
 from tests.support.server_proc import PILOT, clean_env
 
@@ -112,12 +112,14 @@ async def sdk_session(raw: RawStdio) -> AsyncIterator[ClientSession]:
             while True:
                 line = await anyio.to_thread.run_sync(next_line, abandon_on_cancel=True)
                 if line is not None:
-                    await to_session.send(SessionMessage(JSONRPCMessage.model_validate_json(line)))
+                    await to_session.send(
+                        SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+                    )
 
     async def pump_in() -> None:
         async with to_server:
             async for message in to_server:
-                text = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await anyio.to_thread.run_sync(raw.send, text.encode() + b"\n")
 
     async with anyio.create_task_group() as tasks:

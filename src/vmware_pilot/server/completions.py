@@ -21,15 +21,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
-from mcp.types import (
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    CompleteRequestParams,
+    CompleteResult,
     Completion,
     CompletionArgument,
-    CompletionContext,
-    ErrorData,
     PromptReference,
     ResourceTemplateReference,
 )
@@ -51,7 +52,7 @@ _log = logging.getLogger("vmware_pilot.server")
 
 def _done(values: list[str], typed: str) -> Completion:
     matching = [v for v in values if v.startswith(typed)]
-    return Completion(values=matching[:_MAX], total=len(matching), hasMore=len(matching) > _MAX)
+    return Completion(values=matching[:_MAX], total=len(matching), has_more=len(matching) > _MAX)
 
 
 def _fixed_values(service: PilotService, template: str, parameter: str) -> list[str]:
@@ -86,40 +87,35 @@ def complete(service: PilotService, refusal: Refusal, ref: Any, argument: Comple
         if refusal("get_workflow_status") is not None:
             return Completion(values=[])
         ids = service.records.workflow_ids(typed, _MAX + 1)
-        return Completion(values=ids[:_MAX], hasMore=len(ids) > _MAX)
+        return Completion(values=ids[:_MAX], has_more=len(ids) > _MAX)
     return Completion(values=[])
 
 
-def register_completions(lowlevel: Server[Any, Any], service: PilotService, refusal: Refusal) -> None:
+def register_completions(lowlevel: Server[Any], service: PilotService, refusal: Refusal) -> None:
     """Install completion/complete on ``lowlevel``."""
 
-    @lowlevel.completion()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def handler(
-        ref: PromptReference | ResourceTemplateReference,
-        argument: CompletionArgument,
-        context: CompletionContext | None,
-    ) -> Completion:
+    async def handler(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> CompleteResult:
+        ref, argument = params.ref, params.argument
         if len(argument.value) > MAX_TYPED:
-            raise McpError(
-                ErrorData(
-                    code=INVALID_PARAMS,
-                    message=f"argument.value is {len(argument.value)} characters; a completion takes at "
-                    f"most {MAX_TYPED} (no id or name is longer)",
-                    data={"hint": "Send the first characters typed, not a whole text."},
-                )
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"argument.value is {len(argument.value)} characters; a completion takes at "
+                f"most {MAX_TYPED} (no id or name is longer)",
+                data={"hint": "Send the first characters typed, not a whole text."},
             )
         if isinstance(ref, PromptReference) and ref.name not in prompts():
             raise unknown_prompt(ref.name)
         # The caller's role is resolved here, on the request; the store is read in a worker thread.
         refused = {t: refusal(t) for t in ("list_workflows", "get_workflow_status")}
         try:
-            return await anyio.to_thread.run_sync(lambda: complete(service, refused.get, ref, argument))
+            completion = await anyio.to_thread.run_sync(lambda: complete(service, refused.get, ref, argument))
         except Exception as exc:  # the store's message names the database: it stays in the log
             _log.warning("completion failed: %s", exc, exc_info=not isinstance(exc, PilotError))
-            raise McpError(
-                ErrorData(
-                    code=INTERNAL_ERROR,
-                    message="completion failed: the workflows could not be read",
-                    data={"hint": "Try again; the server log has the details."},
-                )
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message="completion failed: the workflows could not be read",
+                data={"hint": "Try again; the server log has the details."},
             ) from None
+        return CompleteResult(completion=completion)
+
+    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, handler)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.fastmcp import Context
-from mcp.shared.exceptions import McpError
-from mcp.types import ClientCapabilities, ElicitationCapability
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp_types import ClientCapabilities, ElicitationCapability
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, Field
 
 from vmware_pilot.errors import PilotError
 
@@ -85,16 +86,20 @@ class SignedInApprovalForm(BaseModel):
     despite: str = _despite()
 
 
-def _can_elicit(ctx: Context[Any, Any, Any]) -> bool:
+def _can_elicit(ctx: Context[Any, Any]) -> bool:
     try:
-        session = ctx.request_context.session
+        request = ctx.request_context
     except ValueError:  # no request in flight
         return False
-    return bool(session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())))
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return False  # 2026-07-28 has no server-to-client requests: no form to send
+    capability = ClientCapabilities(elicitation=ElicitationCapability())
+    return bool(request.session.check_client_capability(capability))
 
 
-def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
-    """The form for this request's client, or None when the client cannot show forms."""
+def human_asker(ctx: Context[Any, Any]) -> AskHuman | None:
+    """The form for this request's client, or None when the client cannot show forms (it did
+    not declare elicitation, or its connection speaks 2026-07-28)."""
     if not _can_elicit(ctx):
         return None
 
@@ -112,17 +117,17 @@ def human_asker(ctx: Context[Any, Any, Any]) -> AskHuman | None:
             message += f"\n(Leave your name empty to be recorded as {default_approver}.)"
         try:
             result = await ctx.elicit(message, form)
-        except ValidationError as exc:
-            raise PilotError(
-                "The approval form came back in a shape Pilot cannot read; nothing was approved",
-                hint="Call approve again and answer the form (decision: approve or reject).",
-                workflow_id=view.workflow_id,
-            ) from exc
-        except McpError as exc:
+        except MCPError as exc:
             _log.warning("approval form failed: %s", exc.error.message)
             raise PilotError(
                 f"The MCP client could not show the approval form ({exc.error.message}); nothing was approved",
                 hint=f"Ask the user to run `vmware-pilot approve {view.workflow_id}` on the Pilot host.",
+                workflow_id=view.workflow_id,
+            ) from exc
+        except ValueError as exc:  # accepted with no content, or content not in the form's shape
+            raise PilotError(
+                "The approval form came back in a shape Pilot cannot read; nothing was approved",
+                hint="Call approve again and answer the form (decision: approve or reject).",
                 workflow_id=view.workflow_id,
             ) from exc
         if result.action != "accept":

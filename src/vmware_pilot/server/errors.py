@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mcp.types import CallToolResult
+from mcp_types import CallToolResult
 from pydantic import BaseModel
 
 from vmware_pilot.errors import PilotError

@@ -1,6 +1,6 @@
 """The call pipeline: every tool call from an MCP client, from its name to its framed result.
 
-``PilotFastMCP`` resolves the caller on every request (the OS user on stdio, the token name or
+``PilotMCPServer`` resolves the caller on every request (the OS user on stdio, the token name or
 OAuth subject over the network). With a role lookup configured, ``tools/list`` shows only the
 tools the caller's role allows, and the role goes with every call (``call_role``). A read tool
 outside the role is refused here (``AccessRefused``, ``safety.roles``) before it runs; a tool
@@ -27,15 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.fastmcp.tools import Tool
-from mcp.types import ContentBlock
-from mcp.types import Tool as MCPTool
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult
+from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from vmware_pilot import telemetry
@@ -49,7 +49,7 @@ from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_f
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
 
-__all__ = ["ActorSource", "PilotFastMCP", "RoleOf"]
+__all__ = ["ActorSource", "PilotMCPServer", "RoleOf"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -61,15 +61,8 @@ RoleOf = Callable[[Actor], Role]
 _CALL_ROLE: ContextVar[Role | None] = ContextVar("vmware_pilot_call_role", default=None)
 
 
-class _HiddenToolNotice(logging.Filter):
-    """Drop the SDK's warning that a called tool was not in the (role-filtered) tools/list."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Tool '%s' not listed")
-
-
-class PilotFastMCP(FastMCP[Any]):
-    """FastMCP whose tool list and tool calls are filtered by the caller's role."""
+class PilotMCPServer(MCPServer[Any]):
+    """``MCPServer`` whose tool list and tool calls are filtered by the caller's role."""
 
     def __init__(
         self,
@@ -90,11 +83,6 @@ class PilotFastMCP(FastMCP[Any]):
         self._runaway = runaway
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         super().__init__(*args, **kwargs)
-        # Calls to hidden or unknown tools are refused with a payload; the SDK's warning (which
-        # would repeat the caller's tool name whatever its length) is only noise.
-        lowlevel = logging.getLogger("mcp.server.lowlevel.server")
-        if not any(isinstance(f, _HiddenToolNotice) for f in lowlevel.filters):
-            lowlevel.addFilter(_HiddenToolNotice())
 
     def _build_tools_once(self) -> None:
         if self._build_tools is not None:
@@ -134,25 +122,23 @@ class PilotFastMCP(FastMCP[Any]):
         return [t for t in tools if role.may_call(t.name)]
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any]
-    ) -> Sequence[ContentBlock] | dict[str, Any]:
-        self._note_context(arguments)
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult:
+        context = context or Context(mcp_server=self)
+        self._note_context(arguments, context)
         try:
-            result = await self._call(name, arguments)
+            result = await self._call(name, arguments, context)
         except PilotError as exc:
             telemetry.count("refusals", kind=str(exc.fields.get("refused") or type(exc).__name__))
-            framed = refusal_result(exc, arguments)
-        else:
-            framed = tool_result(result, arguments)
-        # FastMCP passes a CallToolResult through unchanged (its declared type is narrower).
-        return framed  # type: ignore[return-value]
+            return refusal_result(exc, arguments)
+        return tool_result(result, arguments)
 
-    def _note_context(self, arguments: dict[str, Any]) -> None:
+    def _note_context(self, arguments: dict[str, Any], context: Context[Any, Any]) -> None:
         """The request id, caller and workflow id of this call, for the log lines written meanwhile."""
         workflow_id = arguments.get("workflow_id")
         telemetry.workflow_id.set(workflow_id[:64] if isinstance(workflow_id, str) else "")
         try:
-            telemetry.request_id.set(str(self.get_context().request_id))
+            telemetry.request_id.set(context.request_id)
         except ValueError:  # no request in flight (a direct call)
             telemetry.request_id.set("")
         try:
@@ -160,7 +146,7 @@ class PilotFastMCP(FastMCP[Any]):
         except PilotError:
             telemetry.caller.set("")
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def _call(self, name: str, arguments: dict[str, Any], context: Context[Any, Any]) -> Any:
         """The tool's own result; raises ``PilotError`` for every refusal: an unknown tool,
         arguments over a limit or against the schema, the caller's role, the engine's rules."""
         self._build_tools_once()
@@ -178,8 +164,8 @@ class PilotFastMCP(FastMCP[Any]):
         try:
             if spec is not None and spec.queued and isinstance(workflow_id, str):
                 async with self._turn(workflow_id):
-                    return await tool.run(arguments, self.get_context())
-            return await tool.run(arguments, self.get_context())
+                    return await tool.run(arguments, context)
+            return await tool.run(arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):  # the tool functions raise no other (tools.py)

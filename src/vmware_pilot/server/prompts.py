@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import mcp_types as mtypes
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
-from mcp.types import (
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
     INVALID_PARAMS,
-    ErrorData,
     GetPromptResult,
     Prompt,
     PromptArgument,
@@ -165,14 +166,12 @@ def prompts() -> dict[str, _Prompt]:
     return out
 
 
-def unknown_prompt(name: str) -> McpError:
+def unknown_prompt(name: str) -> MCPError:
     """The ``-32602`` error for a prompt this server does not have (prompts/get, completions)."""
-    return McpError(
-        ErrorData(
-            code=INVALID_PARAMS,
-            message=f"Unknown prompt: {name[:100]}",
-            data={"hint": "prompts/list shows the prompts this server has."},
-        )
+    return MCPError(
+        code=INVALID_PARAMS,
+        message=f"Unknown prompt: {name[:100]}",
+        data={"hint": "prompts/list shows the prompts this server has."},
     )
 
 
@@ -183,12 +182,10 @@ def _get(name: str, arguments: Mapping[str, str] | None) -> GetPromptResult:
     args = dict(arguments or {})
     missing = [a.name for a in entry.prompt.arguments or [] if a.required and not args.get(a.name)]
     if missing:
-        raise McpError(
-            ErrorData(
-                code=INVALID_PARAMS,
-                message=f"Prompt {name} needs argument(s): {', '.join(missing)}",
-                data={"hint": "prompts/list shows each argument; completion/complete suggests values."},
-            )
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"Prompt {name} needs argument(s): {', '.join(missing)}",
+            data={"hint": "prompts/list shows each argument; completion/complete suggests values."},
         )
     text = entry.render(args)
     return GetPromptResult(
@@ -197,13 +194,18 @@ def _get(name: str, arguments: Mapping[str, str] | None) -> GetPromptResult:
     )
 
 
-def register_prompts(lowlevel: Server[Any, Any]) -> None:
+def register_prompts(lowlevel: Server[Any]) -> None:
     """Install prompts/list and prompts/get on ``lowlevel``."""
 
-    @lowlevel.list_prompts()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def list_prompts() -> list[Prompt]:
-        return [p.prompt for p in prompts().values()]
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: mtypes.PaginatedRequestParams
+    ) -> mtypes.ListPromptsResult:
+        return mtypes.ListPromptsResult(prompts=[p.prompt for p in prompts().values()])
 
-    @lowlevel.get_prompt()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def get_prompt(name: str, arguments: dict[str, str] | None) -> GetPromptResult:
-        return _get(name, arguments)
+    async def get_prompt(
+        ctx: ServerRequestContext[Any, Any], params: mtypes.GetPromptRequestParams
+    ) -> GetPromptResult:
+        return _get(params.name, params.arguments)
+
+    lowlevel.add_request_handler("prompts/list", mtypes.PaginatedRequestParams, list_prompts)
+    lowlevel.add_request_handler("prompts/get", mtypes.GetPromptRequestParams, get_prompt)

@@ -17,16 +17,17 @@ unknown URI or workflow is ``RESOURCE_NOT_FOUND`` (-32002), a read the role forb
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.shared.exceptions import McpError
-from mcp.types import INVALID_REQUEST, ErrorData, Resource, ResourceTemplate
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST, Resource, ResourceTemplate
 
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.server.results import dump_json
@@ -40,7 +41,7 @@ RESOURCE_NOT_FOUND = -32002
 JSON = "application/json"
 
 Refusal = Callable[[str], PilotError | None]
-"""The caller's refusal to see what a tool shows (``PilotFastMCP.read_refusal``)."""
+"""The caller's refusal to see what a tool shows (``PilotMCPServer.read_refusal``)."""
 
 _WORKFLOW = re.compile(r"pilot://workflows/([^/?#]+)")
 _AUDIT = re.compile(r"pilot://workflows/([^/?#]+)/audit")
@@ -93,12 +94,12 @@ def _view(service: PilotService, uri: str) -> _View | None:
     return None
 
 
-def _error(code: int, message: str, uri: str, hint: str) -> McpError:
-    return McpError(ErrorData(code=code, message=message, data={"uri": uri, "hint": hint}))
+def _error(code: int, message: str, uri: str, hint: str) -> MCPError:
+    return MCPError(code=code, message=message, data={"uri": uri, "hint": hint})
 
 
 def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
-    """The view behind ``uri`` when the caller may read it; McpError otherwise."""
+    """The view behind ``uri`` when the caller may read it; MCPError otherwise."""
     view = _view(service, uri)
     if view is None:
         raise _error(
@@ -127,30 +128,30 @@ def _templates() -> list[tuple[ResourceTemplate, str]]:
     return [
         (
             ResourceTemplate(
-                uriTemplate="pilot://workflows/{workflow_id}",
+                uri_template="pilot://workflows/{workflow_id}",
                 name="workflow",
                 description="A workflow's state, steps, gates and audit log (as get_workflow_status). "
                 "Subscribe to be told when it changes.",
-                mimeType=JSON,
+                mime_type=JSON,
             ),
             "get_workflow_status",
         ),
         (
             ResourceTemplate(
-                uriTemplate="pilot://workflows/{workflow_id}/audit",
+                uri_template="pilot://workflows/{workflow_id}/audit",
                 name="workflow-audit",
                 description="A workflow's tamper-evident audit events, oldest first, and whether the "
                 "hash chain is intact.",
-                mimeType=JSON,
+                mime_type=JSON,
             ),
             "get_workflow_status",
         ),
         (
             ResourceTemplate(
-                uriTemplate="pilot://templates/{name}",
+                uri_template="pilot://templates/{name}",
                 name="template",
                 description="One workflow template: description, parameters and an example call.",
-                mimeType=JSON,
+                mime_type=JSON,
             ),
             "list_workflows",
         ),
@@ -164,7 +165,7 @@ def _static() -> list[tuple[Resource, str]]:
                 uri="pilot://templates",
                 name="templates",
                 description="Every workflow template (built-in and YAML) with parameters and an example.",
-                mimeType=JSON,
+                mime_type=JSON,
             ),
             "list_workflows",
         ),
@@ -173,28 +174,41 @@ def _static() -> list[tuple[Resource, str]]:
                 uri="pilot://catalog",
                 name="catalog",
                 description="The skills and tools workflow steps can use, with their risk levels.",
-                mimeType=JSON,
+                mime_type=JSON,
             ),
             "get_skill_catalog",
         ),
     ]
 
 
-def register_resources(lowlevel: Server[Any, Any], service: PilotService, refusal: Refusal) -> None:
+def register_resources(lowlevel: Server[Any], service: PilotService, refusal: Refusal) -> None:
     """Install resources/list, resources/templates/list and resources/read on ``lowlevel``."""
 
-    @lowlevel.list_resources()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def list_resources() -> list[Resource]:
-        return [r for r, tool in _static() if refusal(tool) is None]
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[r for r, tool in _static() if refusal(tool) is None])
 
-    @lowlevel.list_resource_templates()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def list_resource_templates() -> list[ResourceTemplate]:
-        return [t for t, tool in _templates() if refusal(tool) is None]
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListResourceTemplatesResult:
+        templates = [t for t, tool in _templates() if refusal(tool) is None]
+        return types.ListResourceTemplatesResult(resource_templates=templates)
 
-    @lowlevel.read_resource()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def read_resource(uri: Any) -> Iterable[ReadResourceContents]:
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
         # The caller's role is resolved here, on the request; the store and the templates are read
         # in a worker thread (a changed template is parsed there, never on the event loop).
-        view = readable(service, refusal, str(uri))
-        text = await anyio.to_thread.run_sync(_dump, view, str(uri))
-        return [ReadResourceContents(text, JSON)]
+        uri = str(params.uri)
+        view = readable(service, refusal, uri)
+        text = await anyio.to_thread.run_sync(_dump, view, uri)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=params.uri, text=text, mime_type=JSON)]
+        )
+
+    lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+    lowlevel.add_request_handler(
+        "resources/templates/list", types.PaginatedRequestParams, list_resource_templates
+    )
+    lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mcp.types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 from pydantic_core import to_json
 
@@ -54,6 +54,6 @@ def to_result(payload: Mapping[str, Any]) -> CallToolResult:
     structured: dict[str, Any] = _plain(payload)
     return CallToolResult(
         content=[TextContent(type="text", text=_indented(structured))],
-        structuredContent=structured,
-        isError=is_error_payload(structured),
+        structured_content=structured,
+        is_error=is_error_payload(structured),
     )

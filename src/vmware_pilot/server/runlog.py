@@ -12,8 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp import types
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp_types import LOG_LEVEL_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from vmware_pilot.server.wire import Connection, current_connection
 
@@ -34,17 +37,23 @@ class RunReport:
     """The progress callback for one request (``engine.progress.ProgressFn``)."""
 
     def __init__(self, ctx: Any, connection: Connection, workflow_id: str) -> None:
-        meta = ctx.request_context.meta
+        request = ctx.request_context
+        meta = request.meta
         self._ctx = ctx
-        self._token = meta.progressToken if meta is not None else None
-        self._connection = connection
+        self._token = (meta or {}).get("progress_token")
         self._workflow_id = workflow_id
         self._open = True
+        # 2025-11-25: the level the connection set with logging/setLevel; 2026-07-28: the level
+        # this request asked for in its _meta (there is no logging/setLevel any more).
+        self._level: types.LoggingLevel | None = connection.log_level
+        if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            asked = (meta or {}).get(LOG_LEVEL_META_KEY)
+            self._level = asked if asked in LEVELS else None
 
     @property
     def wanted(self) -> bool:
         """Whether the client asked for anything (a progress token, or a log level)."""
-        return self._token is not None or self._connection.log_level is not None
+        return self._token is not None or self._level is not None
 
     def close(self) -> None:
         self._open = False
@@ -53,7 +62,7 @@ class RunReport:
         try:
             if self._open and self._token is not None:
                 await self._ctx.report_progress(done, total, message)
-            if self._open and _lets_through(self._connection.log_level, "info"):
+            if self._open and _lets_through(self._level, "info"):
                 data = {"workflow_id": self._workflow_id, "message": message, "done": done, "total": total}
                 await self._ctx.request_context.session.send_log_message(
                     "info", data, logger="vmware_pilot.run", related_request_id=self._ctx.request_id
@@ -62,9 +71,14 @@ class RunReport:
             _log.debug("run notification not delivered", exc_info=True)
 
 
-def register_logging(lowlevel: Server[Any, Any]) -> None:
-    """Install logging/setLevel: the level is kept per connection and read by each ``RunReport``."""
+def register_logging(lowlevel: Server[Any]) -> None:
+    """Install logging/setLevel (2025-11-25): the level is kept per connection and read by each
+    ``RunReport``."""
 
-    @lowlevel.set_logging_level()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def set_level(level: types.LoggingLevel) -> None:
-        current_connection().log_level = level
+    async def set_level(
+        ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        current_connection().log_level = params.level
+        return types.EmptyResult()
+
+    lowlevel.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)

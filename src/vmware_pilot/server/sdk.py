@@ -1,74 +1,78 @@
-"""The MCP SDK internals Pilot relies on, in one place (FastMCP has no public door for these).
+"""The MCP SDK internals Pilot relies on, in one place (``MCPServer`` has no public door for these).
 
-Nothing else in ``src`` reads a private attribute of an SDK object or replaces an SDK method:
-FastMCP's low-level server (``_mcp_server``) and tool manager (``_tool_manager`` and its ``_tools``), the argument
-model inside a tool's metadata (``Tool.fn_metadata.arg_model``), and the low-level server's
-``run``, ``get_capabilities`` and ``request_handlers``. A test (tests/server/test_sdk.py) fails when an SDK release
-moves or retypes any of them.
+Nothing else in ``src`` reads a private attribute of an SDK object: ``MCPServer``'s low-level
+server (``_lowlevel_server``, where the resources, prompts, completions, logging and subscription
+handlers are registered with its public ``add_request_handler``, and whose ``run`` serves one
+connection), its tool manager (``_tool_manager`` and its ``_tools``), the argument model and output
+schema inside a tool's metadata (``Tool.fn_metadata``), and the connection behind a request's
+session (``ServerSession._connection``: its per-connection ``state`` and ``exit_stack``). A test
+(tests/server/test_sdk.py) fails when an SDK release moves or retypes any of them.
+
+The SDK keeps no "request being handled" context variable (1.x had ``request_ctx``): Pilot's
+middleware (``server.pipeline``) sets ``request_in_flight`` for the handlers and the transports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from typing import Any, cast
 
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.tools import Tool
-from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.lowlevel.server import request_ctx
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.server.session import ServerSession
 from mcp.shared.message import SessionMessage
-from mcp.types import ServerCapabilities
 from pydantic import ConfigDict
 
 __all__ = [
+    "REQUEST",
     "add_tools",
     "client_name",
     "close_arguments",
-    "declare_subscriptions",
+    "connection_of",
     "find_tool",
     "lowlevel",
+    "request_in_flight",
     "run_on_streams",
-    "set_version",
-    "wrap_requests",
-    "wrap_run",
+    "with_output_schema",
 ]
 
-RunFn = Callable[..., Awaitable[Any]]
+REQUEST: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("vmware_pilot_request", default=None)
+"""The request being handled, set by Pilot's middleware for the handler's duration."""
+
+
+def request_in_flight() -> ServerRequestContext[Any, Any] | None:
+    """The context of the MCP request being handled, or None outside one."""
+    return REQUEST.get()
 
 
 def client_name() -> str:
-    """The name the client of the request being handled gave at ``initialize`` (clientInfo), or
-    "" outside a request."""
-    try:
-        params = request_ctx.get().session.client_params
-    except LookupError:
-        return ""
-    return params.clientInfo.name if params is not None else ""
+    """The name the client of the request being handled gave (``initialize``'s clientInfo, or on
+    2026-07-28 the request's ``_meta`` client info), or "" outside a request or when it gave none."""
+    ctx = REQUEST.get()
+    params = ctx.session.client_params if ctx is not None else None
+    info = params.client_info if params is not None else None
+    return info.name if info is not None else ""
 
 
-def lowlevel(server: FastMCP[Any]) -> Server[Any, Any]:
-    """The low-level server under FastMCP (where resources, prompts, completions, logging and
-    subscriptions are registered, and whose ``run`` serves one session)."""
-    return server._mcp_server
+def lowlevel(server: MCPServer[Any]) -> Server[Any]:
+    """The low-level server under ``MCPServer`` (its request handlers, and ``run``)."""
+    return server._lowlevel_server
 
 
-def find_tool(server: FastMCP[Any], name: str) -> Tool | None:
-    """The registered tool called ``name``, or None (FastMCP only offers calling it by name)."""
+def find_tool(server: MCPServer[Any], name: str) -> Tool | None:
+    """The registered tool called ``name``, or None."""
     return server._tool_manager.get_tool(name)
 
 
-def add_tools(server: FastMCP[Any], tools: list[Tool]) -> None:
-    """Register ``tools`` as built (FastMCP's ``add_tool`` builds a tool anew from a function)."""
+def add_tools(server: MCPServer[Any], tools: list[Tool]) -> None:
+    """Register ``tools`` as built (``MCPServer.add_tool`` builds a tool anew from a function)."""
     for tool in tools:
         server._tool_manager._tools[tool.name] = tool
-
-
-def set_version(server: FastMCP[Any], version: str) -> None:
-    """Report ``version`` in ``initialize`` (FastMCP otherwise reports the SDK's own version)."""
-    lowlevel(server).version = version
 
 
 def close_arguments(tool: Tool) -> Tool:
@@ -76,7 +80,7 @@ def close_arguments(tool: Tool) -> Tool:
 
     Unknown arguments are refused (schema: additionalProperties false) and nothing is coerced:
     ``"yes"`` is not ``true``, ``true`` is not ``1``, ``"5"`` is not ``5``. Objects and arrays sent
-    as JSON text are still accepted (FastMCP parses them before validation).
+    as JSON text are still accepted (the SDK parses them before validation).
     """
     base = tool.fn_metadata.arg_model
     config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
@@ -87,47 +91,27 @@ def close_arguments(tool: Tool) -> Tool:
     )
 
 
-def wrap_run(server: Server[Any, Any], wrapper: Callable[[RunFn], RunFn]) -> None:
-    """Replace the low-level server's ``run`` (one session over a pair of message streams, used by
-    stdio, streamable HTTP and the in-memory transport alike) with ``wrapper(original run)``."""
-    server.run = wrapper(server.run)  # type: ignore[method-assign,assignment]
+def with_output_schema(tool: Tool, schema: dict[str, Any] | None) -> Tool:
+    """The same tool declaring ``schema`` as its output schema (the SDK derives one from the
+    function's return annotation; Pilot writes its own, refusals included)."""
+    metadata = tool.fn_metadata.model_copy(update={"output_schema": schema})
+    copied = tool.model_copy(update={"fn_metadata": metadata})
+    copied.__dict__.pop("output_schema", None)  # a cached property of the copy's source
+    return copied
 
 
-def wrap_requests(server: Server[Any, Any], around: Callable[[Any], AbstractContextManager[Any]]) -> None:
-    """Handle every request the low-level server serves inside ``around(request)``."""
-    for kind, handler in list(server.request_handlers.items()):
-        server.request_handlers[kind] = _around(handler, around)
-
-
-def _around(
-    handler: Callable[[Any], Awaitable[Any]], around: Callable[[Any], AbstractContextManager[Any]]
-) -> Any:
-    async def wrapped(request: Any) -> Any:
-        with around(request):
-            return await handler(request)
-
-    return wrapped
-
-
-def declare_subscriptions(server: Server[Any, Any]) -> None:
-    """Declare ``resources.subscribe`` in the capabilities (the SDK never declares it itself)."""
-    declared = server.get_capabilities
-
-    def capabilities(*args: Any, **kwargs: Any) -> ServerCapabilities:
-        caps = declared(*args, **kwargs)
-        if caps.resources is not None:
-            caps.resources.subscribe = True
-        return caps
-
-    server.get_capabilities = capabilities  # type: ignore[method-assign]
+def connection_of(session: ServerSession) -> Connection:
+    """The connection a request's session belongs to (its ``state`` dict lives as long as it,
+    its ``exit_stack`` unwinds when it ends)."""
+    return session._connection
 
 
 async def run_on_streams(
-    server: FastMCP[Any],
+    server: MCPServer[Any],
     read: MemoryObjectReceiveStream[SessionMessage | Exception],
     write: MemoryObjectSendStream[SessionMessage],
 ) -> None:
-    """Serve one session over message streams framed by the caller (what ``run_stdio_async`` does
-    over the SDK's own stdio framing)."""
+    """Serve one connection over message streams framed by the caller (what ``run_stdio_async``
+    does over the SDK's own stdio framing); either era, as the client's first request decides."""
     low = lowlevel(server)
     await low.run(read, write, low.create_initialization_options())

@@ -24,11 +24,13 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData
-from pydantic import AnyUrl
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
+from vmware_pilot.server import sdk
 from vmware_pilot.server.resources import RESOURCE_NOT_FOUND, Refusal, canonical_uri, workflow_of
 from vmware_pilot.server.wire import current_connection
 
@@ -77,7 +79,7 @@ class VersionPolling:
 
 
 class _Sender(Protocol):
-    async def send_resource_updated(self, uri: AnyUrl) -> None: ...
+    async def send_resource_updated(self, uri: str) -> None: ...
 
 
 class SubscriptionHub:
@@ -138,7 +140,7 @@ class SubscriptionHub:
     async def _send(self, connection: object, session: _Sender, uris: Collection[str]) -> None:
         for uri in sorted(uris):
             try:
-                await session.send_resource_updated(AnyUrl(uri))
+                await session.send_resource_updated(uri)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self.drop(connection)
                 return
@@ -155,49 +157,55 @@ class SubscriptionHub:
 
 
 def register_subscriptions(
-    lowlevel: Server[Any, Any], hub: SubscriptionHub, refusal: Refusal, exists: Callable[[str], bool]
+    lowlevel: Server[Any], hub: SubscriptionHub, refusal: Refusal, exists: Callable[[str], bool]
 ) -> None:
-    """Install resources/subscribe and resources/unsubscribe on ``lowlevel`` (workflow URIs only).
+    """Install resources/subscribe and resources/unsubscribe on ``lowlevel`` (workflow URIs only;
+    2025-11-25 connections: the 2026-07-28 revision has no such methods).
 
     Subscribing needs the role to read workflows (get_workflow_status) and an existing workflow
-    (``exists``); otherwise the request gets a JSON-RPC error naming the problem."""
+    (``exists``); otherwise the request gets a JSON-RPC error naming the problem. A connection's
+    subscriptions end with it."""
 
     def workflow(uri: str) -> str:
         workflow_id = workflow_of(uri)
         if workflow_id is None:
-            raise McpError(
-                ErrorData(
-                    code=INVALID_PARAMS,
-                    message=f"Only workflow resources can be subscribed to, not {uri[:200]}",
-                    data={"uri": uri[:200], "hint": "Subscribe to pilot://workflows/{workflow_id}."},
-                )
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Only workflow resources can be subscribed to, not {uri[:200]}",
+                data={"uri": uri[:200], "hint": "Subscribe to pilot://workflows/{workflow_id}."},
             )
         refused = refusal("get_workflow_status")
         if refused is not None:
-            raise McpError(
-                ErrorData(
-                    code=INVALID_REQUEST, message=refused.message, data={"uri": uri, "hint": refused.hint}
-                )
+            raise MCPError(
+                code=INVALID_REQUEST, message=refused.message, data={"uri": uri, "hint": refused.hint}
             )
         return workflow_id
 
-    @lowlevel.subscribe_resource()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def subscribe(uri: AnyUrl) -> None:
-        workflow_id = workflow(str(uri))
+    async def subscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        workflow_id = workflow(uri)
         if not await anyio.to_thread.run_sync(exists, workflow_id):
-            raise McpError(
-                ErrorData(
-                    code=RESOURCE_NOT_FOUND,
-                    message=f"Workflow '{workflow_id}' not found",
-                    data={"uri": str(uri), "hint": "Use list_workflows() to see active workflow IDs."},
-                )
+            raise MCPError(
+                code=RESOURCE_NOT_FOUND,
+                message=f"Workflow '{workflow_id}' not found",
+                data={"uri": uri, "hint": "Use list_workflows() to see active workflow IDs."},
             )
         # Kept under the URI's one spelling: percent-encoded aliases of it are one subscription,
         # told once per change.
-        canonical = canonical_uri(str(uri)) or str(uri)
-        await hub.subscribe(current_connection(), lowlevel.request_context.session, canonical, workflow_id)
+        canonical = canonical_uri(uri) or uri
+        connection = current_connection(on_end=hub.drop)
+        await hub.subscribe(connection, sdk.connection_of(ctx.session), canonical, workflow_id)
+        return types.EmptyResult()
 
-    @lowlevel.unsubscribe_resource()  # type: ignore[no-untyped-call,untyped-decorator]
-    async def unsubscribe(uri: AnyUrl) -> None:
-        workflow_id = workflow(str(uri))
-        hub.unsubscribe(current_connection(), canonical_uri(str(uri)) or str(uri), workflow_id)
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        workflow_id = workflow(uri)
+        hub.unsubscribe(current_connection(), canonical_uri(uri) or uri, workflow_id)
+        return types.EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)

@@ -8,7 +8,7 @@ tool declares an output schema exactly when its function's return annotation is 
 model, or a union of models (``output_schema``): every tool's result is one of
 ``vmware_pilot.results``' models, so every tool declares one.
 
-A tool function returns the service's result; ``PilotFastMCP.call_tool`` (``server.pipeline``)
+A tool function returns the service's result; ``PilotMCPServer.call_tool`` (``server.pipeline``)
 frames it, and turns the ``PilotError`` it raises into the refusal result.
 """
 
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 import anyio.to_thread
-from mcp.server.fastmcp import Context
-from mcp.server.fastmcp.tools import Tool
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
@@ -67,18 +67,18 @@ __all__ = ["TOOL_NAMES", "build_tools"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
-ToolContext = Context[Any, Any, Any]
+ToolContext = Context[Any, Any]
 
 # --- annotations (docs/contract.md#annotations) ---------------------------------------------
 _ANNOTATIONS: dict[Effect, ToolAnnotations] = {
     "write": ToolAnnotations(
-        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
     ),
     "destructive": ToolAnnotations(
-        readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
     ),
     "read": ToolAnnotations(
-        readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
     ),
 }
 
@@ -202,10 +202,10 @@ Offset = Annotated[
 
 
 def _guarded(spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` as FastMCP calls it: in a worker thread when the table says so, its awaitable
+    """``fn`` as the SDK calls it: in a worker thread when the table says so, its awaitable
     awaited, and any failure that is not a ``PilotError`` turned into the generic refusal.
 
-    The wrapper keeps ``fn``'s signature and annotations (``functools.wraps``), so FastMCP derives
+    The wrapper keeps ``fn``'s signature and annotations (``functools.wraps``), so the SDK derives
     the input schema, the context parameter and any output schema from ``fn`` itself."""
 
     @functools.wraps(fn)
@@ -334,7 +334,7 @@ async def _wait_for_change(
                 return
 
 
-# A tool as first registered, by name and the code of its function: what FastMCP derives from the
+# A tool as first registered, by name and the code of its function: what the SDK derives from the
 # signature (the argument model, the input and output schemas) is the same for every server built
 # from that code, and deriving it cost about 75 ms per server (every in-memory test session).
 _REGISTERED: dict[tuple[str, types.CodeType], Tool] = {}
@@ -354,7 +354,7 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
         annotations=_ANNOTATIONS[spec.effect],
         structured_output=False,  # the result is framed by server.errors.tool_result
     )
-    tool = sdk.close_arguments(tool.model_copy(update={"output_schema": output_schema(fn)}))
+    tool = sdk.close_arguments(sdk.with_output_schema(tool, output_schema(fn)))
     _REGISTERED[key] = tool
     return tool
 
