@@ -53,7 +53,7 @@ async def test_the_stdio_server_refuses_tool_calls_on_a_bad_schema_version_and_k
     async with serve(str(PILOT), ["mcp"], settings.home_path) as (client, _name, _version):
         for _ in range(2):
             result = await client.session.call_tool("list_workflows", {})
-            assert result.isError
+            assert result.is_error
             text = result.content[0].text  # type: ignore[union-attr]
             assert "Traceback" not in text
             payload = json.loads(text)

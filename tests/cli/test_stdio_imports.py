@@ -57,14 +57,14 @@ async def test_plain_stdio_server_imports_no_cli_http_yaml_or_jsonschema(tmp_pat
     params = StdioServerParameters(command=sys.executable, args=["-c", HOOKED_SERVER], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
-        assert init.serverInfo.name == "vmware-pilot"
+        assert init.server_info.name == "vmware-pilot"
         tools = {t.name for t in (await session.list_tools()).tools}
         assert {"list_workflows", "get_workflow_status"} <= tools
         listed = await session.call_tool("list_workflows", {})
-        assert not listed.isError
+        assert not listed.is_error
         missing = await session.call_tool("get_workflow_status", {"workflow_id": "wf-none"})
-        assert missing.isError  # a real answer from the store, not a crash
-        assert not (await session.call_tool("get_skill_catalog", {})).isError
+        assert missing.is_error  # a real answer from the store, not a crash
+        assert not (await session.call_tool("get_skill_catalog", {})).is_error
     found = json.loads(report.read_text())
     assert found["imported_by_pilot"] == []
     assert "typer" not in found["loaded"] and "yaml" not in found["loaded"]
@@ -126,7 +126,7 @@ async def _loaded(tmp_path: Path, list_tools: bool = True, call_a_tool: bool = F
             tools = {t.name for t in (await session.list_tools()).tools}
             assert {"create_workflow", "get_workflow_status"} <= tools
         if call_a_tool:
-            assert not (await session.call_tool("list_workflows", {})).isError
+            assert not (await session.call_tool("list_workflows", {})).is_error
     loaded: list[str] = json.loads(report.read_text())
     return loaded
 

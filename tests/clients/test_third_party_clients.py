@@ -204,7 +204,7 @@ async def python_sdk_refusals(home: Path) -> dict[str, dict[str, Any]]:
         await session.list_tools()
         for tool, arguments in REFUSALS.items():
             result = await session.call_tool(tool, arguments)
-            seen[tool] = {"isError": result.isError, "text": result.content[0].text}  # type: ignore[union-attr]
+            seen[tool] = {"isError": result.is_error, "text": result.content[0].text}  # type: ignore[union-attr]
     return seen
 
 

@@ -213,7 +213,7 @@ async def test_a_stdio_server_with_dispatch_continues_the_run_of_a_replica_that_
             deadline = time.monotonic() + 120  # a guard against hanging, not a timing claim
             while True:
                 reply = await session.call_tool("get_workflow_status", {"workflow_id": wid})
-                state = reply.structuredContent["state"] if reply.structuredContent else None
+                state = reply.structured_content["state"] if reply.structured_content else None
                 if state != "running":
                     break
                 assert time.monotonic() < deadline, "the stdio server never continued the run"

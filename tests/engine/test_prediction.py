@@ -189,7 +189,7 @@ async def test_the_approval_form_shows_the_verdict_first_and_takes_the_persons_r
         (form,) = silent.forms
         assert form.message.index("Prediction: FAILS at step 1") < form.message.index("It releases:")
         assert "predicted refused: aiops refuses it: VMware Tools" in form.message
-        assert "despite" in form.requestedSchema["properties"]
+        assert "despite" in form.requested_schema["properties"]
         says = Person({"decision": "approve", "approver": "carol", "despite": "carol checked aiops' answer"})
         async with session(app, says) as client:
             await client.call("approve", workflow_id=wid)

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 from tests.support.fuzz_checks import check_answer
 from tests.support.fuzz_strategies import TOOLS, arguments_for, resolve
@@ -39,10 +39,10 @@ class Fuzz:
         self.calls += 1
         assert len(result.content) == 1 and isinstance(result.content[0], TextContent), tool
         payload = check_answer(
-            tool, arguments, result.content[0].text, result.structuredContent, result.isError
+            tool, arguments, result.content[0].text, result.structured_content, result.is_error
         )
         wf = payload.get("workflow_id")
-        if not result.isError and isinstance(wf, str) and wf not in self.ids:
+        if not result.is_error and isinstance(wf, str) and wf not in self.ids:
             self.ids.append(wf)
         return payload
 

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import ASGIApp, Message
@@ -67,13 +68,13 @@ async def loopback_http(
 @asynccontextmanager
 async def mcp_session(asgi: ASGIApp, base: str, token: str, **headers: str) -> AsyncIterator[PilotClient]:
     """The SDK's streamable HTTP client on the app (its lifespan running), sending ``token`` as the
-    bearer: ``connect_http`` with httpx's ASGI transport instead of a socket."""
-    transport = httpx.ASGITransport(app=asgi)
+    bearer: ``connect_http`` with httpx2's ASGI transport (the SDK's HTTP client) instead of a socket."""
+    transport = httpx2.ASGITransport(app=asgi)
     all_headers = {**headers, "Authorization": f"Bearer {token}"}
     async with (
-        httpx.AsyncClient(transport=transport, base_url=base, headers=all_headers, timeout=30) as http,
-        streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, _),
+        httpx2.AsyncClient(transport=transport, base_url=base, headers=all_headers, timeout=30) as http,
+        streamable_http_client(f"{base}/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         init = await session.initialize()
-        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+        yield PilotClient(session, init.server_info.name, init.server_info.version)

@@ -86,7 +86,7 @@ async def _every_read(client: Client, name: str) -> None:
     await client.ok("list_workflows")
     await client.session.read_resource("pilot://templates")  # type: ignore[arg-type]
     await client.session.read_resource(f"pilot://templates/{name}")  # type: ignore[arg-type]
-    from mcp.types import ResourceTemplateReference
+    from mcp_types import ResourceTemplateReference
 
     ref = ResourceTemplateReference(type="ref/resource", uri="pilot://templates/{name}")
     done = await client.session.complete(ref, {"name": "name", "value": name[:2]})

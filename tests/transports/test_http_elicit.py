@@ -12,7 +12,7 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import ElicitRequestFormParams, ElicitResult
+from mcp_types import ElicitRequestFormParams, ElicitResult
 
 from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import start_server
@@ -49,34 +49,34 @@ async def test_the_approval_form_over_http_records_the_token_and_refuses_another
                     "create_workflow_from_template",
                     {"workflow_type": "incident_response", "params": INCIDENT},
                 )
-                assert created.structuredContent is not None
-                wf = created.structuredContent["workflow_id"]
+                assert created.structured_content is not None
+                wf = created.structured_content["workflow_id"]
                 run = await session.call_tool("run_workflow", {"workflow_id": wf})
-                assert run.structuredContent is not None
-                assert run.structuredContent["outcome"] == "awaiting_approval"
+                assert run.structured_content is not None
+                assert run.structured_content["outcome"] == "awaiting_approval"
 
                 person.answers = [{"decision": "approve", "approver": "Alice Smith"}, {"decision": "approve"}]
                 refused = await session.call_tool(
                     "approve", {"workflow_id": wf, "acknowledge_not_executed": True}
                 )
-                assert refused.isError and refused.structuredContent is not None
-                assert refused.structuredContent["error"] == (
+                assert refused.is_error and refused.structured_content is not None
+                assert refused.structured_content["error"] == (
                     "approver 'Alice Smith' differs from the authenticated caller 'token:client'"
                 )
                 approved = await session.call_tool(
                     "approve", {"workflow_id": wf, "acknowledge_not_executed": True}
                 )
-                assert not approved.isError and approved.structuredContent is not None
+                assert not approved.is_error and approved.structured_content is not None
                 status = await session.call_tool("get_workflow_status", {"workflow_id": wf})
         assert server.stop() == 0
     # The client ended its session (DELETE) with its event stream open: that is no error.
     assert "ERROR" not in server.stderr(), server.stderr()
-    assert status.structuredContent is not None
-    approvals = status.structuredContent["gates"][0]["approvals"]
+    assert status.structured_content is not None
+    approvals = status.structured_content["gates"][0]["approvals"]
     assert [(a["approver"], a["channel"]) for a in approvals] == [("token:client", "elicit")]
     assert len(person.forms) == 2
     for form in person.forms:
-        assert set(form.requestedSchema["properties"]) == {
+        assert set(form.requested_schema["properties"]) == {
             "decision",
             "comment",
             "reason",

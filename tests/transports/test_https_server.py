@@ -27,6 +27,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp
 
 from tests.support import asgi
@@ -198,22 +199,27 @@ async def team(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         app.close()
 
 
-def _statuses(exc: BaseException) -> list[int]:
-    """HTTP statuses inside an exception (group) raised by the SDK client."""
-    if isinstance(exc, httpx.HTTPStatusError):
-        return [exc.response.status_code]
+def _refused_by_server(exc: BaseException) -> bool:
+    """Whether an exception (group) raised by the SDK client holds the server's refusal of an HTTP
+    request (the 2.x client reports a non-2xx answer as an ``MCPError`` without its status)."""
+    if isinstance(exc, MCPError):
+        return exc.error.message == "Server returned an error response"
     if isinstance(exc, BaseExceptionGroup):
-        return [s for e in exc.exceptions for s in _statuses(e)]
-    return []
+        return any(_refused_by_server(e) for e in exc.exceptions)
+    return False
 
 
 async def _refused(team: Team, token: str) -> list[int]:
+    """The HTTP status refusing ``token`` when the SDK's client cannot connect with it (the status
+    of its first request, ``initialize``, sent again as it sends it); [] when it connects."""
     try:
         with anyio.fail_after(30):
             async with team.connect(token):
                 pass
     except BaseException as exc:
-        return _statuses(exc)
+        assert _refused_by_server(exc), exc
+        initialize = await team.raw("POST", authorization=f"Bearer {token}")
+        return [initialize.status_code]
     return []
 
 
@@ -485,7 +491,7 @@ async def test_a_token_revoked_while_the_server_runs_is_refused_on_its_next_requ
                 revoked = team.cli("token", "revoke", "temp")
                 assert revoked.returncode == 0, revoked.stderr
                 await temp.call("list_workflows")
-    assert _statuses(raised.value) == [401]
+    assert _refused_by_server(raised.value)
     assert await _refused(team, team.secrets["temp"]) == [401]
     async with team.client("alice") as alice:
         assert not (await alice.call("list_workflows")).is_error

@@ -16,7 +16,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import ResourceUpdatedNotification, ServerNotification, TextResourceContents
+from mcp_types import ResourceUpdatedNotification, TextResourceContents
 
 from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import INIT, PILOT, clean_env, start_server
@@ -31,8 +31,8 @@ class Updates:
         self.arrived = asyncio.Event()
 
     async def __call__(self, message: Any) -> None:
-        if isinstance(message, ServerNotification) and isinstance(message.root, ResourceUpdatedNotification):
-            self.uris.append(str(message.root.params.uri))
+        if isinstance(message, ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
             self.arrived.set()
 
     async def wait(self, uri: str) -> None:
@@ -58,8 +58,8 @@ async def subscribe_and_cancel_elsewhere(session: ClientSession, updates: Update
     created = await session.call_tool(
         "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
     )
-    assert created.structuredContent is not None
-    uri = f"pilot://workflows/{created.structuredContent['workflow_id']}"
+    assert created.structured_content is not None
+    uri = f"pilot://workflows/{created.structured_content['workflow_id']}"
     await session.subscribe_resource(uri)  # type: ignore[arg-type]
     done = await anyio.to_thread.run_sync(
         lambda: cli(home, "cancel", uri.rsplit("/", 1)[1], "--reason", "elsewhere", "--yes")
@@ -174,8 +174,8 @@ async def subscribe_and_cancel_elsewhere_as_reader(
         created = await admin_session.call_tool(
             "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
         )
-    assert created.structuredContent is not None
-    workflow_id = created.structuredContent["workflow_id"]
+    assert created.structured_content is not None
+    workflow_id = created.structured_content["workflow_id"]
     uri = f"pilot://workflows/{workflow_id}"
     await session.subscribe_resource(uri)  # type: ignore[arg-type]
     done = await anyio.to_thread.run_sync(lambda: cli(home, "cancel", workflow_id, "--yes"))
@@ -202,10 +202,10 @@ async def test_http_offers_only_the_exposed_tools_to_every_caller(tmp_path: Path
             hidden = await session.call_tool(
                 "create_workflow_from_template", {"workflow_type": "incident_response", "params": INCIDENT}
             )
-            assert hidden.isError is True
-            assert hidden.structuredContent is not None
-            assert hidden.structuredContent["error"] == "Unknown tool: create_workflow_from_template"
-            assert hidden.structuredContent["field"] == "name"
+            assert hidden.is_error is True
+            assert hidden.structured_content is not None
+            assert hidden.structured_content["error"] == "Unknown tool: create_workflow_from_template"
+            assert hidden.structured_content["field"] == "name"
             listing = await session.call_tool("list_workflows", {})
-            assert listing.isError is False
+            assert listing.is_error is False
         assert server.stop() == 0

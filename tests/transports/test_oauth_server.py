@@ -109,7 +109,7 @@ async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterat
         ClientSession(read, write) as session,
     ):
         init = await session.initialize()
-        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+        yield PilotClient(session, init.server_info.name, init.server_info.version)
 
 
 async def _tools(client: PilotClient) -> set[str]:
@@ -216,14 +216,14 @@ async def test_a_person_signs_in_with_pkce_and_acts_under_their_own_name(
         created = await session.call_tool(
             "create_workflow", {"name": "signed-in", "description": "t", "steps": [GATE]}
         )
-        assert not created.isError and isinstance(created.structuredContent, dict)
-        workflow_id = created.structuredContent["workflow_id"]
+        assert not created.is_error and isinstance(created.structured_content, dict)
+        workflow_id = created.structured_content["workflow_id"]
         status = await session.call_tool("get_workflow_status", {"workflow_id": workflow_id})
-    assert isinstance(status.structuredContent, dict)
+    assert isinstance(status.structured_content, dict)
     assert browser.answer is not None and storage.tokens is not None
     claims = jwt.decode(storage.tokens.access_token, options={"verify_signature": False})
     assert claims["sub"] == "alice" and claims["client_id"] == "mcp-desktop"  # a user's token, not a client's
-    assert status.structuredContent["created_by"] == "Alice Example (oidc:alice)"
+    assert status.structured_content["created_by"] == "Alice Example (oidc:alice)"
 
 
 async def test_a_reader_group_sees_only_the_read_tools(server: PilotProcess, provider: Provider) -> None:

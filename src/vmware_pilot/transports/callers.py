@@ -21,8 +21,7 @@ from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url
-from mcp.server.fastmcp import FastMCP
-from mcp.server.lowlevel.server import request_ctx
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
@@ -36,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.safety.duties import Role
+from vmware_pilot.server.sdk import request_in_flight
 from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
 from vmware_pilot.transports.tokens import TokenEntry, Tokens
 
@@ -121,10 +121,8 @@ def actor_of(token: AccessToken) -> Actor:
 
 def current_caller() -> Actor:
     """The caller of the MCP request being handled (read from that HTTP request)."""
-    try:
-        request = request_ctx.get().request
-    except LookupError:
-        request = None
+    ctx = request_in_flight()
+    request = ctx.request if ctx is not None else None
     user = getattr(request, "scope", {}).get("user") if request is not None else None
     if not isinstance(user, AuthenticatedUser):
         raise PilotError(
@@ -219,7 +217,7 @@ def resource_metadata_url(config: OAuthConfig) -> str:
     return str(build_resource_metadata_url(AnyHttpUrl(config.resource)))
 
 
-def add_resource_metadata_root(server: FastMCP[Any], config: OAuthConfig) -> None:
+def add_resource_metadata_root(server: MCPServer[Any], config: OAuthConfig) -> None:
     """Serve RFC 9728 metadata at ``/.well-known/oauth-protected-resource`` as well."""
     metadata = ProtectedResourceMetadata(
         resource=AnyHttpUrl(config.resource),

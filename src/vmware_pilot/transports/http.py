@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.errors import InvalidInput, PilotError
+from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.server import create_server
 from vmware_pilot.transports.callers import (
     CallerVerifier,
@@ -307,13 +308,15 @@ def build_http_app(
         role_of=roles.role_of,
         token_verifier=CallerVerifier(tokens, jwt),
         auth=auth,
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-        ),
     )
     if jwt is not None:
         add_resource_metadata_root(server, jwt.config)
-    starlette = server.streamable_http_app()
+    starlette = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        ),
+        max_request_body_size=MAX_REQUEST_BYTES,
+    )
     answer_outages(starlette)
     check_bodies(starlette, "/mcp")
     if jwt is not None:

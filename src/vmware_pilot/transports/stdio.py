@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 import anyio
 import anyio.to_thread
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -221,12 +221,11 @@ def answer_line(line: bytes) -> SessionMessage | str | None:
     if not text:
         return None
     try:
-        message = types.JSONRPCMessage.model_validate_json(text)
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as exc:
         problem = _problem(exc)
     else:
-        root = message.root
-        if isinstance(root, types.JSONRPCNotification) and "id" in (root.model_extra or {}):
+        if isinstance(message, types.JSONRPCNotification) and '"id"' in text and _has_id(text):
             # The SDK reads a request whose id is no id as a notification: it would get no answer.
             return error_line(
                 None, INVALID_REQUEST, "Invalid Request: the id of a request must be a string or an integer"
@@ -244,6 +243,15 @@ def answer_line(line: bytes) -> SessionMessage | str | None:
             "the JSON holds an escape that is not a Unicode character (a lone surrogate such as \\ud800)"
         )
     return error_line(request_id, INVALID_REQUEST, f"Invalid Request: {problem}")
+
+
+def _has_id(text: str) -> bool:
+    """Whether the JSON object ``text`` has a top-level ``id`` member."""
+    try:
+        loaded = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(loaded, dict) and "id" in loaded
 
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -310,7 +318,7 @@ async def stdio_loop(
                     continue
                 answer = answer_line(line)
                 if isinstance(answer, SessionMessage):
-                    root = answer.message.root
+                    root = answer.message
                     if isinstance(root, types.JSONRPCRequest):
                         pending.add(root.id)
                     elif (
@@ -330,8 +338,8 @@ async def stdio_loop(
     async def writer() -> None:
         async with write_receive:
             async for message in write_receive:
-                root = message.message.root
-                await emit(message.message.model_dump_json(by_alias=True, exclude_none=True))
+                root = message.message
+                await emit(root.model_dump_json(by_alias=True, exclude_unset=True))
                 if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
                     settle(root.id)
 
