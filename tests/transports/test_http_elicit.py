@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -40,8 +41,8 @@ async def test_the_approval_form_over_http_records_the_token_and_refuses_another
     with start_server(tmp_path, ["--transport", "http"], env={"VMWARE_PILOT_APPROVALS": "elicit"}) as server:
         with anyio.fail_after(120):  # a hang guard
             async with (
-                httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-                streamable_http_client(server.url, http_client=http) as (read, write, _),
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+                streamable_http_client(server.url, http_client=http) as (read, write),
                 ClientSession(read, write, elicitation_callback=person) as session,
             ):
                 await session.initialize()

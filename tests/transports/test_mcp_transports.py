@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -113,8 +114,8 @@ def test_stdio_answers_an_unknown_method_with_method_not_found_and_a_quiet_log(t
 @asynccontextmanager
 async def http_session(url: str, token: str, updates: Updates) -> AsyncIterator[ClientSession]:
     async with (
-        httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write, message_handler=updates) as session,
     ):
         await session.initialize()

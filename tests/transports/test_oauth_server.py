@@ -17,10 +17,11 @@ from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
+import httpx2
 import jwt
 import pytest
 from mcp import ClientSession
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
@@ -104,8 +105,8 @@ async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterat
         issuer=provider.issuer,
     )
     async with (
-        httpx.AsyncClient(auth=auth, timeout=httpx.Timeout(30.0, read=120.0)) as http,
-        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         init = await session.initialize()
@@ -154,7 +155,7 @@ class _Browser:
 
     def __init__(self, login: str) -> None:
         self.login = login
-        self.answer: tuple[str, str | None] | None = None
+        self.answer: AuthorizationCodeResult | None = None
 
     async def open(self, url: str) -> None:
         async with httpx.AsyncClient(timeout=30) as browser:
@@ -164,7 +165,11 @@ class _Browser:
                 if location.startswith(REDIRECT):
                     query = parse_qs(urlsplit(location).query)
                     assert "error" not in query, query
-                    self.answer = (query["code"][0], query.get("state", [None])[0])
+                    self.answer = AuthorizationCodeResult(
+                        code=query["code"][0],
+                        state=query.get("state", [None])[0],
+                        iss=query.get("iss", [None])[0],  # RFC 9207: the client checks it
+                    )
                     return
                 if response.is_redirect:
                     response = await browser.get(urljoin(str(response.url), location))
@@ -181,7 +186,7 @@ class _Browser:
                 )
         raise AssertionError("the provider never redirected back to the client")
 
-    async def callback(self) -> tuple[str, str | None]:
+    async def callback(self) -> AuthorizationCodeResult:
         assert self.answer is not None
         return self.answer
 
@@ -207,8 +212,8 @@ async def test_a_person_signs_in_with_pkce_and_acts_under_their_own_name(
         callback_handler=browser.callback,
     )
     async with (
-        httpx.AsyncClient(auth=auth, timeout=httpx.Timeout(30.0, read=120.0)) as http,
-        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
