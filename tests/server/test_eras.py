@@ -1,0 +1,62 @@
+"""One server, both protocol eras: the SDK's client pinned to 2025-11-25 (the ``initialize``
+handshake) and one pinned to 2026-07-28 (no handshake, ``server/discover``, every request carrying
+its own ``_meta``) walk the demo and get refusals as results, in memory (the SDK's own in-process
+connection for each era). Over real stdio and HTTP processes: tests/transports/test_eras_wire.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.eras import demo_walk, refusals
+from tests.support.fakes import ScriptedDispatcher
+from tests.support.mcp_client import ERAS, MODERN, connect
+from vmware_pilot import __version__
+from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.config import Settings
+
+
+@pytest.fixture
+def dispatching(settings: Settings) -> Iterator[PilotApp]:
+    app = build_app(settings, dispatcher=ScriptedDispatcher())
+    yield app
+    app.close()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_each_era_walks_the_demo_with_steps_handed_back(pilot_app: PilotApp, era: str) -> None:
+    async with connect(pilot_app, era=era) as client:
+        assert client.session.protocol_version == era
+        await demo_walk(client, dispatched=False)
+        await refusals(client)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_each_era_walks_a_dispatched_run_to_completion(dispatching: PilotApp, era: str) -> None:
+    async with connect(dispatching, era=era) as client:
+        status = await demo_walk(client, dispatched=True)
+    assert status["state"] == "completed"
+    assert [s["status"] for s in status["steps"]] == ["success", "success", "success", "success"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_each_era_sees_the_same_13_tools_with_the_same_schemas(pilot_app: PilotApp, era: str) -> None:
+    async with connect(pilot_app) as legacy, connect(pilot_app, era=era) as other:
+        expected = [t.model_dump() for t in (await legacy.session.list_tools()).tools]
+        listed = [t.model_dump() for t in (await other.session.list_tools()).tools]
+    assert listed == expected and len(listed) == 13
+
+
+async def test_a_client_in_auto_mode_discovers_the_server_and_speaks_2026(pilot_app: PilotApp) -> None:
+    async with connect(pilot_app, era="auto") as client:
+        version = client.session.protocol_version
+        capabilities = client.session.server_capabilities
+        instructions = client.session.instructions or ""
+        info = client.session.server_info
+        listed = (await client.ok("list_workflows"))["templates"]
+    assert version == MODERN
+    assert capabilities.tools is not None and capabilities.resources is not None
+    assert capabilities.prompts is not None and capabilities.completions is not None
+    assert "run_workflow" in instructions and listed
+    assert info is not None and (info.name, info.version) == ("vmware-pilot", __version__)
