@@ -25,12 +25,13 @@ async def refusals(client: Client) -> list[dict[str, Any]]:
     return [unknown, extra, missing.payload]
 
 
-async def demo_walk(client: Client, *, dispatched: bool) -> dict[str, Any]:
+async def demo_walk(client: Client, *, dispatched: bool, approver: str = "demo") -> dict[str, Any]:
     """Walk incident_response from a template to its rollback; returns the last status.
 
     ``dispatched``: the server runs the steps (the run completes after the approval, and acting on
     its rollback preview is refused: a completed workflow is final); otherwise the steps are handed back, as
-    in `vmware-pilot demo`, and the rollback is previewed."""
+    in `vmware-pilot demo`, and the rollback is previewed. ``approver``: the name sent (empty
+    over an authenticated transport, where the approver is the caller)."""
     created = await client.ok(
         "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
     )
@@ -42,10 +43,10 @@ async def demo_walk(client: Client, *, dispatched: bool) -> dict[str, Any]:
     assert run["state"] == "awaiting_approval" and run["outcome"] == "awaiting_approval", run
     if not dispatched:
         assert [p["index"] for p in run["pending_dispatch"]] == [0, 1]
-        refused = await client.refused("approve", workflow_id=workflow_id, approver="demo")
+        refused = await client.refused("approve", workflow_id=workflow_id, approver=approver)
         assert [s["index"] for s in refused["not_executed_before_gate"]] == [0, 1]
     approved = await client.ok(
-        "approve", workflow_id=workflow_id, approver="demo", acknowledge_not_executed=not dispatched
+        "approve", workflow_id=workflow_id, approver=approver, acknowledge_not_executed=not dispatched
     )
     status = await client.status(workflow_id)
     if dispatched:
