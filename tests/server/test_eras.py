@@ -8,13 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from mcp_types import LoggingMessageNotificationParams
 
 from tests.support.eras import demo_walk, refusals
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.mcp_client import ERAS, MODERN, connect
+from tests.support.mcp_client import ERAS, INCIDENT, MODERN, Client, connect, sdk_client
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.server import create_server
 
 
 @pytest.fixture
@@ -60,3 +63,36 @@ async def test_a_client_in_auto_mode_discovers_the_server_and_speaks_2026(pilot_
     assert capabilities.prompts is not None and capabilities.completions is not None
     assert "run_workflow" in instructions and listed
     assert info is not None and (info.name, info.version) == ("vmware-pilot", __version__)
+
+
+async def test_a_2026_run_tells_progress_and_logs_only_to_a_request_that_asked(dispatching: PilotApp) -> None:
+    logged: list[dict[str, object]] = []
+    progress: list[str | None] = []
+
+    async def log(params: LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    async def told(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    server = create_server(dispatching, actor=Actor("tester"))
+    async with sdk_client(server, era=MODERN, logging_callback=log, log_level="info") as session:
+        client = Client(session)
+        workflow_id = (
+            await client.ok(
+                "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
+            )
+        )["workflow_id"]
+        ran = await session.call_tool("run_workflow", {"workflow_id": workflow_id}, progress_callback=told)
+    assert ran.structured_content is not None and ran.structured_content["state"] == "awaiting_approval"
+    assert progress and logged
+    assert all(entry["workflow_id"] == workflow_id for entry in logged)  # type: ignore[index]
+    async with sdk_client(server, era=MODERN, logging_callback=log) as session:  # no level asked
+        before = len(logged)
+        workflow_id = (
+            await Client(session).ok(
+                "create_workflow_from_template", workflow_type="incident_response", params=INCIDENT
+            )
+        )["workflow_id"]
+        await session.call_tool("run_workflow", {"workflow_id": workflow_id})
+    assert len(logged) == before

@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 from mcp.client import Client as SdkClient
 from mcp.client.session import ElicitationFnT, LoggingFnT, MessageHandlerFnT
-from mcp_types import Implementation, TextContent
+from mcp_types import Implementation, LoggingLevel, TextContent
 
 from vmware_pilot.app import PilotApp
 from vmware_pilot.domain.actor import Actor
@@ -138,10 +138,12 @@ def sdk_client(
     message_handler: MessageHandlerFnT | None = None,
     elicitation_callback: ElicitationFnT | None = None,
     logging_callback: LoggingFnT | None = None,
+    log_level: LoggingLevel | None = None,
 ) -> SdkClient:
     """The SDK's client on ``server`` (a server object in this process, a URL, a transport or
     stdio parameters) with client name ``name`` (None: the SDK's own, "mcp"), speaking ``era``: ``LEGACY`` (the ``initialize`` handshake, as every
-    2025-era client) or ``MODERN`` (2026-07-28, no handshake). No response cache: a test's
+    2025-era client) or ``MODERN`` (2026-07-28, no handshake; ``log_level`` is then the log
+    level every request opts in to). No response cache: a test's
     listings are always the server's answer."""
     return SdkClient(
         server,
@@ -150,6 +152,7 @@ def sdk_client(
         message_handler=message_handler,
         elicitation_callback=elicitation_callback,
         logging_callback=logging_callback,
+        log_level=log_level,
         cache=None,
     )
 

@@ -1,9 +1,10 @@
 """What a client hears while its run_workflow or approve call runs: progress and log notifications.
 
-Progress notifications go out when the request carried a ``progressToken``. Log notifications
+Progress notifications go out when the request carried a ``progressToken`` (2025-11-25) or
+asked for progress (2026-07-28). Log notifications
 (``notifications/message``, logger ``vmware_pilot.run``, level ``info``) go out when the client
-set a level with ``logging/setLevel`` that lets ``info`` through; a client that never set one gets
-none. Once the request has ended, answered or cancelled by the client, ``close()`` silences
+set a level with ``logging/setLevel`` that lets ``info`` through (2025-11-25), or when the request's
+``_meta`` asked for a level that does (2026-07-28); otherwise none. Once the request has ended, answered or cancelled by the client, ``close()`` silences
 both: the run may go on detached, but nothing more is said about a request the client gave up.
 """
 
@@ -40,7 +41,6 @@ class RunReport:
         request = ctx.request_context
         meta = request.meta
         self._ctx = ctx
-        self._token = (meta or {}).get("progress_token")
         self._workflow_id = workflow_id
         self._open = True
         # 2025-11-25: the level the connection set with logging/setLevel; 2026-07-28: the level
@@ -49,23 +49,33 @@ class RunReport:
         if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
             asked = (meta or {}).get(LOG_LEVEL_META_KEY)
             self._level = asked if asked in LEVELS else None
+            # A 2026-07-28 client in this process asks for progress without a token (the SDK calls
+            # its callback directly); reporting is a no-op for a request that did not ask.
+            self._progress = True
+        else:
+            self._progress = (meta or {}).get("progress_token") is not None
 
     @property
     def wanted(self) -> bool:
         """Whether the client asked for anything (a progress token, or a log level)."""
-        return self._token is not None or self._level is not None
+        return self._progress or self._level is not None
 
     def close(self) -> None:
         self._open = False
 
     async def __call__(self, done: float, total: float | None, message: str) -> None:
         try:
-            if self._open and self._token is not None:
+            if self._open and self._progress:
                 await self._ctx.report_progress(done, total, message)
             if self._open and _lets_through(self._level, "info"):
                 data = {"workflow_id": self._workflow_id, "message": message, "done": done, "total": total}
-                await self._ctx.request_context.session.send_log_message(
-                    "info", data, logger="vmware_pilot.run", related_request_id=self._ctx.request_id
+                # On this request's stream, in either era (the SDK's send_log_message says the same,
+                # with a deprecation warning for the logging capability Pilot still serves).
+                params = types.LoggingMessageNotificationParams(
+                    level="info", data=data, logger="vmware_pilot.run"
+                )
+                await self._ctx.request_context.session.send_notification(
+                    types.LoggingMessageNotification(params=params), related_request_id=self._ctx.request_id
                 )
         except Exception:  # a client that went away must not stop the run
             _log.debug("run notification not delivered", exc_info=True)
