@@ -73,6 +73,10 @@ class Front:
         if len(body) > MAX_REQUEST_BYTES:
             assert response.status_code == 413, response.text[:500]
             return None
+        if response.status_code == 400:  # a lone surrogate escape: refused before the SDK, as on stdio
+            refused: dict[str, Any] = response.json()
+            assert refused["error"]["code"] == -32600 and refused["id"] == self.next_id, refused
+            return refused
         assert response.status_code == 200, response.text[:500]
         return _reply(response)
 

@@ -21,6 +21,7 @@ from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.transports.client import connect_http
+from vmware_pilot.transports.http_body import lone_surrogate
 from vmware_pilot.transports.tokens import TokenStore
 
 INIT = {
@@ -261,3 +262,30 @@ def test_a_session_ended_with_delete_ends_quietly(served: Served) -> None:
 @pytest.mark.slow
 def test_server_logged_no_error_of_its_own(served: Served) -> None:
     assert "ERROR vmware_pilot" not in served.server.stderr()
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_a_lone_surrogate_escape_is_an_invalid_request_with_its_id_in_process(
+    http: tuple[httpx.AsyncClient, dict[str, str]], era: str
+) -> None:
+    """Python's JSON reads ``\\ud800`` but the SDK's parser does not: the answer is the stdio one,
+    ``-32600`` with the request's id, whichever era the request speaks."""
+    client, headers = http
+    meta = {"io.modelcontextprotocol/protocolVersion": era} if era == "2026-07-28" else {}
+    arguments = {"workflow_id": "wf-1", "\ud800": "v"}
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 41,
+            "method": "tools/call",
+            "params": {"name": "get_workflow_status", "arguments": arguments, "_meta": meta},
+        },
+        ensure_ascii=True,
+    ).encode()
+    response = await client.post("/mcp", headers={**headers, "mcp-protocol-version": era}, content=body)
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["id"] == 41 and answer["error"]["code"] == -32600
+    assert "lone surrogate" in answer["error"]["message"]
+    paired = body.replace(b"\\ud800", b"\\ud83d\\ude00")  # a pair is one character: handed on
+    assert lone_surrogate(paired) == (False, None) and lone_surrogate(body) == (True, 41)

@@ -8,8 +8,10 @@ deeper than the interpreter's recursion limit raises ``RecursionError``; neither
 to the SDK, which logs a traceback and answers 500. ``BodyCheck`` sits in front of the endpoint,
 after authentication has run (an unauthenticated request passes untouched and gets 401 without
 its body being read), reads at most ``MAX_REQUEST_BYTES`` (413 past it, before reading when
-``Content-Length`` says so) and answers such a body with 400 and a JSON-RPC parse error.
-Everything else is handed on unchanged.
+``Content-Length`` says so) and answers such a body with 400 and a JSON-RPC parse error. The SDK's
+parser refuses a lone UTF-16 surrogate escape (``\ud800``) that Python's reads: such a body is
+answered 400 with ``-32600`` and the request's id, as on stdio. Everything else is handed on
+unchanged.
 
 ``FormLimit`` does the same for the console's forms, before anything else runs (the sign-in form
 is posted before authentication): a POST body is read into memory up to ``MAX_REQUEST_BYTES``
@@ -22,8 +24,10 @@ temporary files) is refused with 415. The console's pages post nothing else.
 from __future__ import annotations
 
 import json
+import re
 from typing import Final
 
+from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,6 +38,8 @@ from vmware_pilot.limits import MAX_REQUEST_BYTES
 __all__ = ["BodyCheck", "FormLimit", "body_problem", "check_bodies", "read_limited"]
 
 PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 # Below this many opening brackets no JSON can nest deep enough to exhaust the recursion limit,
 # so the extra parse is skipped for ordinary requests.
 _DEEP_SUSPECT: Final = 500
@@ -57,8 +63,29 @@ def body_problem(body: bytes) -> str | None:
     return None
 
 
-async def _answer(send: Send, status: int, message: str) -> None:
-    error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
+def lone_surrogate(body: bytes) -> tuple[bool, str | int | None]:
+    """Whether ``body`` is JSON the SDK's parser refuses for a lone surrogate escape, and the
+    request's id (None when it has no usable one)."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return False, None
+    try:
+        from_json(body)
+    except ValueError:
+        pass
+    else:
+        return False, None
+    try:
+        loaded = json.loads(body)
+    except (ValueError, RecursionError):
+        return False, None  # not JSON at all: the SDK's own parse error
+    found = loaded.get("id") if isinstance(loaded, dict) else None
+    return True, found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+async def _answer(
+    send: Send, status: int, message: str, code: int = PARSE_ERROR, request_id: str | int | None = None
+) -> None:
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     body = json.dumps(error).encode()
     await send(
         {
@@ -129,6 +156,11 @@ class BodyCheck:
         problem = body_problem(body)
         if problem is not None:
             await _answer(send, 400, f"Parse error: {problem}")
+            return
+        surrogate, request_id = lone_surrogate(body)
+        if surrogate:
+            message = "Invalid Request: the JSON holds an escape that is not a Unicode character (a lone surrogate such as \\ud800)"
+            await _answer(send, 400, message, INVALID_REQUEST, request_id)
             return
         await self.app(scope, _replaying(body, receive), send)
 
