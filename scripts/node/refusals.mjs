@@ -6,7 +6,9 @@
 // v1 is @modelcontextprotocol/sdk 1.x, v2 is @modelcontextprotocol/client 2.x. The calls come from
 // PILOT_REFUSALS ({tool: arguments}). Tools are listed first, as a client does: that is where the
 // SDK learns each tool's outputSchema, which it then validates every result against (a refusal
-// included). Prints {tools: {name: {isError, text} | {threw}}, errors}; it decides nothing.
+// included). PILOT_ERA (v2 only) pins the protocol revision: unset is the 2025 handshake, a
+// revision such as 2026-07-28 is spoken from the first request (no initialize). Prints
+// {tools: {name: {isError, text} | {threw}}, errors, version, era}; it decides nothing.
 const [sdk, mode, target, ...rest] = process.argv.slice(2);
 const v2 = sdk === "v2";
 const { Client } = await import(v2 ? "@modelcontextprotocol/client" : "@modelcontextprotocol/sdk/client/index.js");
@@ -23,12 +25,18 @@ const transport =
         requestInit: { headers: { Authorization: `Bearer ${process.env.PILOT_TOKEN ?? ""}` } },
       })
     : new StdioClientTransport({ command: target, args: rest, env: process.env, stderr: "inherit" });
-const client = new Client({ name: `refusals-${sdk}`, version: "1.0.0" });
+const era = process.env.PILOT_ERA;
+const options = v2 && era ? { versionNegotiation: { mode: { pin: era } } } : undefined;
+const client = new Client({ name: `refusals-${sdk}`, version: "1.0.0" }, options);
 const report = { sdk, tools: {}, errors: [], listed: [] };
 client.onerror = (error) => report.errors.push(String(error?.message ?? error));
 
 try {
   await client.connect(transport);
+  if (v2) {
+    report.version = client.getNegotiatedProtocolVersion();
+    report.era = client.getProtocolEra();
+  }
   report.listed = (await client.listTools()).tools.filter((t) => t.outputSchema).map((t) => t.name);
   for (const [name, args] of Object.entries(JSON.parse(process.env.PILOT_REFUSALS))) {
     try {

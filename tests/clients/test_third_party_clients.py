@@ -263,6 +263,32 @@ def test_the_typescript_sdk_reads_a_refusal_of_every_tool(
     check_refusals(report["tools"], expected_refusals)
 
 
+@pytest.mark.parametrize("era", ["", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_typescript_sdk_2_pinned_to_each_era_reads_a_refusal_of_every_tool(
+    node: Path,
+    tmp_path: Path,
+    era: str,
+    transport: str,
+    expected_refusals: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> None:
+    # @modelcontextprotocol/client 2.x with its version negotiation pinned: "" is the 2025-11-25
+    # handshake, 2026-07-28 speaks that revision from the first request (no initialize).
+    env = clean_env(tmp_path, {"PILOT_REFUSALS": json.dumps(REFUSALS), "PILOT_ERA": era})
+    if transport == "http":
+        server, token = request.getfixturevalue("http_server")
+        args = ["refusals.mjs", "v2", "http", server.url]
+        env["PILOT_TOKEN"] = token
+    else:
+        args = ["refusals.mjs", "v2", "stdio", str(PILOT), "mcp"]
+    report = json.loads(run_node(node, args, env))
+    assert report.get("failure") is None and report["errors"] == [], report
+    assert (report["era"], report["version"]) == (("modern", era) if era else ("legacy", "2025-11-25"))
+    assert sorted(report["listed"]) == sorted(REFUSALS)
+    check_refusals(report["tools"], expected_refusals)
+
+
 def _inspector_arg(name: str, value: Any) -> str:
     # The CLI reads a value as JSON when it can (numbers, booleans, arrays); strings go as they are.
     return f"{name}={value if isinstance(value, str) else json.dumps(value)}"
