@@ -289,6 +289,40 @@ def test_the_typescript_sdk_2_pinned_to_each_era_reads_a_refusal_of_every_tool(
     check_refusals(report["tools"], expected_refusals)
 
 
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_typescript_sdk_2_pinned_to_each_era_walks_the_demo(
+    node: Path, tmp_path: Path, era: str, transport: str, request: pytest.FixtureRequest
+) -> None:
+    env = clean_env(tmp_path)
+    if transport == "http":
+        server, token = request.getfixturevalue("http_server")
+        args = ["walk.mjs", era, "http", server.url]
+        env["PILOT_TOKEN"] = token
+    else:
+        args = ["walk.mjs", era, "stdio", str(PILOT), "mcp"]
+    report = json.loads(run_node(node, args, env))
+    assert report.get("failure") is None and report["errors"] == [], report
+    assert (report["era"], report["version"]) == (
+        ("legacy", "2025-11-25") if era == "legacy" else ("modern", era)
+    )
+    assert report["tools"] == 13
+    steps = {step["step"]: step for step in report["steps"]}
+    assert [s for s in report["steps"] if "threw" in s] == []  # every answer validated, refusals too
+    assert all(s["sameText"] for s in report["steps"])
+    refused = {name for name, step in steps.items() if step["isError"]}
+    assert refused == {"approve refused", "unknown workflow"}
+    assert steps["run"]["structured"]["state"] == "awaiting_approval"
+    assert [s["index"] for s in steps["approve refused"]["structured"]["not_executed_before_gate"]] == [0, 1]
+    assert steps["approve"]["structured"]["outcome"] == "dispatch_required"
+    assert steps["status"]["structured"]["state"] == "pending"
+    assert steps["rollback preview"]["structured"]["action"] == "preview"
+    assert steps["unknown workflow"]["structured"] == {
+        "error": "Workflow 'wf-nope' not found",
+        "hint": NOT_FOUND_HINT,
+    }
+
+
 def _inspector_arg(name: str, value: Any) -> str:
     # The CLI reads a value as JSON when it can (numbers, booleans, arrays); strings go as they are.
     return f"{name}={value if isinstance(value, str) else json.dumps(value)}"
