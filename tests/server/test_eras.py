@@ -96,3 +96,11 @@ async def test_a_2026_run_tells_progress_and_logs_only_to_a_request_that_asked(d
         )["workflow_id"]
         await session.call_tool("run_workflow", {"workflow_id": workflow_id})
     assert len(logged) == before
+
+
+async def test_each_era_is_told_only_the_subscriptions_it_can_get(pilot_app: PilotApp) -> None:
+    async with connect(pilot_app) as legacy, connect(pilot_app, era="auto") as modern:
+        told = legacy.session.server_capabilities.resources
+        untold = modern.session.server_capabilities.resources
+    assert told is not None and told.subscribe is True  # resources/subscribe, 2025-11-25
+    assert untold is not None and not untold.subscribe  # no subscriptions/listen stream (yet)

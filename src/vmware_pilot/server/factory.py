@@ -120,6 +120,10 @@ def create_server(
         token_verifier=token_verifier,
         auth=auth,
         middleware=[in_request, _observed],
+        # Workflow changes reach 2025-11-25 subscribers (resources/subscribe, server.subscriptions);
+        # nothing publishes them to a 2026-07-28 subscriptions/listen stream yet, so that method is
+        # not served and those clients are not told they could subscribe.
+        subscriptions=False,
     )
     _speak_fully(server, source)
     return server
