@@ -57,8 +57,8 @@ async def test_reads_gate_approve_power_off_completes(lab: Lab, tmp_path: Path) 
         result = await client.session.call_tool(
             "approve", {"workflow_id": wid, "approver": "alice"}, progress_callback=on_progress
         )
-        assert not result.isError
-        done = result.structuredContent
+        assert not result.is_error
+        done = result.structured_content
         assert done is not None and done["outcome"] == "completed" and done["state"] == "completed", done
         assert done["steps"][3]["result"]["action"] == "powered_off"
         assert any("power_off_vm" in (m or "") for _, _, m in progress), progress
