@@ -83,6 +83,22 @@ async def test_a_missing_skill_is_not_installed_and_a_bad_setting_is_a_failure()
     assert "VMWARE_PILOT_SKILL_COMMANDS" in misconfigured.hint
 
 
+async def test_refresh_names_a_skill_whose_tool_environment_is_gone(pilot_home: Path, tmp_path: Path) -> None:
+    # The skill's program is on PATH but its own environment (uv tool / pipx) was removed.
+    gone = tmp_path / "tools" / "vmware-aria" / "bin" / "python"
+    program = tmp_path / "empty-bin" / "vmware-aria-mcp"
+    program.write_text(f"#!{gone}\nimport sys\n")
+    program.chmod(0o755)
+
+    report = await refresh_catalog(Settings(home=pilot_home), skills=["aria"], server_timeout=30)
+
+    (result,) = report.results
+    assert result.status == "failed"
+    assert "environment of skill 'aria' is missing" in result.error and str(gone) in result.error
+    assert "uv tool install --reinstall vmware-aria" in result.hint
+    assert "pipx reinstall vmware-aria" in result.hint
+
+
 async def test_refresh_writes_a_private_cache_that_the_catalog_reads(pilot_home: Path) -> None:
     settings = Settings(
         home=pilot_home, skill_commands={"vks": fake("paged_server.py"), "nsx": fake("crash_server.py")}

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from mcp.types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent
 
 from vmware_pilot.dispatch.judge import judge, payload_of
 from vmware_pilot.dispatch.protocol import OutcomeKind
@@ -15,7 +15,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind
 def text(value: Any, *, is_error: bool = False, structured: Any = None) -> CallToolResult:
     body = value if isinstance(value, str) else json.dumps(value)
     return CallToolResult(
-        content=[TextContent(type="text", text=body)], isError=is_error, structuredContent=structured
+        content=[TextContent(type="text", text=body)], is_error=is_error, structured_content=structured
     )
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from mcp.types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent
 
 from tests.support.tables import mismatches, rows
 from vmware_pilot.dispatch.judge import JUDGE_RULES, answer_of, judge
@@ -17,7 +17,7 @@ from vmware_pilot.dispatch.protocol import OutcomeKind
 def result(value: Any, *, is_error: bool = False, structured: Any = None) -> CallToolResult:
     body = value if isinstance(value, str) else json.dumps(value)
     return CallToolResult(
-        content=[TextContent(type="text", text=body)], isError=is_error, structuredContent=structured
+        content=[TextContent(type="text", text=body)], is_error=is_error, structured_content=structured
     )
 
 
@@ -90,7 +90,7 @@ def test_rule_fires_on_its_case_and_not_on_the_other(rule: Any) -> None:
 def answer(row: dict[str, Any]) -> tuple[str, str, CallToolResult]:
     """The skill's answer a row describes: its text parts, error flag and structured content."""
     content = [TextContent(type="text", text=t) for t in row["texts"]]
-    res = CallToolResult(content=content, isError=row["is_error"], structuredContent=row["structured"])
+    res = CallToolResult(content=content, is_error=row["is_error"], structured_content=row["structured"])
     return row["skill"], row["tool"], res
 
 

@@ -137,7 +137,7 @@ async def _killed_while_idle(dispatcher: StdioDispatcher) -> int:
     session = dispatcher._pools["aiops"].sessions[0]
     for _ in range(100):
         await asyncio.sleep(0.05)
-        if session._write is None or session._write.statistics().open_send_streams == 0:
+        if session._write is None or not session._write.connected:
             break
     return pid
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from mcp import McpError
+from mcp import MCPError
 
 from tests.support.lab_harness import TARGET, Lab, power_state
 from tests.support.lab_pilot import GATE, create, ensure_on, pilot, power_off, read
@@ -58,8 +57,8 @@ async def test_reads_gate_approve_power_off_completes(lab: Lab, tmp_path: Path) 
         result = await client.session.call_tool(
             "approve", {"workflow_id": wid, "approver": "alice"}, progress_callback=on_progress
         )
-        assert not result.isError
-        done = result.structuredContent
+        assert not result.is_error
+        done = result.structured_content
         assert done is not None and done["outcome"] == "completed" and done["state"] == "completed", done
         assert done["steps"][3]["result"]["action"] == "powered_off"
         assert any("power_off_vm" in (m or "") for _, _, m in progress), progress
@@ -192,11 +191,11 @@ async def test_run_goes_on_when_the_client_gives_up_waiting(lab: Lab, tmp_path: 
         async with pilot(lab, tmp_path / "pilot") as client:
             wid = await create(client, [GATE, power_off(vm)])
             await client.call("run_workflow", {"workflow_id": wid})
-            with pytest.raises(McpError):
+            with pytest.raises(MCPError):
                 await client.session.call_tool(
                     "approve",
                     {"workflow_id": wid, "approver": "alice"},
-                    read_timeout_seconds=timedelta(seconds=0.5),
+                    read_timeout_seconds=0.5,
                 )
             racing = await client.call("approve", {"workflow_id": wid, "approver": "bob"})
             assert racing.is_error and "running" in racing.payload["error"]

@@ -38,8 +38,8 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import McpError
-from mcp.types import CONNECTION_CLOSED, PaginatedRequestParams, Tool
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams, Tool
 
 from vmware_pilot.catalog.curated import CURATED
 from vmware_pilot.catalog.renames import skill_key
@@ -151,7 +151,7 @@ def _tool_record(tool: Tool) -> dict[str, Any]:
     record: dict[str, Any] = {
         "name": tool.name,
         "description": tool.description or "",
-        "inputSchema": tool.inputSchema,
+        "inputSchema": tool.input_schema,
     }
     record["annotations"] = (
         tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else {}
@@ -170,7 +170,7 @@ def _describe(exc: BaseException, stage: str, server_timeout: float) -> str:
     leaf = _leaf(exc)
     if isinstance(leaf, TimeoutError):
         return f"no answer to {stage} within {server_timeout:g} s"
-    closed = isinstance(leaf, McpError) and leaf.error.code == CONNECTION_CLOSED
+    closed = isinstance(leaf, MCPError) and leaf.error.code == CONNECTION_CLOSED
     if closed or isinstance(leaf, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream):
         return f"the server closed the connection during {stage}"
     lines = str(leaf).strip().splitlines()
@@ -245,10 +245,10 @@ async def _every_tool(session: ClientSession, stage: _Stage) -> tuple[str, list[
     for _ in range(_MAX_PAGES):
         page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         tools.extend(_tool_record(t) for t in page.tools)
-        if not page.nextCursor or page.nextCursor == cursor:
+        if not page.next_cursor or page.next_cursor == cursor:
             break
-        cursor = page.nextCursor
-    return init.serverInfo.version, tools
+        cursor = page.next_cursor
+    return init.server_info.version, tools
 
 
 async def list_server_tools(

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp.types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent
 
 from vmware_pilot.catalog.renames import skill_key
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
@@ -52,10 +52,10 @@ def _has_error(value: Any) -> bool:
 def payload_of(result: CallToolResult) -> Any:
     """The tool's value: structured content (unwrapped) or the parsed text blocks."""
     texts = _texts(result)
-    structured: Any = result.structuredContent
+    structured: Any = result.structured_content
     if isinstance(structured, dict) and set(structured) == {"result"}:
         structured = structured["result"]
-    if result.isError:
+    if result.is_error:
         if _has_error(structured):
             return structured
         if len(texts) == 1:
@@ -65,7 +65,7 @@ def payload_of(result: CallToolResult) -> Any:
             if isinstance(parsed, list) and len(parsed) == 1 and _has_error(parsed[0]):
                 return parsed[0]
         return {"error": " ".join(texts) or "the tool reported isError with no message"}
-    if result.structuredContent is not None:
+    if result.structured_content is not None:
         return structured
     values = [_parse(t) for t in texts]
     return values[0] if len(values) == 1 else values
@@ -73,9 +73,9 @@ def payload_of(result: CallToolResult) -> Any:
 
 def _top_levels(payload: Any, result: CallToolResult) -> list[dict[str, Any]]:
     """The payload, the structured content (and its ``result``) and a lone JSON text object."""
-    found: list[Any] = [payload, result.structuredContent]
-    if isinstance(result.structuredContent, dict):
-        found.append(result.structuredContent.get("result"))
+    found: list[Any] = [payload, result.structured_content]
+    if isinstance(result.structured_content, dict):
+        found.append(result.structured_content.get("result"))
     texts = _texts(result)
     if len(texts) == 1:
         found.append(_parse(texts[0]))
@@ -115,7 +115,7 @@ def _preview_only(a: Answer) -> StepOutcome | None:
 @rule("is_error")
 def _is_error(a: Answer) -> StepOutcome | None:
     """The MCP result says ``isError``: failed, with the skill's error text as the message."""
-    if a.result.isError:
+    if a.result.is_error:
         error = a.payload.get("error") if isinstance(a.payload, dict) else a.payload
         return StepOutcome(OutcomeKind.FAILED, a.payload, one_line(error))
     return None

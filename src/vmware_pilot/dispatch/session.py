@@ -5,6 +5,12 @@ The SDK's stdio client and session are context managers that must open and close
 Start-up or handshake failure means nothing was sent (``DispatchRefused``), and so does a server
 that exited while the session was idle (``SessionClosed``); a timeout or a lost connection after
 the request went out means the effect is unknown (``EffectUnknown``).
+
+The client is the 2.x SDK's ``ClientSession``; its ``initialize`` is the 2025-era handshake, which
+the skills' 1.x servers speak. The 2.x client reports a connection closed before the request was
+written and one closed while it was in flight with one error (``CONNECTION_CLOSED``), so the
+session counts the ``tools/call`` requests its transport took (``_CountedWrites``) to tell them
+apart.
 """
 
 from __future__ import annotations
@@ -16,24 +22,35 @@ import os
 import re
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
-from mcp import ClientSession, McpError, StdioServerParameters
+from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CONNECTION_CLOSED, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolRequest,
+    CallToolRequestParams,
+    CallToolResult,
+    JSONRPCRequest,
+    PaginatedRequestParams,
+)
 
 from vmware_pilot import telemetry
 from vmware_pilot.dispatch.locate import SkillCommand
 from vmware_pilot.errors import DispatchRefused, EffectUnknown
 
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import WriteStream  # the stdio client's declared type (not exported)
+
 __all__ = ["SessionClosed", "SkillSession"]
 
 _log = logging.getLogger(__name__)
-_REQUEST_TIMEOUT = 408
 
 
 def _first_line(exc: BaseException) -> str:
@@ -81,6 +98,40 @@ class SkillLog:
             self.writer.close()
 
 
+class _CountedWrites:
+    """The transport's write stream, counting the ``tools/call`` requests it took."""
+
+    def __init__(self, stream: WriteStream[SessionMessage]) -> None:
+        self.stream = stream
+        self.calls_sent = 0
+
+    @property
+    def connected(self) -> bool:
+        """False once the server's end is gone (the stdio client's memory stream says so; any
+        other stream is taken as connected, and a send on it then reports the closure)."""
+        if not isinstance(self.stream, MemoryObjectSendStream):
+            return True
+        stats = self.stream.statistics()
+        return stats.open_send_streams > 0 and stats.open_receive_streams > 0
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self.stream.send(item)
+        message = item.message
+        if isinstance(message, JSONRPCRequest) and message.method == "tools/call":
+            self.calls_sent += 1
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
 class SessionClosed(DispatchRefused):
     """The server had exited before the request was written: nothing was sent, a new one may retry."""
 
@@ -96,7 +147,8 @@ class SkillSession:
         self.server_info = ""
         self.calls = 0
         self._session: ClientSession | None = None
-        self._write: MemoryObjectSendStream[Any] | None = None
+        self._write: _CountedWrites | None = None
+        self._writes: _CountedWrites | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._failure: BaseException | None = None
@@ -108,8 +160,7 @@ class SkillSession:
         """Started, and its server still connected (an exited server closes the session's streams)."""
         if self._session is None or self._task is None or self._task.done() or self._write is None:
             return False
-        stats = self._write.statistics()
-        return stats.open_send_streams > 0 and stats.open_receive_streams > 0
+        return self._write.connected
 
     async def _own(self) -> None:
         params = StdioServerParameters(
@@ -122,11 +173,12 @@ class SkillSession:
         self._errlog = errlog
         try:
             async with (
-                stdio_client(params, errlog=errlog.writer) as (read, write),
-                ClientSession(read, write) as session,
+                stdio_client(params, errlog=errlog.writer) as (read, raw_write),
+                ClientSession(read, write := _CountedWrites(raw_write)) as session,
             ):
+                self._writes = write
                 init = await session.initialize()
-                self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}"
+                self.server_info = f"{init.server_info.name} {init.server_info.version}"
                 self._write = write
                 self._session = session
                 self._ready.set()
@@ -189,14 +241,22 @@ class SkillSession:
             params = CallToolRequestParams.model_validate(
                 {"name": tool, "arguments": arguments, "_meta": {"traceparent": parent}}
             )
-        request = ClientRequest(CallToolRequest(params=params))
+        request = CallToolRequest(params=params)
+        writes = self._writes  # kept after the owner task ends, unlike self._write
+        sent_before = writes.calls_sent if writes is not None else 0
         try:
-            return await session.send_request(
-                request, CallToolResult, request_read_timeout_seconds=timedelta(seconds=seconds)
-            )
-        except McpError as exc:
+            return await session.send_request(request, CallToolResult, request_read_timeout_seconds=seconds)
+        except MCPError as exc:
             code = exc.error.code
-            if code == _REQUEST_TIMEOUT:
+            written = writes is not None and writes.calls_sent > sent_before
+            if code == CONNECTION_CLOSED and not written:
+                # The server had exited before the request was written.
+                raise SessionClosed(
+                    f"vmware-{self.command.skill}-mcp had exited before {tool} was sent "
+                    f"({exc.error.message}); nothing was run",
+                    hint="Pilot starts the skill again on the next call; check the skill's log if it keeps exiting.",
+                ) from exc
+            if code == REQUEST_TIMEOUT:
                 raise EffectUnknown(
                     f"vmware-{self.command.skill}-mcp did not answer {tool} within {seconds:g} s; the call "
                     "was abandoned and its effect is UNKNOWN",
@@ -209,21 +269,8 @@ class SkillSession:
                     hint="Check the target system before retrying or rolling back.",
                 ) from exc
             return CallToolResult(
-                content=[], structuredContent={"error": exc.error.message, "code": code}, isError=True
+                content=[], structured_content={"error": exc.error.message, "code": code}, is_error=True
             )
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            # Raised by writing the request: the session had already lost its server.
-            raise SessionClosed(
-                f"vmware-{self.command.skill}-mcp had exited before {tool} was sent "
-                f"({_first_line(exc)}); nothing was run",
-                hint="Pilot starts the skill again on the next call; check the skill's log if it keeps exiting.",
-            ) from exc
-        except anyio.EndOfStream as exc:
-            raise EffectUnknown(
-                f"vmware-{self.command.skill}-mcp ended while running {tool} ({_first_line(exc)}); "
-                "whether the call took effect is UNKNOWN",
-                hint="Check the target system before retrying or rolling back.",
-            ) from exc
         finally:
             self.last_used = time.monotonic()
 
@@ -238,12 +285,14 @@ class SkillSession:
         try:
             with anyio.fail_after(seconds):
                 for _ in range(100):
-                    page = await session.list_tools(cursor=cursor)
-                    schemas.update({t.name: dict(t.inputSchema) for t in page.tools})
-                    cursor = page.nextCursor
+                    page = await session.list_tools(
+                        params=PaginatedRequestParams(cursor=cursor) if cursor else None
+                    )
+                    schemas.update({t.name: dict(t.input_schema) for t in page.tools})
+                    cursor = page.next_cursor
                     if not cursor:
                         break
-        except (McpError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+        except (MCPError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise DispatchRefused(
                 f"vmware-{self.command.skill}-mcp did not list its tools ({_first_line(exc)})"
             ) from exc

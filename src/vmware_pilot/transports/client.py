@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import httpx
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 __all__ = ["PilotClient", "ToolReply", "connect_http", "connect_stdio", "server_command"]
 
@@ -44,8 +44,8 @@ class PilotClient:
     async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> ToolReply:
         result = await self.session.call_tool(tool, dict(arguments or {}))
         payload: dict[str, Any]
-        if isinstance(result.structuredContent, dict):
-            payload = result.structuredContent
+        if isinstance(result.structured_content, dict):
+            payload = result.structured_content
         else:
             text = "".join(block.text for block in result.content if isinstance(block, TextContent))
             try:
@@ -53,7 +53,7 @@ class PilotClient:
             except ValueError:
                 parsed = None
             payload = parsed if isinstance(parsed, dict) else {"error": text}
-        return ToolReply(payload=payload, is_error=bool(result.isError))
+        return ToolReply(payload=payload, is_error=bool(result.is_error))
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -81,7 +81,7 @@ async def connect_stdio(
     params = StdioServerParameters(command=command, args=args, env=whole)
     async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
-        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+        yield PilotClient(session, init.server_info.name, init.server_info.version)
 
 
 @asynccontextmanager
@@ -94,11 +94,11 @@ async def connect_http(
 ) -> AsyncIterator[PilotClient]:
     """Open a session to ``url`` (``…/mcp``) sending ``token`` as the bearer; closes it on exit."""
     all_headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
-    timeout = httpx.Timeout(30.0, read=300.0)
+    timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        httpx.AsyncClient(headers=all_headers, verify=verify, timeout=timeout) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
+        httpx2.AsyncClient(headers=all_headers, verify=verify, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         init = await session.initialize()
-        yield PilotClient(session, init.serverInfo.name, init.serverInfo.version)
+        yield PilotClient(session, init.server_info.name, init.server_info.version)
