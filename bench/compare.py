@@ -1,11 +1,11 @@
-"""This project side by side with vmware-pilot 2.4.0 and a bare FastMCP server, over real stdio.
+"""This project side by side with vmware-pilot 2.4.0 and a bare MCP server (the SDK's MCPServer), over real stdio.
 
     .venv/bin/python bench/compare.py [--large 10000] [--samples 100] [--starts 7] [--baseline-venv DIR]
 
 Three servers, each started as an MCP client starts it (a subprocess over stdio, its own throw-away
 HOME): this checkout's `vmware-pilot mcp`; vmware-pilot 2.4.0 from PyPI, installed into a
 throw-away venv only to be measured (or the one --baseline-venv names, kept for the next run);
-and "the floor", a FastMCP server with one trivial tool, which is what any server on this SDK
+and "the floor", a bare MCPServer (the SDK's own, FastMCP in 1.x) with one trivial tool, which is what any server on this SDK
 pays. Prints medians (ms) side by side and the ratios: start-up to a completed `initialize`
 (median of --starts), get_workflow_status, create_workflow, the floor's trivial call, and
 list_workflows with 100 and --large workflows stored (median time and answer size).
@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 from common import devnull, ok, startups_in_turns
 from vmware_pilot.transports.client import PilotClient, connect_stdio
@@ -39,9 +39,9 @@ STEPS = [
     {"action": "power_on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-01"}},
 ]
 FLOOR = """
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 
-server = FastMCP("floor")
+server = MCPServer("floor")
 
 
 @server.tool()

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp.types import TextContent
+from mcp_types import TextContent
 
 from common import devnull, ok, startups_in_turns
 from vmware_pilot.transports.client import PilotClient, connect_stdio, server_command
@@ -335,7 +335,7 @@ async def _large_list(subjects: list[Subject]) -> None:
                 sum(len(b.text.encode()) for b in result.content if isinstance(b, TextContent)) / 1024
             )
             subject.large["rss_after"] = server_rss_mib(subject.command)
-            subject.large["active_total"] = float((result.structuredContent or {}).get("active_total") or 0)
+            subject.large["active_total"] = float((result.structured_content or {}).get("active_total") or 0)
     async with contextlib.AsyncExitStack() as stack:
         raws = [await stack.enter_async_context(RawClient.running(s, s.scratch / "large")) for s in subjects]
         await _alternating(

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 import pytest
 from mcp import ClientSession
