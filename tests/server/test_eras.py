@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from mcp_types import LoggingMessageNotificationParams
 
+from tests.support.approval_gates import OFF, gate
 from tests.support.eras import demo_walk, refusals
 from tests.support.fakes import ScriptedDispatcher
 from tests.support.mcp_client import ERAS, INCIDENT, MODERN, Client, connect, sdk_client
@@ -104,3 +105,22 @@ async def test_each_era_is_told_only_the_subscriptions_it_can_get(pilot_app: Pil
         untold = modern.session.server_capabilities.resources
     assert told is not None and told.subscribe is True  # resources/subscribe, 2025-11-25
     assert untold is not None and not untold.subscribe  # no subscriptions/listen stream (yet)
+
+
+async def test_a_2026_client_under_elicit_approvals_is_refused_with_the_operator_command(
+    settings: Settings,
+) -> None:
+    """2026-07-28 has no server-to-client requests, so no approval form: until the approval moves
+    to a multi-round-trip request, such an approval is a refusal naming the operator's command."""
+    app = build_app(Settings(home=settings.home, approvals="elicit"))
+    try:
+        async with connect(app, era=MODERN) as client:
+            workflow_id = await client.custom([gate(), OFF])
+            await client.ok("run_workflow", workflow_id=workflow_id)
+            refused = await client.refused("approve", workflow_id=workflow_id, approver="ann")
+            status = await client.status(workflow_id)
+    finally:
+        app.close()
+    assert refused["refused"] == "elicitation_unsupported"
+    assert refused["approve_command"] == f"vmware-pilot approve {workflow_id}"
+    assert status["state"] == "awaiting_approval"  # nothing was approved
