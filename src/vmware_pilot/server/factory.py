@@ -38,7 +38,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _speak_fully(server: PilotMCPServer, source: AppOnDemand) -> None:
-    """Resources with subscriptions, prompts, completions, logging and the JSON-RPC edges."""
+    """Resources with subscriptions, prompts, completions and logging, as low-level handlers."""
     lowlevel = sdk.lowlevel(server)
     refusal = server.read_refusal
     service = source.service_proxy()
