@@ -122,7 +122,9 @@ def _sql(conn: Connection, query: str) -> TextClause:
 
 
 def _outcome_text(outcome: dict[str, Any] | None) -> str | None:
-    return None if outcome is None else json.dumps(outcome, sort_keys=True, ensure_ascii=False)
+    return (
+        None if outcome is None else json.dumps(outcome, ensure_ascii=False)
+    )  # key order kept: the contract's
 
 
 def _row(found: Any) -> TaskRow:
