@@ -289,3 +289,35 @@ async def test_an_approval_that_releases_dispatched_steps_is_a_task(settings: Se
             done = await task_request(client, "tasks/get", handle.task_id)
         assert done["status"] == "completed"
         assert _structured(done["result"])["outcome"] == "completed"
+
+
+async def test_a_task_whose_pilot_shuts_down_mid_call_ends_failed(
+    held: tuple[PilotApp, SteppedDispatcher, asyncio.Event],
+) -> None:
+    app, dispatcher, _ = held
+    server, extension = pilot_tasks_server(app, ALICE)
+    workflow_id = _workflow(app, [READ])
+    async with tasks_client(server) as client:
+        handle = await call(client, "run_workflow", workflow_id=workflow_id)
+        assert isinstance(handle, TaskHandle)
+        await dispatcher.went_out.wait()
+        carried = [t for t in asyncio.all_tasks() if t.get_name() == "task-run_workflow"]
+        assert len(carried) == 1
+        carried[0].cancel()  # as the event loop cancels what is left when the server stops
+        await extension.drain()
+        ended = await task_request(client, "tasks/get", handle.task_id)
+    assert ended["status"] == "failed" and ended["error"]["code"] == -32603
+    assert "shut down" in ended["statusMessage"]
+
+
+async def test_a_call_the_callers_role_refuses_is_answered_at_once_not_made_a_task(
+    settings: Settings,
+) -> None:
+    with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
+        server, _ = pilot_tasks_server(app, ALICE, role_of=lambda _: READER)
+        workflow_id = _workflow(app, [READ])
+        async with tasks_client(server) as client:
+            result = await call(client, "run_workflow", workflow_id=workflow_id)
+        assert isinstance(result, CallToolResult) and result.is_error
+        assert _structured(result)["role"] == "reader" and _structured(result)["tool"] == "run_workflow"
+        assert app.store.workflows.load(workflow_id).state is WorkflowState.PENDING

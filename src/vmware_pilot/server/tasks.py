@@ -44,7 +44,7 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.ondemand import AppOnDemand
 from vmware_pilot.server.bounds import bound_refusal
-from vmware_pilot.tooltable import TOOL_NAMES
+from vmware_pilot.server.exposure import exposed_tools
 
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
@@ -68,6 +68,11 @@ TASK_TTL_MS: Final = 24 * 3600 * 1000  # a task is kept a day from its start: it
 PROGRESS_META: Final = "vmware-pilot/progress"
 _VERSIONS: Final = frozenset(MODERN_PROTOCOL_VERSIONS)
 _NOT_FOUND: Final = "Task not found"
+_SHUT_DOWN: Final = {
+    "code": INTERNAL_ERROR,
+    "message": "The Pilot serving this task shut down before the call ended; get_workflow_status "
+    "shows where its workflow stands",
+}
 
 
 class TaskIdParams(RequestParams):
@@ -132,7 +137,9 @@ def wire_result(result: HandlerResult, version: str) -> dict[str, Any]:
 class TasksExtension(Extension):
     """The tasks extension over one app (built on first use if an ``AppOnDemand``). ``caller``
     gives the caller of the request being handled (raising ``PilotError`` when there is none);
-    ``role_of`` their role, when the server knows roles (a task's cancel is checked against it)."""
+    ``role_of`` their role, when the server knows roles (a task's cancel is checked against it).
+    A call the server would refuse at once (a tool it does not offer, one the caller's role lacks)
+    is never made a task: it passes through to its refusal."""
 
     identifier = EXTENSION_ID
 
@@ -145,6 +152,8 @@ class TasksExtension(Extension):
         ttl_ms: int | None = TASK_TTL_MS,
     ) -> None:
         self._source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
+        settings = self._source.settings
+        self._offered = exposed_tools(settings.mcp_expose, settings.mcp_allow_write)
         self._caller = caller
         self._role_of = role_of
         self._ttl = None if ttl_ms is None else ttl_ms / 1000
@@ -165,14 +174,16 @@ class TasksExtension(Extension):
         """Answer a long call with a task handle when the client declared the extension; the
         call goes on in this process and its result lands on the task's row."""
         arguments = params.arguments or {}
-        if params.name not in TOOL_NAMES or not _declared(ctx):
-            return await call_next(ctx)
-        book = await self.book()
-        if not await book.worth_a_task(params.name, arguments):
+        if params.name not in self._offered or not _declared(ctx):
             return await call_next(ctx)
         try:
             actor = self._caller()
-        except PilotError:  # no caller: the call itself refuses it, as it always does
+            if self._role_of is not None and not self._role_of(actor).may_call(params.name):
+                return await call_next(ctx)  # refused at once by the call itself
+        except PilotError:  # no caller, or no usable role: the call refuses it, as always
+            return await call_next(ctx)
+        book = await self.book()
+        if not await book.worth_a_task(params.name, arguments):
             return await call_next(ctx)
         workflow_id = str(arguments["workflow_id"])
         row = await asyncio.to_thread(book.start, actor, params.name, workflow_id, self._ttl)
@@ -205,6 +216,9 @@ class TasksExtension(Extension):
         try:
             result = await call_next(ctx)
             answer = wire_result(result, ctx.protocol_version)
+        except asyncio.CancelledError:  # this Pilot shuts down: the answer will never come
+            book.fail(task_id, _SHUT_DOWN)  # at once, in this task: it is being cancelled
+            raise
         except MCPError as exc:
             await asyncio.to_thread(
                 book.fail, task_id, exc.error.model_dump(by_alias=True, exclude_none=True)
