@@ -19,7 +19,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from tests.support.fakes import ScriptedDispatcher, SteppedDispatcher
+from tests.support.fakes import ScriptedDispatcher, SteppedDispatcher, failed
 from tests.support.task_server import (
     HeldPreflight,
     TaskHandle,
@@ -30,6 +30,7 @@ from tests.support.task_server import (
 )
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
+from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.requests import CreateRequest
@@ -42,9 +43,14 @@ BOB = Actor("bob", kind="token")
 READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
 EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 NOT_FOUND = -32602
 MISSING_CAPABILITY = -32021
 REFUSED = -32600
+
+
+def ok(params: dict[str, Any]) -> StepOutcome:
+    return StepOutcome(OutcomeKind.SUCCEEDED, {"ok": True, **params})
 
 
 def _held() -> tuple[SteppedDispatcher, asyncio.Event]:
@@ -321,3 +327,53 @@ async def test_a_call_the_callers_role_refuses_is_answered_at_once_not_made_a_ta
         assert isinstance(result, CallToolResult) and result.is_error
         assert _structured(result)["role"] == "reader" and _structured(result)["tool"] == "run_workflow"
         assert app.store.workflows.load(workflow_id).state is WorkflowState.PENDING
+
+
+async def test_only_the_approval_that_may_release_the_gate_is_a_task(settings: Settings) -> None:
+    two = {**GATE, "params": {"message": "Two people, please", "approvals_required": 2}}
+    with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
+        alices, started = pilot_tasks_server(app, ALICE)
+        bobs, extension = pilot_tasks_server(app, BOB)
+        workflow_id = _workflow(app, [EVENTS, two, POWER_ON])
+        async with tasks_client(alices) as alice, tasks_client(bobs) as bob:
+            assert isinstance(await call(alice, "run_workflow", workflow_id=workflow_id), TaskHandle)
+            await started.drain()
+            first = await call(alice, "approve", workflow_id=workflow_id)  # one of two: releases nothing
+            assert isinstance(first, CallToolResult) and not first.is_error
+            assert _structured(first)["state"] == "awaiting_approval"
+            second = await call(bob, "approve", workflow_id=workflow_id)
+            assert isinstance(second, TaskHandle)
+            await extension.drain()
+            done = await task_request(bob, "tasks/get", second.task_id)
+        assert done["status"] == "completed" and _structured(done["result"])["outcome"] == "completed"
+        assert app.store.workflows.load(workflow_id).state is WorkflowState.COMPLETED
+
+
+async def test_a_confirmed_rollback_is_a_task_and_its_preview_is_not(settings: Settings) -> None:
+    second_fails = ScriptedDispatcher(
+        answers={
+            "power_on_vm": lambda skill, tool, params: (
+                failed("no host") if params["vm_name"] == "b" else ok(params)
+            )
+        }
+    )
+    with closing(build_app(settings, dispatcher=second_fails)) as app:
+        server, extension = pilot_tasks_server(app, ALICE)
+        power_on_b = {**POWER_ON, "params": {"vm_name": "b"}}
+        workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON, power_on_b])
+        async with tasks_client(server) as client:
+            await call(client, "run_workflow", workflow_id=workflow_id)
+            await extension.drain()
+            await call(client, "approve", workflow_id=workflow_id, approver="alice")
+            await extension.drain()
+            assert app.store.workflows.load(workflow_id).state is WorkflowState.FAILED
+            preview = await call(client, "rollback", workflow_id=workflow_id)
+            assert isinstance(preview, CallToolResult) and _structured(preview)["action"] == "preview"
+            handle = await call(client, "rollback", workflow_id=workflow_id, confirm=True)
+            assert isinstance(handle, TaskHandle)
+            await extension.drain()
+            done = await task_request(client, "tasks/get", handle.task_id)
+        assert done["status"] == "completed"
+        assert _structured(done["result"])["action"] == "rolled_back"
+        assert _structured(done["result"])["state"] == app.store.workflows.load(workflow_id).state.value
+        assert any(e.action == "rollback_completed" for e in app.store.workflows.load(workflow_id).audit_log)
