@@ -11,6 +11,7 @@ needs the run to stand still at that point (tests/support/task_server.py).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -145,26 +146,39 @@ async def test_without_dispatch_nothing_runs_long_and_no_task_is_made(settings: 
         assert isinstance(result, CallToolResult) and "pending_dispatch" in _structured(result)
 
 
-async def test_a_refused_run_is_a_task_completed_with_the_refusal_the_call_returns(
+async def test_a_run_refused_inside_is_a_task_completed_with_the_refusal_the_call_returns(
     settings: Settings,
 ) -> None:
-    with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
+    not_installed = ScriptedDispatcher(preflight_problems=["step 0: vmware-aiops-mcp is not installed"])
+    with closing(build_app(settings, dispatcher=not_installed)) as app:
         server, extension = pilot_tasks_server(app, ALICE)
+        first, twin = _workflow(app, [READ]), _workflow(app, [READ])
         async with tasks_client(server) as client:
-            handle = await call(client, "run_workflow", workflow_id="wf-nope")
+            handle = await call(client, "run_workflow", workflow_id=first)
             assert isinstance(handle, TaskHandle)
             await extension.drain()
             done = await task_request(client, "tasks/get", handle.task_id)
         async with tasks_client(server, declare=False) as plain:
-            direct = await call(plain, "run_workflow", workflow_id="wf-nope")
+            direct = await call(plain, "run_workflow", workflow_id=twin)
     assert isinstance(direct, CallToolResult) and direct.is_error
     assert done["status"] == "completed"  # a tool's refusal is a result, not a failed task
-    assert done["result"] == {
+    expected = {
         k: v
         for k, v in direct.model_dump(by_alias=True, mode="json", exclude_none=True).items()
         if k != "_meta"
     }
-    assert done["statusMessage"] == _structured(direct)["error"]
+    assert done["result"] == json.loads(json.dumps(expected).replace(twin, first))
+    assert _structured(done["result"])["error"].startswith("Nothing was run")
+    assert done["statusMessage"] == _structured(done["result"])["error"]
+
+
+async def test_a_run_refused_at_once_is_answered_in_the_call(settings: Settings) -> None:
+    with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
+        server, _ = pilot_tasks_server(app, ALICE)
+        async with tasks_client(server) as client:
+            unknown = await call(client, "run_workflow", workflow_id="wf-nope")
+        assert isinstance(unknown, CallToolResult) and unknown.is_error
+        assert "wf-nope" in _structured(unknown)["error"]
 
 
 async def test_a_task_is_its_starters_alone_and_an_unknown_one_is_not_found(

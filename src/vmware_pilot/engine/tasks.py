@@ -80,8 +80,9 @@ class TaskBook:
     # --- which calls become tasks ---------------------------------------------------------
     async def worth_a_task(self, tool: str, arguments: Mapping[str, Any]) -> bool:
         """Whether this call of ``tool`` runs long enough to be a task: Pilot dispatches, and it
-        is a run, a confirmed rollback, or an approval that may release the gate (the last
-        approval it needs, outside the ``elicit`` policy, whose form is asked in the call)."""
+        is a run of a workflow that can run, a confirmed rollback, or an approval that may release
+        the gate (the last approval it needs, outside the ``elicit`` policy, whose form is asked
+        in the call). Anything else is answered in the call, refusals at once."""
         workflow_id = arguments.get("workflow_id")
         if (
             tool not in TASK_TOOLS
@@ -99,7 +100,11 @@ class TaskBook:
             except PilotError:  # unknown or unreadable: the call refuses it at once
                 return False
             return decision is not None and decision.approvals_missing <= 1
-        return True
+        try:  # a run: of a workflow that can run (any other is refused at once by the call)
+            wf = await asyncio.to_thread(self.service.records.load, workflow_id)
+        except PilotError:
+            return False
+        return wf.state in (WorkflowState.PENDING, WorkflowState.RUNNING)
 
     # --- rows -------------------------------------------------------------------------------
     def start(self, actor: Actor, tool: str, workflow_id: str, ttl: float | None) -> TaskRow:
