@@ -17,6 +17,8 @@ from contextlib import closing
 from typing import Any
 
 import pytest
+from mcp.client import Client
+from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
@@ -37,7 +39,7 @@ from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.safety.duties import READER
 from vmware_pilot.server.results import dump_json
-from vmware_pilot.server.tasks import PROGRESS_META
+from vmware_pilot.server.tasks import EXTENSION_ID, PROGRESS_META
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
@@ -391,3 +393,17 @@ async def test_a_confirmed_rollback_is_a_task_and_its_preview_is_not(settings: S
         assert _structured(done["result"])["action"] == "rolled_back"
         assert _structured(done["result"])["state"] == app.store.workflows.load(workflow_id).state.value
         assert any(e.action == "rollback_completed" for e in app.store.workflows.load(workflow_id).audit_log)
+
+
+async def test_a_2025_11_25_client_gets_the_result_in_the_call_and_no_tasks_methods(
+    settings: Settings,
+) -> None:
+    with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
+        server, _ = pilot_tasks_server(app, ALICE)
+        workflow_id = _workflow(app, [READ])
+        async with Client(server, mode="legacy", extensions=[advertise(EXTENSION_ID)]) as legacy:
+            result = await call(legacy, "run_workflow", workflow_id=workflow_id)
+            with pytest.raises(MCPError) as caught:
+                await task_request(legacy, "tasks/get", "anything")
+        assert isinstance(result, CallToolResult) and _structured(result)["state"] == "completed"
+        assert caught.value.error.code == -32601  # its core tasks/* are not served (the SDK's choice too)
