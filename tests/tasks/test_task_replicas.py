@@ -40,7 +40,7 @@ from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.engine.sweeper import Sweeper
-from vmware_pilot.engine.tasks import INTERNAL_ERROR, owner_of
+from vmware_pilot.engine.tasks import INTERNAL_ERROR
 from vmware_pilot.server.tasks import PROGRESS_META
 from vmware_pilot.store import MemoryStore
 
@@ -160,17 +160,18 @@ async def test_a_task_whose_run_another_pilot_continued_ends_failed_with_where_t
 
 
 @contextmanager
-def _replica(backend_settings: Settings) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A replica process running a read, a gate and a write; the read's call never returns."""
+def _replica(backend_settings: Settings) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """A replica process that started a task for ALICE's run_workflow (tests/support/task_replica.py),
+    its read in flight; yields it, the workflow's id and the task's id."""
     env = {
         **os.environ,
         "VMWARE_PILOT_HOME": str(backend_settings.home_path),
         "VMWARE_PILOT_DATABASE_URL": backend_settings.database_url,
         "VMWARE_PILOT_LEASE_SECONDS": str(LEASE),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.replica", "read"],
+        [sys.executable, "-m", "tests.support.task_replica"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -178,9 +179,9 @@ def _replica(backend_settings: Settings) -> Iterator[tuple[subprocess.Popen[str]
     )
     try:
         assert proc.stdout is not None
-        wid = proc.stdout.readline().strip()
-        assert wid, "the replica created its workflow"
-        yield proc, wid
+        wid, _, task_id = proc.stdout.readline().strip().partition(" ")
+        assert wid and task_id, "the replica created its workflow and started its task"
+        yield proc, wid, task_id
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -202,19 +203,15 @@ async def test_the_task_of_a_replica_that_died_is_answered_by_the_one_that_conti
     settings = backend_settings.model_copy(update={"lease_seconds": LEASE})
     with (
         closing(build_app(settings, dispatcher=ScriptedDispatcher())) as survivor,
-        _replica(settings) as (proc, wid),
+        _replica(settings) as (proc, wid, task_id),
     ):
-        _poll(
-            lambda: survivor.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING,
-            "the read in flight",
-        )
-        # The task the replica's extension stored for its caller before it went on with the run.
-        row = survivor.store.tasks.create_task(
-            "died-with-its-replica", owner_of(ALICE), "run_workflow", wid, "replica", None
-        )
         server, _ = pilot_tasks_server(survivor, ALICE)
         async with tasks_client(server) as client:
-            alive = await task_request(client, "tasks/get", row.task_id)
+            _poll(
+                lambda: survivor.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING,
+                "the read in flight",
+            )
+            alive = await task_request(client, "tasks/get", task_id)
             assert alive["status"] == "working" and "in flight: step 0" in alive["statusMessage"]
 
             proc.kill()
@@ -225,8 +222,8 @@ async def test_the_task_of_a_replica_that_died_is_answered_by_the_one_that_conti
                 assert time.monotonic() < deadline, "the run was never continued"
                 await asyncio.sleep(0.1)
 
-            ended = await task_request(client, "tasks/get", row.task_id)
-            again = await task_request(client, "tasks/get", row.task_id)
+            ended = await task_request(client, "tasks/get", task_id)
+            again = await task_request(client, "tasks/get", task_id)
         assert ended["status"] == "failed" and "result" not in ended
         assert ended["error"]["code"] == INTERNAL_ERROR
         assert ended["error"]["data"] == {
