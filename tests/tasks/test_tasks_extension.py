@@ -407,3 +407,17 @@ async def test_a_2025_11_25_client_gets_the_result_in_the_call_and_no_tasks_meth
                 await task_request(legacy, "tasks/get", "anything")
         assert isinstance(result, CallToolResult) and _structured(result)["state"] == "completed"
         assert caught.value.error.code == -32601  # its core tasks/* are not served (the SDK's choice too)
+
+
+async def test_an_approval_asked_of_a_person_in_the_call_is_never_a_task(settings: Settings) -> None:
+    elicit = settings.model_copy(update={"approvals": "elicit"})
+    with closing(build_app(elicit, dispatcher=ScriptedDispatcher())) as app:
+        server, extension = pilot_tasks_server(app, ALICE)
+        workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON])
+        async with tasks_client(server) as client:
+            assert isinstance(await call(client, "run_workflow", workflow_id=workflow_id), TaskHandle)
+            await extension.drain()
+            answered = await call(client, "approve", workflow_id=workflow_id, approver="alice")
+        # The form is asked within the call (the extension resolves such exchanges before any task).
+        assert isinstance(answered, CallToolResult) and answered.is_error  # no form here: refused
+        assert app.store.workflows.load(workflow_id).state is WorkflowState.AWAITING_APPROVAL
