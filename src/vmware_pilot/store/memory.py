@@ -26,6 +26,7 @@ from vmware_pilot.store.leases import Fence, Lease, LeaseLost
 from vmware_pilot.store.locks import Holder
 from vmware_pilot.store.outbox import Claimed
 from vmware_pilot.store.protocol import AuditRecord, AuditReport, WorkflowSummary
+from vmware_pilot.store.tasks import MemoryTaskRows
 from vmware_pilot.store.trail import chain_report
 from vmware_pilot.store.workflows import (
     chain_rows,
@@ -364,6 +365,7 @@ class MemoryStore:
         self.leases = MemoryLeases(state)
         self.locks = MemoryLocks(state)
         self.outbox = MemoryOutbox(state)
+        self.tasks = MemoryTaskRows(clock)
 
     def now(self) -> datetime:
         return self._clock()

@@ -376,6 +376,30 @@ def _v14_twin_captures(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v15_mcp_tasks(conn: Connection) -> None:
+    """``mcp_tasks``: the MCP tasks clients follow (store/tasks.py): who started each, its tool and
+    workflow, its status and final outcome, times and expiry on the database's clock, so every
+    replica answers ``tasks/get``."""
+    md = MetaData()
+    Table(
+        "mcp_tasks",
+        md,
+        Column("task_id", String(64), primary_key=True),
+        Column("owner", String(300), nullable=False),
+        Column("tool", String(64), nullable=False),
+        Column("workflow_id", String(64), nullable=False, index=True),
+        Column("status", String(16), nullable=False),
+        Column("status_message", Text, nullable=False),
+        Column("outcome", Text, nullable=True),
+        Column("started_by", String(300), nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        Column("ttl", Float, nullable=True),
+        Column("expires_at", Float, nullable=True, index=True),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_active_flag,
@@ -391,6 +415,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v12_policies,
     _v13_object_locks,
     _v14_twin_captures,
+    _v15_mcp_tasks,
 )
 LATEST = len(MIGRATIONS)
 # See the module docstring. A contract is {its number: the oldest schema version (LATEST of a

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.store.leases import Fence, Lease
 from vmware_pilot.store.locks import Holder
 from vmware_pilot.store.outbox import Claimed
+
+if TYPE_CHECKING:  # store/tasks.py loads SQLAlchemy
+    from vmware_pilot.store.tasks import TaskStore
 
 __all__ = [
     "AuditRecord",
@@ -172,6 +175,9 @@ class Store(Protocol):
 
     @property
     def outbox(self) -> OutboxStore: ...
+
+    @property
+    def tasks(self) -> TaskStore: ...
 
     @property
     def shared(self) -> bool: ...

@@ -2,8 +2,8 @@
 
 ``open_store`` opens the database (creating and migrating it as needed) and builds each narrow
 store over it once: ``workflows`` (store/workflows.py), ``audit`` (store/trail.py), ``leases``,
-``locks``, ``outbox``, ``tokens``, ``sessions``, ``captures`` and the shared texts ``templates``,
-``policy`` and ``catalog`` (store/texts.py). Callers use the narrow store they need; nothing
+``locks``, ``outbox``, ``tokens``, ``sessions``, ``captures``, the shared texts ``templates``,
+``policy`` and ``catalog`` (store/texts.py), and the MCP tasks ``tasks`` (store/tasks.py). Callers use the narrow store they need; nothing
 here forwards their methods.
 """
 
@@ -35,6 +35,7 @@ from vmware_pilot.store.migrations import LATEST, migrate, schema_version
 from vmware_pilot.store.outbox import Outbox
 from vmware_pilot.store.sessions import SessionRows
 from vmware_pilot.store.tables import workflows
+from vmware_pilot.store.tasks import TaskRows
 from vmware_pilot.store.texts import CatalogRow, PolicyRow, TemplateRows
 from vmware_pilot.store.tokens import TokenRows
 from vmware_pilot.store.trail import AuditTrail
@@ -70,6 +71,7 @@ class SqlStore:
     templates: TemplateRows
     policy: PolicyRow
     catalog: CatalogRow
+    tasks: TaskRows
 
     @classmethod
     def over(cls, database: Database) -> SqlStore:
@@ -86,6 +88,7 @@ class SqlStore:
             TemplateRows(database),
             PolicyRow(database),
             CatalogRow(database),
+            TaskRows(database),
         )
 
     @property

@@ -24,6 +24,7 @@ __all__ = [
     "console_sessions",
     "custom_templates",
     "leases",
+    "mcp_tasks",
     "metadata",
     "object_locks",
     "policies",
@@ -178,3 +179,21 @@ twin_captures = Table(
     Column("body", LargeBinary, nullable=False),
 )
 Index("ix_twin_captures_target_at", twin_captures.c.target, twin_captures.c.at)
+
+# MCP tasks (store/tasks.py): times on the database's clock, the outcome as JSON text.
+mcp_tasks = Table(
+    "mcp_tasks",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("owner", String(300), nullable=False),
+    Column("tool", String(64), nullable=False),
+    Column("workflow_id", String(64), nullable=False, index=True),
+    Column("status", String(16), nullable=False),
+    Column("status_message", Text, nullable=False),
+    Column("outcome", Text, nullable=True),
+    Column("started_by", String(300), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("ttl", Float, nullable=True),
+    Column("expires_at", Float, nullable=True, index=True),
+)
