@@ -10,9 +10,12 @@ import hashlib
 import re
 from typing import Any
 
+import mcp_types as types
 from mcp.client import Client
 from mcp.client.extension import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID, client_supports_apps
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
 
 from vmware_pilot.card import CARD_MIME_TYPE, CARD_TOOLS, CARD_URI, approval_card, card_html, card_meta
@@ -59,6 +62,39 @@ async def test_the_tools_that_can_show_a_gate_name_the_card_and_a_client_negotia
     assert (tool.meta or {}).get("ui") == {"resourceUri": CARD_URI}
     assert negotiated.structured_content == {"id": "wf-1", "apps": True}
     assert plain.structured_content == {"id": "wf-1", "apps": False}
+
+
+async def test_a_server_with_its_own_resource_handlers_lists_and_reads_the_same_card() -> None:
+    """Pilot answers resources/list and resources/read itself (its pilot:// resources): beside
+    its own, it lists ``listing()`` and answers ``read()``, the same as the SDK's own handlers."""
+    card = approval_card(CONSOLE)
+    own = types.Resource(uri="pilot://catalog", name="catalog", mime_type="application/json")
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[own, *card.listing()])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        found = await card.read(str(params.uri))
+        assert found is not None, params.uri
+        return found
+
+    lowlevel: Server[Any] = Server("own-handlers")
+    lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+    lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+    async with Client(lowlevel) as client:
+        listed = (await client.list_resources()).resources
+        read = await client.read_resource(CARD_URI)
+    async with Client(server_with_card(CONSOLE)) as client:
+        expected_listing = (await client.list_resources()).resources
+        expected_read = await client.read_resource(CARD_URI)
+    assert [r.uri for r in listed] == ["pilot://catalog", CARD_URI]
+    assert listed[1] == expected_listing[0]
+    assert read.contents == expected_read.contents
+    assert await card.read("pilot://catalog") is None
 
 
 def test_card_meta_names_the_card_for_the_status_run_and_approve_tools_only() -> None:

@@ -6,9 +6,18 @@ from vmware_pilot.card.approval import (
     CARD_MIME_TYPE,
     CARD_TOOLS,
     CARD_URI,
+    ApprovalCard,
     approval_card,
     card_html,
     card_meta,
 )
 
-__all__ = ["CARD_MIME_TYPE", "CARD_TOOLS", "CARD_URI", "approval_card", "card_html", "card_meta"]
+__all__ = [
+    "CARD_MIME_TYPE",
+    "CARD_TOOLS",
+    "CARD_URI",
+    "ApprovalCard",
+    "approval_card",
+    "card_html",
+    "card_meta",
+]

@@ -24,6 +24,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Final
 
+import mcp_types as types
 from jinja2 import Environment
 from mcp.server.apps import APP_MIME_TYPE, Apps
 
@@ -31,6 +32,7 @@ __all__ = [
     "CARD_MIME_TYPE",
     "CARD_TOOLS",
     "CARD_URI",
+    "ApprovalCard",
     "approval_card",
     "card_html",
     "card_meta",
@@ -83,12 +85,43 @@ def card_meta(tool: str) -> dict[str, Any] | None:
     return {"ui": {"resourceUri": CARD_URI}} if tool in CARD_TOOLS else None
 
 
-def approval_card(console_url: str = "") -> Apps:
+class ApprovalCard(Apps):
+    """The SDK's MCP Apps extension with the card as its one resource. A server whose own
+    ``resources/list`` and ``resources/read`` handlers replace the SDK's (Pilot's ``pilot://``
+    resources) lists ``listing()`` beside its own and answers ``read(uri)`` when it is not None."""
+
+    def listing(self) -> list[types.Resource]:
+        """The card as ``resources/list`` lists it."""
+        return [
+            types.Resource(
+                uri=r.uri,
+                name=r.name or r.uri,
+                title=r.title,
+                description=r.description,
+                mime_type=r.mime_type,
+                _meta=r.meta,
+            )
+            for r in (binding.resource for binding in self.resources())
+        ]
+
+    async def read(self, uri: str) -> types.ReadResourceResult | None:
+        """What ``resources/read`` answers for ``uri``: the card, or None for another URI."""
+        for binding in self.resources():
+            r = binding.resource
+            if r.uri == uri:
+                body = await r.read()
+                text = body if isinstance(body, str) else body.decode("utf-8")
+                contents = types.TextResourceContents(uri=uri, text=text, mime_type=r.mime_type, _meta=r.meta)
+                return types.ReadResourceResult(contents=[contents])
+        return None
+
+
+def approval_card(console_url: str = "") -> ApprovalCard:
     """The MCP Apps extension serving the card (``MCPServer(extensions=[...])``): it advertises
     ``io.modelcontextprotocol/ui`` and lists the ``ui://`` resource; ``console_url`` is the
     console's public base URL (``Settings.public_url``; empty: the card names the CLI instead)."""
-    apps = Apps()
-    apps.add_html_resource(
+    card = ApprovalCard()
+    card.add_html_resource(
         CARD_URI,
         card_html(console_url),
         name=_NAME,
@@ -96,4 +129,4 @@ def approval_card(console_url: str = "") -> Apps:
         description=_DESCRIPTION,
         prefers_border=True,
     )
-    return apps
+    return card
