@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Frame, Page, sync_playwright
 
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, install
+from tests.support.browser import AXE, CHROMIUM, CHROMIUM_ARGS, install
 from tests.support.card_host import HOST_PAGE, WHY, GateResults, reach_gate, tool_result
 from vmware_pilot.card import card_html
 from vmware_pilot.config import Settings
@@ -48,16 +48,18 @@ def page(gate_results: GateResults) -> Iterator[Page]:
 
 
 def show(
-    page: Page, result: dict[str, Any], status: dict[str, Any], console: str = CONSOLE, caps: Any = None
+    page: Page,
+    result: dict[str, Any],
+    status: dict[str, Any],
+    console: str = CONSOLE,
+    caps: Any = None,
+    theme: str = "light",
 ) -> Frame:
-    """The card in the host page, handed ``result`` (a tools/call of the status answers ``status``)."""
+    """The card in the host page, handed ``result`` (a tools/call of the status answers
+    ``status``), the host offering ``caps`` in its ``theme``."""
     page.set_content(HOST_PAGE)
-    args = [
-        card_html(console),
-        tool_result(result),
-        tool_result(status),
-        EVERYTHING if caps is None else caps,
-    ]
+    caps = EVERYTHING if caps is None else caps
+    args = [card_html(console), tool_result(result), tool_result(status), caps, theme]
     page.evaluate("args => window.hostSetup(...args)", args)
     frame = page.frame_locator("#card")
     frame.locator("#time-left").wait_for()
@@ -165,3 +167,21 @@ def test_a_refusal_is_shown_as_the_refusal(page: Page) -> None:
     assert frame.locator("#title").inner_text() == "Pilot refused"
     assert json.dumps(frame.locator(".refused").inner_text()) == json.dumps(refusal["error"])
     assert frame.locator("b").count() == 0
+
+
+def test_the_card_passes_axe_in_the_hosts_light_and_dark_themes(
+    page: Page, gate_results: GateResults
+) -> None:
+    for theme in ("light", "dark"):
+        frame = show(page, gate_results.status, gate_results.status, theme=theme)
+        frame.locator("#verdict .verdict").wait_for()
+        assert frame.evaluate("() => getComputedStyle(document.documentElement).colorScheme") == theme
+        # Injected through the DevTools protocol: the card's CSP (its own script only) stays in force.
+        frame.evaluate(AXE.read_text() + "\n;undefined")
+        found = json.loads(frame.evaluate("async () => JSON.stringify(await axe.run(document))"))
+        serious = [
+            (v["id"], [n["target"] for n in v["nodes"]][:3])
+            for v in found["violations"]
+            if v.get("impact") in ("serious", "critical")
+        ]
+        assert serious == [], theme

@@ -29,7 +29,7 @@ HOST_PAGE: Final = """<!doctype html>
 <iframe id="card" sandbox="allow-scripts allow-popups" style="width: 640px; height: 640px"></iframe>
 <script>
 window.fromCard = [];
-window.hostSetup = function (html, toolResult, statusResult, capabilities) {
+window.hostSetup = function (html, toolResult, statusResult, capabilities, theme) {
   var frame = document.getElementById("card");
   function reply(id, result) {
     frame.contentWindow.postMessage({ jsonrpc: "2.0", id: id, result: result }, "*");
@@ -43,7 +43,7 @@ window.hostSetup = function (html, toolResult, statusResult, capabilities) {
         protocolVersion: "2026-01-26",
         hostInfo: { name: "card-test-host", version: "1" },
         hostCapabilities: capabilities,
-        hostContext: { theme: "light", displayMode: "inline" }
+        hostContext: { theme: theme || "light", displayMode: "inline" }
       });
     } else if (m.method === "ui/notifications/initialized") {
       frame.contentWindow.postMessage(
