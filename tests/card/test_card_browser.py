@@ -26,12 +26,13 @@ pytestmark = pytest.mark.slow
 CONSOLE = "https://pilot.example.com"
 HOSTILE_VM = "<script>window.parent.pwned=1</script><img src=x onerror=alert(1)>web-01"
 ALICE = Actor("alice", kind="token")
+BOB = Actor("bob", kind="token")
 EVERYTHING = {"openLinks": {}, "serverTools": {}}
 
 
 @pytest.fixture
 def gate_results(settings: Settings) -> GateResults:
-    return asyncio.run(reach_gate(settings, HOSTILE_VM, ALICE))
+    return asyncio.run(reach_gate(settings, HOSTILE_VM, ALICE, BOB))
 
 
 @pytest.fixture
@@ -138,6 +139,17 @@ def test_a_run_result_at_the_gate_asks_the_host_for_the_status_and_shows_the_sam
     assert [c["params"] for c in calls] == [
         {"name": "get_workflow_status", "arguments": {"workflow_id": gate_results.workflow_id}}
     ]
+    assert_no_decision_control(frame, page)
+
+
+def test_an_approval_still_short_of_its_quorum_shows_who_approved_and_how_many_are_missing(
+    page: Page, gate_results: GateResults
+) -> None:
+    frame = show(page, gate_results.approved, gate_results.status_approved)
+    frame.locator("#verdict .verdict").wait_for()
+    assert text(frame, "#approvals") == "1 more needed (1 of 2: approved by token:bob)"
+    assert text(frame, "#requester") == "token:alice"
+    assert [c["params"]["name"] for c in sent(page, "tools/call")] == ["get_workflow_status"]
     assert_no_decision_control(frame, page)
 
 

@@ -20,7 +20,7 @@ from tests.support.prediction import Estate, gate, restart
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import CreateRequest, RunRequest
+from vmware_pilot.engine.requests import ApproveRequest, CreateRequest, RunRequest
 
 __all__ = ["HOST_PAGE", "GateResults", "reach_gate", "tool_result"]
 
@@ -75,10 +75,13 @@ class GateResults:
     workflow_id: str
     run: dict[str, Any]  # run_workflow's result, stopped at the gate
     status: dict[str, Any]  # get_workflow_status's, with ``decision``
+    approved: dict[str, Any]  # approve's by a second person: one of the two approvals needed
+    status_approved: dict[str, Any]  # the status after it
 
 
-async def reach_gate(settings: Settings, vm: str, requester: Actor) -> GateResults:
-    """A rolling restart of ``vm`` created by ``requester`` and run to its gate by Pilot's service."""
+async def reach_gate(settings: Settings, vm: str, requester: Actor, approver: Actor) -> GateResults:
+    """A rolling restart of ``vm`` created by ``requester``, run to its gate (two approvals needed)
+    by Pilot's service, and approved once by ``approver``."""
     dispatcher = ScriptedDispatcher()
     Estate(dispatcher, tools=True)
     app = build_app(settings, dispatcher=dispatcher)
@@ -90,6 +93,8 @@ async def reach_gate(settings: Settings, vm: str, requester: Actor) -> GateResul
         assert run["outcome"] == "awaiting_approval", run
         status = app.service.get_workflow_status(wid).payload()
         assert status["decision"]["changes"], status["decision"]  # the card has changes to show
-        return GateResults(wid, run, status)
+        approved = (await app.service.approve(ApproveRequest(approver, wid, gate_step=0))).payload()
+        assert approved["state"] == "awaiting_approval" and approved["approvals_missing"] == 1, approved
+        return GateResults(wid, run, status, approved, app.service.get_workflow_status(wid).payload())
     finally:
         app.close()
