@@ -13,6 +13,7 @@ from mcp_types import TextResourceContents
 
 from tests.support.mcp_client import Client, connect, sdk_client
 from vmware_pilot.app import PilotApp
+from vmware_pilot.card import CARD_URI
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
 from vmware_pilot.server import create_server
@@ -33,14 +34,15 @@ async def read_error(client: Client, uri: str) -> Any:
 
 async def test_resources_and_templates_are_listed(client: Client) -> None:
     resources = (await client.session.list_resources()).resources
-    assert sorted(str(r.uri) for r in resources) == ["pilot://catalog", "pilot://templates"]
+    assert sorted(str(r.uri) for r in resources) == ["pilot://catalog", "pilot://templates", CARD_URI]
     templates = (await client.session.list_resource_templates()).resource_templates
     assert sorted(t.uri_template for t in templates) == [
         "pilot://templates/{name}",
         "pilot://workflows/{workflow_id}",
         "pilot://workflows/{workflow_id}/audit",
     ]
-    assert all(r.description and r.mime_type == "application/json" for r in [*resources, *templates])
+    pilots = [r for r in resources if str(r.uri) != CARD_URI]  # the approval card is HTML (tests/card)
+    assert all(r.description and r.mime_type == "application/json" for r in [*pilots, *templates])
 
 
 async def test_each_resource_reads_what_its_tool_returns(client: Client) -> None:
@@ -108,7 +110,8 @@ async def test_a_reader_reads_everything_a_role_without_read_tools_nothing(pilot
         assert (await read_error(limited, "pilot://catalog")).code == -32600
         assert "templates" in await read_json(limited, "pilot://templates")
         assert [str(r.uri) for r in (await limited.session.list_resources()).resources] == [
-            "pilot://templates"
+            "pilot://templates",
+            CARD_URI,  # the approval card holds no data: listed to every caller
         ]
         templates = (await limited.session.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["pilot://templates/{name}"]

@@ -1,14 +1,14 @@
 """The previous release (release/previous.json), built from this repository's git history for the
-upgrade tests: its source tree at the tagged commit, run with this test environment's Python and
-its own code first on the path.
+upgrade tests: its source tree at the tagged commit, run in a virtual environment of its own with
+its code first on the path.
 
-``git archive COMMIT`` extracts the release's files, nothing comes from the network. The tree is
-cached in the temporary folder under the commit's name, so a test session extracts it once. The
-release runs from that tree (``PYTHONPATH``) with this virtual environment's packages, which must
-satisfy its declared dependencies (checked; a release that needs other versions is refused with
-the names, rather than run against the wrong ones). The editable install of this checkout is a
-path added after site-packages, so the release's ``vmware_pilot`` is the one imported; ``run``
-checks that too.
+``git archive COMMIT`` extracts the release's files. The release's declared dependencies are
+installed in its own venv (pip, from the package index, once per commit; the release may pin
+other versions than this checkout: 3.0.0 needs ``mcp<2`` where this code runs on 2.x). Tree and
+venv are cached in the temporary folder under the commit's name, so a test session builds them
+once; a lock file keeps two test workers from building the same one. The release runs with that
+venv's interpreter and ``PYTHONPATH`` at its tree's ``src``; ``imported`` checks that its own
+``vmware_pilot`` is the one imported.
 
 A clone without the history (``git clone --depth 1``, an exported tarball) cannot build it: the
 tests fail and say so. CI must fetch the full history with its tags (``fetch-depth: 0``).
@@ -16,6 +16,7 @@ tests fail and say so. CI must fetch the full history with its tags (``fetch-dep
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -26,10 +27,7 @@ import tarfile
 import tempfile
 import tomllib
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-
-from packaging.requirements import Requirement
 
 __all__ = ["PREVIOUS", "REPO", "Release", "previous_release", "tagged_commit"]
 
@@ -38,7 +36,7 @@ PREVIOUS: dict[str, object] = json.loads((REPO / "release" / "previous.json").re
 
 
 class ReleaseUnavailable(RuntimeError):
-    """The previous release cannot be built here (no history, or dependencies this venv lacks)."""
+    """The previous release cannot be built here (no history, or its dependencies fail to install)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +44,7 @@ class Release:
     version: str
     commit: str
     root: Path  # the release's source tree
+    python: Path  # the interpreter of the release's own venv
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """``base`` with the release's code first on the Python path."""
@@ -56,7 +55,7 @@ class Release:
         scripts = tomllib.loads((self.root / "pyproject.toml").read_text())["project"]["scripts"]
         module, function = scripts["vmware-pilot"].split(":")
         return [
-            sys.executable,
+            str(self.python),
             "-c",
             f"import sys; from {module} import {function}; sys.exit({function}())",
             *args,
@@ -65,7 +64,7 @@ class Release:
     def imported(self) -> tuple[str, str]:
         """(the file ``vmware_pilot`` is imported from, its ``__version__``) in the release's env."""
         done = subprocess.run(
-            [sys.executable, "-c", "import vmware_pilot as v; print(v.__file__); print(v.__version__)"],
+            [str(self.python), "-c", "import vmware_pilot as v; print(v.__file__); print(v.__version__)"],
             env=self.env(dict(os.environ)),
             capture_output=True,
             text=True,
@@ -86,22 +85,29 @@ def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, check=False, timeout=120)
 
 
-def _missing_dependencies(pyproject: Path) -> list[str]:
-    """The release's dependencies this environment does not satisfy, as 'requirement (found)'."""
-    wanted = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    missing = []
-    for line in wanted:
-        req = Requirement(line)
-        if req.marker is not None and not req.marker.evaluate():
-            continue
-        try:
-            found = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            missing.append(f"{req} (not installed)")
-            continue
-        if not req.specifier.contains(found, prereleases=True):
-            missing.append(f"{req} (found {found})")
-    return missing
+def _venv(tree: Path, commit: str) -> Path:
+    """The release's own venv with its declared dependencies (built once per commit)."""
+    home = Path(tempfile.gettempdir()) / f"vmware-pilot-release-venv-{commit}"
+    python = home / "bin" / "python"
+    lock = Path(tempfile.gettempdir()) / f"vmware-pilot-release-venv-{commit}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if (home / "ready").exists():
+            return python
+        shutil.rmtree(home, ignore_errors=True)
+        wanted = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["dependencies"]
+        for step in (
+            [sys.executable, "-m", "venv", str(home)],
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *wanted],
+        ):
+            done = subprocess.run(step, capture_output=True, text=True, check=False, timeout=900)
+            if done.returncode != 0:
+                raise ReleaseUnavailable(
+                    f"the previous release's venv could not be built ({' '.join(step[:4])} ...): "
+                    f"{(done.stderr or done.stdout)[-800:]}"
+                )
+        (home / "ready").write_text("\n".join(wanted))
+    return python
 
 
 def previous_release() -> Release:
@@ -127,10 +133,4 @@ def previous_release() -> Release:
             work.rename(cache)  # atomic: another worker may have put the same tree there first
         except OSError:
             shutil.rmtree(work, ignore_errors=True)
-    missing = _missing_dependencies(cache / "pyproject.toml")
-    if missing:
-        raise ReleaseUnavailable(
-            f"release {version} needs what this environment lacks: {'; '.join(missing)}. Install them "
-            "in a venv of their own for the release, or update release/previous.json."
-        )
-    return Release(version, commit, cache)
+    return Release(version, commit, cache, _venv(cache, commit))

@@ -12,6 +12,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.tools import Tool
 
 from vmware_pilot import __version__, telemetry
+from vmware_pilot.card import ApprovalCard, approval_card
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.ondemand import AppOnDemand
 from vmware_pilot.server import sdk
@@ -24,6 +25,7 @@ from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.server.runlog import register_logging
 from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
+from vmware_pilot.server.tasks import TasksExtension
 from vmware_pilot.server.wire import in_request
 
 if TYPE_CHECKING:
@@ -37,12 +39,12 @@ _LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _speak_fully(server: PilotMCPServer, source: AppOnDemand) -> None:
+def _speak_fully(server: PilotMCPServer, source: AppOnDemand, card: ApprovalCard) -> None:
     """Resources with subscriptions, prompts, completions and logging, as low-level handlers."""
     lowlevel = sdk.lowlevel(server)
     refusal = server.read_refusal
     service = source.service_proxy()
-    register_resources(lowlevel, service, refusal)
+    register_resources(lowlevel, service, refusal, card)
     register_prompts(lowlevel)
     register_completions(lowlevel, service, refusal)
     register_logging(lowlevel)
@@ -107,6 +109,8 @@ def create_server(
     source = app if isinstance(app, AppOnDemand) else AppOnDemand.ready(app)
     settings = source.settings
     level = settings.log_level.upper()
+    card = approval_card(settings.public_url)
+    tasks = TasksExtension(source, caller=caller, role_of=role_of)
     server = PilotMCPServer(
         SERVER_NAME,
         version=__version__,
@@ -124,6 +128,8 @@ def create_server(
         # nothing publishes them to a 2026-07-28 subscriptions/listen stream yet, so that method is
         # not served and those clients are not told they could subscribe.
         subscriptions=False,
+        # The approval card (MCP Apps) and tasks for runs (io.modelcontextprotocol/tasks).
+        extensions=[card, tasks],
     )
-    _speak_fully(server, source)
+    _speak_fully(server, source, card)
     return server

@@ -29,6 +29,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, Resource, ResourceTemplate
 
+from vmware_pilot.card import ApprovalCard
 from vmware_pilot.errors import PilotError, WorkflowNotFound
 from vmware_pilot.server.results import dump_json
 
@@ -181,13 +182,16 @@ def _static() -> list[tuple[Resource, str]]:
     ]
 
 
-def register_resources(lowlevel: Server[Any], service: PilotService, refusal: Refusal) -> None:
+def register_resources(
+    lowlevel: Server[Any], service: PilotService, refusal: Refusal, card: ApprovalCard | None = None
+) -> None:
     """Install resources/list, resources/templates/list and resources/read on ``lowlevel``."""
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[r for r, tool in _static() if refusal(tool) is None])
+        listed = [r for r, tool in _static() if refusal(tool) is None]
+        return types.ListResourcesResult(resources=[*listed, *(card.listing() if card else [])])
 
     async def list_resource_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
@@ -201,6 +205,8 @@ def register_resources(lowlevel: Server[Any], service: PilotService, refusal: Re
         # The caller's role is resolved here, on the request; the store and the templates are read
         # in a worker thread (a changed template is parsed there, never on the event loop).
         uri = str(params.uri)
+        if card is not None and (found := await card.read(uri)) is not None:
+            return found  # the approval card (vmware_pilot.card): no data, every caller
         view = readable(service, refusal, uri)
         text = await anyio.to_thread.run_sync(_dump, view, uri)
         return types.ReadResourceResult(

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from vmware_pilot.card import card_meta
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.errors import PilotError
 from vmware_pilot.results import (
@@ -353,6 +354,7 @@ def _register(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
         description=spec.description,
         annotations=_ANNOTATIONS[spec.effect],
         structured_output=False,  # the result is framed by server.errors.tool_result
+        meta=card_meta(spec.name),  # MCP Apps hosts draw a waiting gate with the approval card
     )
     tool = sdk.close_arguments(sdk.with_output_schema(tool, output_schema(fn)))
     _REGISTERED[key] = tool
