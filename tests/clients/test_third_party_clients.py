@@ -27,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from tests.support import FAKE_SKILL
 from tests.support.refusals import REFUSALS
 from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
+from vmware_pilot.card import CARD_URI
 from vmware_pilot.errors import NOT_FOUND_HINT
 from vmware_pilot.transports.tokens import TokenStore
 
@@ -85,7 +86,7 @@ def check_sdk_report(report: dict[str, Any]) -> None:
     assert report["errors"] == []
     caps = report["capabilities"]
     assert caps["resources"]["subscribe"] is True and "prompts" in caps and "completions" in caps
-    assert sorted(report["resources"]) == ["pilot://catalog", "pilot://templates"]
+    assert sorted(report["resources"]) == ["pilot://catalog", "pilot://templates", CARD_URI]
     assert "pilot://workflows/{workflow_id}" in report["resourceTemplates"]
     workflow_id = report["workflowId"]
     assert report["read"]["id"] == workflow_id and report["read"]["state"] == "pending"
@@ -144,7 +145,7 @@ def test_inspector_cli_lists_and_reads_resources_and_gets_a_prompt(
         target = [str(PILOT), "mcp"]
     env = clean_env(tmp_path)
     resources = inspect(node, target, env, "resources/list")["resources"]
-    assert sorted(r["uri"] for r in resources) == ["pilot://catalog", "pilot://templates"]
+    assert sorted(r["uri"] for r in resources) == ["pilot://catalog", "pilot://templates", CARD_URI]
     templates = inspect(node, target, env, "resources/templates/list")["resourceTemplates"]
     assert {t["uriTemplate"] for t in templates} >= {
         "pilot://workflows/{workflow_id}",
