@@ -107,12 +107,13 @@ async def test_each_era_is_told_only_the_subscriptions_it_can_get(pilot_app: Pil
     assert untold is not None and not untold.subscribe  # no subscriptions/listen stream (yet)
 
 
-async def test_a_2026_client_under_elicit_approvals_is_refused_with_the_operator_command(
+async def test_a_2026_client_that_cannot_open_links_under_elicit_approvals_is_refused_with_the_operator_command(
     settings: Settings,
 ) -> None:
-    """2026-07-28 has no server-to-client requests, so no approval form: until the approval moves
-    to a multi-round-trip request, such an approval is a refusal naming the operator's command."""
-    app = build_app(Settings(home=settings.home, approvals="elicit"))
+    """2026-07-28 has no server-to-client requests, so no approval form: the approval sends the
+    person to the console's gate page (tests/server/test_approval_by_url.py); a client that declared
+    no URL elicitation is refused, naming the operator's command."""
+    app = build_app(Settings(home=settings.home, approvals="elicit", public_url="https://pilot.example.com"))
     try:
         async with connect(app, era=MODERN) as client:
             workflow_id = await client.custom([gate(), OFF])

@@ -9,6 +9,11 @@ force. Only then is a person asked, when the door has one to ask (the MCP form u
 ``elicit`` policy; the door's own ``confirm``: the terminal's question, the console's answer
 page), and the approval recorded under the workflow's lock and run lease, where
 ``approval.record`` checks the stored record again in the save.
+
+An approval referred to the console (the ``elicit`` policy on a connection that cannot show a
+form but can send the person to a URL: ``refer``) is decided there, by the signed-in person
+through the console's own door; ``referred`` then answers the agent's call with what the gate
+became (approved, rejected, still waiting, or the refusal true now), never deciding it itself.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from vmware_pilot.domain.actor import Actor
+from vmware_pilot.domain.enums import Outcome, StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.engine import guard, policy, windows
 from vmware_pilot.engine.context import ServiceContext
@@ -35,7 +43,7 @@ from vmware_pilot.errors import InvalidInput, PilotError, StateRefused
 from vmware_pilot.results import ApproveResult, CancelResult, RunResult
 from vmware_pilot.safety import roles
 
-__all__ = ["Approvals", "Confirm", "Declined"]
+__all__ = ["Approvals", "Confirm", "Declined", "Referral", "Referred"]
 
 _log = logging.getLogger("vmware_pilot.server")
 # Seconds between attempts to take a run lease another Pilot holds while it records an approval.
@@ -47,6 +55,30 @@ Confirm = Callable[[], Awaitable[bool]]
 
 class Declined(StateRefused):
     """The person at the door did not confirm the approval: nothing changed, the gate keeps waiting."""
+
+
+@dataclass(frozen=True, slots=True)
+class Referral:
+    """An approval referred to the console: the person decides the gate at ``gate_step`` of
+    ``workflow_id`` there (``Approvals.refer``)."""
+
+    workflow_id: str
+    gate_step: int
+
+
+# What a referred approval became (``Approvals.referred``): the approval's result once the gate is
+# decided; ``waiting``: no decision yet (or not every approval the gate needs); ``running``: the gate
+# was approved and the run it released has not stopped yet.
+Referred = ApproveResult | Literal["waiting", "running"]
+
+# The outcome an approval's result names for the state the workflow is in after it (docs/contract.md#outcomes).
+_OUTCOME_OF = {
+    WorkflowState.COMPLETED: Outcome.COMPLETED,
+    WorkflowState.AWAITING_APPROVAL: Outcome.AWAITING_APPROVAL,
+    WorkflowState.PENDING: Outcome.DISPATCH_REQUIRED,
+    WorkflowState.FAILED: Outcome.FAILED,
+    WorkflowState.CANCELLED: Outcome.CANCELLED,
+}
 
 
 def _same_caller(actor: Actor, approver: str) -> None:
@@ -83,10 +115,74 @@ class Approvals:
         try:
             answer = await self._approve_at_door(request, progress, ask, confirm)
         except StateRefused as exc:
-            if exc.fields.get("refused") == "gate_expired":
-                await asyncio.to_thread(self.gates.notice_expiry, request.workflow_id)
+            await self._noticed(exc, request.workflow_id)
             raise
         return ApproveResult.extending(answer)
+
+    async def refer(self, request: ApproveRequest) -> Referral:
+        """Send the approval to the console instead of asking here (the ``elicit`` policy on a
+        2026-07-28 connection): every check a door makes before a person is asked (the caller's
+        role, the caller as the approver, the precheck with no approver yet), then the gate the
+        person is to decide. Nothing is recorded."""
+        try:
+            wf = await self._door_checks(request)
+            admitted = await asyncio.to_thread(self._admit, wf, request, None, False)
+        except StateRefused as exc:
+            await self._noticed(exc, request.workflow_id)
+            raise
+        return Referral(wf.id, admitted.gate.index)
+
+    async def referred(
+        self, request: ApproveRequest, referral: Referral, *, declined: bool = False
+    ) -> Referred:
+        """What the gate ``referral`` names became since it was referred, read from the store
+        (whichever Pilot recorded the decision): approved, the approval's result for this caller
+        (the steps it released to them in ``pending_dispatch``); rejected, the rejection's; still
+        waiting, ``waiting`` or, when the person said at the client they will not decide
+        (``declined``), the refusal that the gate keeps waiting; otherwise the refusal true now
+        (the gate expired, the workflow was cancelled or moved on). Never decides anything."""
+        actor = request.caller
+        try:
+            wf = await self._door_checks(request)
+            gate = wf.steps[referral.gate_step] if 0 <= referral.gate_step < len(wf.steps) else None
+            if gate is not None and gate.is_gate and gate.status is StepStatus.SUCCESS:
+                outcome = _OUTCOME_OF.get(wf.state)
+                if outcome is None:
+                    return "running"
+                return ApproveResult.extending(self.core.runner.answers.result(wf, actor, outcome))
+            rejected_by = _rejected_by(wf, referral.gate_step)
+            if wf.state is WorkflowState.CANCELLED and rejected_by:
+                out = self.core.runner.answers.result(wf, actor, Outcome.CANCELLED)
+                return ApproveResult.extending(out, action="cancelled", rejected_by=rejected_by)
+            meant = dataclasses.replace(request, gate_step=referral.gate_step)
+            await asyncio.to_thread(self._admit, wf, meant, None, False)
+        except StateRefused as exc:
+            await self._noticed(exc, request.workflow_id)
+            raise
+        if declined:
+            raise policy.declined(wf, policy.HumanAnswer("decline"))
+        return "waiting"
+
+    async def _noticed(self, exc: StateRefused, workflow_id: str) -> None:
+        """A refusal because the gate expired records (once) that it expired."""
+        if exc.fields.get("refused") == "gate_expired":
+            await asyncio.to_thread(self.gates.notice_expiry, workflow_id)
+
+    async def _door_checks(self, request: ApproveRequest) -> Workflow:
+        """The workflow, once the caller's role allows approving it and the approver named is the
+        authenticated caller (if any)."""
+        actor = request.caller
+        wf = await asyncio.to_thread(self.core.load, request.workflow_id)
+        if request.role is not None:
+            refused = roles.approve_refusal(actor, request.role, wf)
+            if refused is not None:
+                _log.warning(
+                    "refused approve for %s (role %s): %s", actor.label, request.role.name, refused.message
+                )
+                raise refused
+        if actor.authenticated:
+            _same_caller(actor, request.approver)
+        return wf
 
     def _admit(
         self, wf: Workflow, request: ApproveRequest, approver: str | None, judge_policy: bool
@@ -124,14 +220,7 @@ class Approvals:
         confirm: Confirm | None,
     ) -> RunResult:
         actor = request.caller
-        wf = await asyncio.to_thread(self.core.load, request.workflow_id)
-        if request.role is not None:
-            refused = roles.approve_refusal(actor, request.role, wf)
-            if refused is not None:
-                _log.warning(
-                    "refused approve for %s (role %s): %s", actor.label, request.role.name, refused.message
-                )
-                raise refused
+        wf = await self._door_checks(request)
         if request.door == "console" and not request.expected_digest.strip():
             # Without the digest of the plan the page showed, the approval would bind to whatever
             # the plan is now, which the person never saw.
@@ -142,7 +231,6 @@ class Approvals:
                 hint="Approve from the gate page, which shows the plan and sends its digest.",
             )
         if actor.authenticated:
-            _same_caller(actor, request.approver)
             request = dataclasses.replace(request, approver=actor.label)
         form = policy.require_door(self.core.approvals, wf, ask) if request.door == "mcp" else None
         # Refuse before bothering anyone (a caller not authenticated is named by the form).
@@ -242,3 +330,13 @@ class Approvals:
             await asyncio.sleep(_LEASE_POLL)
         async with self.core.exclusive(wf, "approve"), holding_run(runner, wf.id, wf.state.value):
             return await attempt()
+
+
+def _rejected_by(wf: Workflow, gate_step: int) -> str:
+    """Who rejected the gate at ``gate_step`` of ``wf``, from its ``rejected`` audit event
+    (``engine.execution.undo.cancel`` writes "<who> rejected the gate at step <n>: <why>"), else ""."""
+    said = f" rejected the gate at step {gate_step}: "
+    for entry in reversed(wf.audit_log):
+        if entry.action == "rejected" and said in entry.detail:
+            return entry.detail.split(said, 1)[0]
+    return ""

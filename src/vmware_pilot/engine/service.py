@@ -19,7 +19,7 @@ from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.domain.model import Workflow
 from vmware_pilot.domain.paging import DEFAULT_PAGE, MAX_PAGE, next_offset
 from vmware_pilot.engine import conflicts, guard
-from vmware_pilot.engine.approvals import Approvals, Confirm
+from vmware_pilot.engine.approvals import Approvals, Confirm, Referral, Referred
 from vmware_pilot.engine.authoring import Authoring
 from vmware_pilot.engine.context import ServiceContext
 from vmware_pilot.engine.decision import decision_of
@@ -197,6 +197,18 @@ class PilotService:
         here, the rest in ``Approvals``."""
         self._allowed(request, "approve")
         return await self.approvals.approve(request, progress=progress, ask=ask, confirm=confirm)
+
+    async def refer_approval(self, request: ApproveRequest) -> Referral:
+        """Refer the approval ``request`` asks for to the console (``Approvals.refer``)."""
+        self._allowed(request, "approve")
+        return await self.approvals.refer(request)
+
+    async def referred_approval(
+        self, request: ApproveRequest, referral: Referral, *, declined: bool = False
+    ) -> Referred:
+        """What the gate of a referred approval became (``Approvals.referred``)."""
+        self._allowed(request, "approve")
+        return await self.approvals.referred(request, referral, declined=declined)
 
     def release_notice(self, workflow_id: str | Workflow) -> str:
         return self.gates.release_notice(workflow_id)

@@ -56,7 +56,11 @@ def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
     from vmware_pilot.server.tools import build_tools  # and the result models: not for `initialize`
 
     return build_tools(
-        lambda: source.get().service, caller, source.settings.watch_interval, role=PilotMCPServer.call_role
+        lambda: source.get().service,
+        caller,
+        source.settings.watch_interval,
+        role=PilotMCPServer.call_role,
+        console_url=source.settings.public_url,
     )
 
 

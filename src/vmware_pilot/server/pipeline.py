@@ -34,7 +34,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -123,7 +123,7 @@ class PilotMCPServer(MCPServer[Any]):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         context = context or Context(mcp_server=self)
         self._note_context(arguments, context)
         try:
@@ -131,6 +131,8 @@ class PilotMCPServer(MCPServer[Any]):
         except PilotError as exc:
             telemetry.count("refusals", kind=str(exc.fields.get("refused") or type(exc).__name__))
             return refusal_result(exc, arguments)
+        if isinstance(result, InputRequiredResult):  # a round of a multi-round-trip call (server.referral)
+            return result
         return tool_result(result, arguments)
 
     def _note_context(self, arguments: dict[str, Any], context: Context[Any, Any]) -> None:
@@ -156,7 +158,9 @@ class PilotMCPServer(MCPServer[Any]):
         check_limits(arguments)
         if self._role_of is not None:
             self._check_role(name)
-        if self._runaway is not None:
+        # A multi-round-trip call's retry (its request state sealed by this server, for these
+        # arguments) is the same call going on, not a repeat.
+        if self._runaway is not None and context.request_state is None:
             actor = self._caller()
             self._runaway.check(f"{actor.kind}:{actor.name}", name, arguments)
         spec = spec_of(name)

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
+from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
@@ -56,6 +56,7 @@ from vmware_pilot.results import (
 from vmware_pilot.server import sdk
 from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import unexpected_failure
+from vmware_pilot.server.referral import approve_in_console, speaks_urls_only
 from vmware_pilot.server.runlog import RunReport
 from vmware_pilot.server.wire import current_connection
 from vmware_pilot.tooltable import TOOL_NAMES, TOOLS, Effect, ToolSpec
@@ -249,8 +250,15 @@ def output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
     definition; a 2020-12 client reads ``$defs`` as its own keyword. The results are validated
     against every definition all the same."""
     result = typing.get_type_hints(fn).get("return")
-    members = (
-        typing.get_args(result) if typing.get_origin(result) in (types.UnionType, typing.Union) else (result,)
+    members = tuple(
+        m
+        for m in (
+            typing.get_args(result)
+            if typing.get_origin(result) in (types.UnionType, typing.Union)
+            else (result,)
+        )
+        # An InputRequiredResult (approve asking for the console: server.referral) is no result.
+        if not (isinstance(m, type) and issubclass(m, InputRequiredResult))
     )
     if result is None or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
         return None
@@ -381,9 +389,13 @@ def build_tools(
     actor: Callable[[], Actor],
     watch: float = 1.0,
     role: Callable[[], Role | None] = lambda: None,
+    console_url: str = "",
 ) -> list[Tool]:
     """The 13 tools bound to ``service()``, in the tool table's order; ``watch`` is the seconds
-    between two looks at a workflow's version while ``get_workflow_status`` waits for a change.
+    between two looks at a workflow's version while ``get_workflow_status`` (or an approval
+    referred to the console) waits for a change. ``console_url``: the public URL of the Pilot
+    serving the web console, where ``approve`` sends the person under the ``elicit`` policy on a
+    2026-07-28 connection (``server.referral``; empty: no console, such an approval is refused).
 
     ``service()`` and ``actor()`` are called once per tool call, inside the call's error handling
     (and, for a threaded tool, in its worker thread): the service may be built by the first call,
@@ -470,7 +482,7 @@ def build_tools(
         gate_step: GateStep = None,
         acknowledge_predicted_failure: AcknowledgePredictedFailure = "",
         comment: ApproveComment = "",
-    ) -> ApproveResult:
+    ) -> ApproveResult | InputRequiredResult:
         report = RunReport(ctx, current_connection(), workflow_id)
         ask = human_asker(ctx)  # used only when the approvals policy is 'elicit'
         try:
@@ -488,7 +500,13 @@ def build_tools(
                 acknowledge_failure=acknowledge_predicted_failure,
                 comment=comment,
             )
-            return await service().approve(request, progress=progress, ask=ask)
+            pilot = service()
+            if pilot.core.approvals == "elicit" and speaks_urls_only(ctx):
+                # No form on this connection: the person decides in the console (server.referral).
+                return await approve_in_console(
+                    ctx, pilot, request, console_url, pilot.records.versions, watch
+                )
+            return await pilot.approve(request, progress=progress, ask=ask)
         finally:
             report.close()  # answered or cancelled: nothing more about this request
 
