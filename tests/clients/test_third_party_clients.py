@@ -25,6 +25,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.support import FAKE_SKILL
+from tests.support.oidc_provider import free_port
 from tests.support.refusals import REFUSALS
 from tests.support.server_proc import PILOT, PilotProcess, clean_env, start_server
 from vmware_pilot.card import CARD_URI
@@ -365,3 +366,38 @@ def test_fastmcp_reads_a_refusal_of_every_tool(
     report = json.loads(done.stdout)
     assert sorted(report["listed"]) == sorted(REFUSALS)
     check_refusals(report["tools"], expected_refusals)
+
+
+def test_the_typescript_sdk_2_pinned_to_2026_07_28_is_sent_to_the_console_gate_page_to_approve(
+    node: Path, tmp_path: Path
+) -> None:
+    """VMWARE_PILOT_APPROVALS=elicit with a 2026-07-28 client: approve answers a URL elicitation of
+    the console's gate page (server/referral.py); the script's person signs in there over HTTP and
+    approves, and the SDK's retry of approve ends with the approval's result."""
+    pilot_home = tmp_path / ".vmware"
+    pilot_home.mkdir(mode=0o700)
+    tokens = TokenStore(pilot_home / "tokens.json")
+    agent, person = tokens.create("client", "admin"), tokens.create("alice", "admin")
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    env = {**FAST, "VMWARE_PILOT_APPROVALS": "elicit", "VMWARE_PILOT_PUBLIC_URL": public}
+    with start_server(tmp_path, ["--transport", "http"], env=env, port=port) as server:
+        node_env = clean_env(tmp_path, {"PILOT_TOKEN": agent, "PILOT_PERSON_TOKEN": person})
+        report = json.loads(run_node(node, ["approve-by-url.mjs", "2026-07-28", server.url], node_env))
+        assert server.stop() == 0, server.stderr()
+    assert report.get("failure") is None and report["errors"] == [], report
+    assert report["version"] == "2026-07-28"
+    wid = report["workflow_id"]
+    assert [(link["mode"], link["url"]) for link in report["links"]] == [
+        ("url", f"{public}/console/workflows/{wid}/gate")
+    ]
+    assert [(c["method"], c["url"], c["status"]) for c in report["console"]][-2:] == [
+        ("GET", f"/console/workflows/{wid}/gate", 200),
+        ("POST", f"/console/workflows/{wid}/approve", 303),
+    ]
+    assert report["run"]["structured"]["outcome"] == "awaiting_approval"
+    approved = report["approve"]
+    assert not approved["isError"] and approved["structured"]["outcome"] == "dispatch_required", approved
+    assert [p["index"] for p in approved["structured"]["pending_dispatch"]] == [1]
+    approvals = report["status"]["structured"]["gates"][0]["approvals"]
+    assert [(a["approver"], a["channel"]) for a in approvals] == [("token:alice", "console")]
