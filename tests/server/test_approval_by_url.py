@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from mcp.server import request_state
 from mcp_types import (
     CallToolResult,
     ElicitRequest,
@@ -245,6 +248,20 @@ async def test_accepting_the_link_decides_nothing_and_the_retry_asks_again(url_a
         await decide_in_console(url_app, wf, "alice")
         done = await retry(client, wf, again)
     assert after == before  # "I went there" at the client approved nothing
+    assert isinstance(done, CallToolResult) and not done.is_error
+    assert payload_of(done)["outcome"] == "dispatch_required"
+
+
+async def test_the_person_may_take_longer_in_the_console_than_the_sdks_ten_minutes(
+    url_app: PilotApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with session(url_app, Person()) as client:
+        wf = await at_gate(client)
+        asked = await first_round(client, wf)
+        an_hour_later = time.time() + 3600  # the SDK's boundary reads the wall clock for expiry
+        monkeypatch.setattr(request_state, "time", SimpleNamespace(time=lambda: an_hour_later))
+        await decide_in_console(url_app, wf, "alice")
+        done = await retry(client, wf, asked)
     assert isinstance(done, CallToolResult) and not done.is_error
     assert payload_of(done)["outcome"] == "dispatch_required"
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import RequestStateSecurity
 from mcp.server.mcpserver.tools import Tool
 
 from vmware_pilot import __version__, telemetry
@@ -21,6 +22,7 @@ from vmware_pilot.server.descriptions import instructions
 from vmware_pilot.server.exposure import exposed_tools
 from vmware_pilot.server.pipeline import ActorSource, PilotMCPServer, RoleOf
 from vmware_pilot.server.prompts import register_prompts
+from vmware_pilot.server.referral import REQUEST_STATE_TTL
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.server.runlog import register_logging
@@ -134,6 +136,8 @@ def create_server(
         subscriptions=False,
         # The approval card (MCP Apps) and tasks for runs (io.modelcontextprotocol/tasks).
         extensions=[card, tasks],
+        # Approvals by URL span as many rounds as a person takes in the console (server.referral).
+        request_state_security=RequestStateSecurity.ephemeral(ttl=REQUEST_STATE_TTL),
     )
     _speak_fully(server, source, card)
     return server

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-
     from vmware_pilot.engine.service import PilotService
     from vmware_pilot.results import ApproveResult
 
-__all__ = ["CONSOLE_INPUT", "approve_in_console", "gate_page_url", "speaks_urls_only"]
+__all__ = ["CONSOLE_INPUT", "REQUEST_STATE_TTL", "approve_in_console", "gate_page_url", "speaks_urls_only"]
 
 _log = logging.getLogger("vmware_pilot.server")
 
@@ -43,6 +43,10 @@ _log = logging.getLogger("vmware_pilot.server")
 CONSOLE_INPUT: Final = "console"
 # How long one call waits for the run an approval released to stop before answering "ask again".
 _RUN_WAIT: Final = 20.0
+# How long a request state stays good (seconds; the SDK's default is 10 minutes): the person may
+# take as long as the gate waits between two rounds, and the state grants nothing (it names a gate,
+# whose decision every retry reads again). Each round seals a fresh one.
+REQUEST_STATE_TTL: Final = 86400.0
 
 
 def speaks_urls_only(ctx: Context[Any, Any]) -> bool:
