@@ -2,7 +2,9 @@
 
 ``agent`` (2.4.0's behaviour): the MCP approve tool records the approver the agent names.
 ``elicit``: the MCP approve tool asks the person at the client through an MCP elicitation form
-and records *their* answer; a client that cannot show forms is refused. ``human``: the MCP
+and records *their* answer; a client that cannot show forms is refused. (On a 2026-07-28
+connection, which has no forms, the server refers the approval to the console instead:
+``Approvals.refer``.) ``human``: the MCP
 approve tool always refuses; only `vmware-pilot approve` (the operator CLI, channel ``cli``)
 approves. The CLI is always a door: the person at the terminal approves as themselves.
 The server supplies the form as an ``AskHuman`` callable, so the engine needs no SDK.
