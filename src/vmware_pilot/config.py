@@ -271,6 +271,14 @@ class GateSettings(BaseSettings):
         description="HMAC-SHA256 key for the X-Pilot-Signature header of notifications (never logged).",
     )
 
+    request_state_keys: SecretStr = Field(
+        default=SecretStr(""),
+        description="Comma-separated secrets (each at least 32 characters) sealing the requestState a "
+        "2026-07-28 client echoes across the rounds of one call: the first seals, every one unseals "
+        "(rotation). Give every replica behind one address the same value (never logged); empty: "
+        "a key of this process alone.",
+    )
+
     notify_timeout: float = Field(
         default=5.0, gt=0, le=120, description="Seconds one notification attempt may take."
     )
@@ -289,6 +297,17 @@ class GateSettings(BaseSettings):
         le=60,
         description="Seconds between checks of subscribed workflows for changes (any process's).",
     )
+
+    @field_validator("request_state_keys")
+    @classmethod
+    def _check_request_state_keys(cls, value: SecretStr) -> SecretStr:
+        keys = [k.strip() for k in value.get_secret_value().split(",")]
+        if value.get_secret_value().strip() and (not all(keys) or any(len(k) < 32 for k in keys)):
+            raise ValueError(
+                "VMWARE_PILOT_REQUEST_STATE_KEYS needs secrets of at least 32 characters each, separated by "
+                'commas (make one with: python3 -c "import secrets; print(secrets.token_hex(32))")'
+            )
+        return value
 
     @field_validator("notify_url")
     @classmethod

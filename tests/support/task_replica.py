@@ -13,11 +13,12 @@ import asyncio
 import sys
 
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.task_server import TaskHandle, call, pilot_tasks_server, tasks_client
+from tests.support.task_server import TaskHandle, call, tasks_client
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.engine.requests import CreateRequest
+from vmware_pilot.server import create_server
 
 READ = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
@@ -28,13 +29,13 @@ CALLER = Actor("alice", kind="token")
 async def main() -> None:
     app = build_app(Settings(), dispatcher=ScriptedDispatcher(delay=3600))
     wid = app.service.create_workflow(CreateRequest(CALLER, "ops", "t", [READ, GATE, WRITE])).workflow_id
-    server, extension = pilot_tasks_server(app, CALLER)
+    server = create_server(app, actor=CALLER)
     try:
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=wid)
             assert isinstance(handle, TaskHandle)
             print(wid, handle.task_id, flush=True)
-            await extension.drain()
+            await server.drain()
     finally:
         await app.aclose()
 

@@ -29,7 +29,6 @@ from tests.support.task_server import (
     HeldPreflight,
     TaskHandle,
     call,
-    pilot_tasks_server,
     task_request,
     tasks_client,
 )
@@ -41,6 +40,7 @@ from vmware_pilot.domain.enums import StepStatus, WorkflowState
 from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.engine.tasks import INTERNAL_ERROR
+from vmware_pilot.server import create_server
 from vmware_pilot.server.tasks import PROGRESS_META
 from vmware_pilot.store import MemoryStore
 
@@ -71,9 +71,9 @@ async def test_another_app_on_the_same_database_follows_the_task_to_its_result(
         closing(build_app(backend_settings, dispatcher=dispatcher)) as first,
         closing(build_app(backend_settings, dispatcher=ScriptedDispatcher())) as second,
     ):
-        started_on, extension = pilot_tasks_server(first, ALICE)
-        other_replica, _ = pilot_tasks_server(second, ALICE)
-        somebody_else, _ = pilot_tasks_server(second, BOB)
+        started_on = create_server(first, actor=ALICE)
+        other_replica = create_server(second, actor=ALICE)
+        somebody_else = create_server(second, actor=BOB)
         workflow_id = _workflow(first, [READ, EVENTS])
         async with (
             tasks_client(started_on) as a,
@@ -92,7 +92,7 @@ async def test_another_app_on_the_same_database_follows_the_task_to_its_result(
             assert caught.value.error.code == -32602
 
             answer.set()
-            await extension.drain()
+            await started_on.drain()
             there, here = (
                 await task_request(b, "tasks/get", handle.task_id),
                 await task_request(a, "tasks/get", handle.task_id),
@@ -108,8 +108,8 @@ async def test_another_app_cancels_the_task_through_cancel_workflow(backend_sett
         closing(build_app(backend_settings, dispatcher=dispatcher)) as first,
         closing(build_app(backend_settings, dispatcher=ScriptedDispatcher())) as second,
     ):
-        started_on, extension = pilot_tasks_server(first, ALICE)
-        other_replica, _ = pilot_tasks_server(second, ALICE)
+        started_on = create_server(first, actor=ALICE)
+        other_replica = create_server(second, actor=ALICE)
         workflow_id = _workflow(first, [READ])
         async with tasks_client(started_on) as a, tasks_client(other_replica) as b:
             handle = await call(a, "run_workflow", workflow_id=workflow_id)
@@ -118,7 +118,7 @@ async def test_another_app_cancels_the_task_through_cancel_workflow(backend_sett
             ack = await task_request(b, "tasks/cancel", handle.task_id)
             assert ack["resultType"] == "complete"
             dispatcher.go.set()
-            await extension.drain()  # the run on the first app stops: its workflow was cancelled
+            await started_on.drain()  # the run on the first app stops: its workflow was cancelled
             ended = await task_request(a, "tasks/get", handle.task_id)
         assert ended["status"] == "cancelled"
         assert second.store.workflows.load(workflow_id).state is WorkflowState.CANCELLED
@@ -139,8 +139,8 @@ async def test_a_task_whose_run_another_pilot_continued_ends_failed_with_where_t
         closing(build_app(settings, dispatcher=dispatcher, store=shared)) as first,
         closing(build_app(settings, dispatcher=ScriptedDispatcher(), store=shared)) as second,
     ):
-        started_on, extension = pilot_tasks_server(first, ALICE)
-        other_replica, _ = pilot_tasks_server(second, ALICE)
+        started_on = create_server(first, actor=ALICE)
+        other_replica = create_server(second, actor=ALICE)
         workflow_id = _workflow(first, [EVENTS, GATE, POWER_ON])
         async with tasks_client(started_on) as a, tasks_client(other_replica) as b:
             handle = await call(a, "run_workflow", workflow_id=workflow_id)
@@ -153,7 +153,7 @@ async def test_a_task_whose_run_another_pilot_continued_ends_failed_with_where_t
             assert ended["status"] == "failed" and ended["error"]["code"] == INTERNAL_ERROR
             assert ended["error"]["data"]["state"] == "awaiting_approval"
             answer.set()  # the first app's call ends now (its run lost the lease): too late
-            await extension.drain()
+            await started_on.drain()
             still = await task_request(a, "tasks/get", handle.task_id)
         assert _without_stamp(still) == _without_stamp(ended)
         assert shared.workflows.load(workflow_id).state is WorkflowState.AWAITING_APPROVAL
@@ -205,7 +205,7 @@ async def test_the_task_of_a_replica_that_died_is_answered_by_the_one_that_conti
         closing(build_app(settings, dispatcher=ScriptedDispatcher())) as survivor,
         _replica(settings) as (proc, wid, task_id),
     ):
-        server, _ = pilot_tasks_server(survivor, ALICE)
+        server = create_server(survivor, actor=ALICE)
         async with tasks_client(server) as client:
             _poll(
                 lambda: survivor.store.workflows.load(wid).steps[0].status is StepStatus.RUNNING,

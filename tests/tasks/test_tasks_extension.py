@@ -4,7 +4,7 @@
 A dispatched run is answered with a task handle at once; ``tasks/get`` follows it (its progress
 from the workflow's record) to the result the synchronous call returns; any app on the same
 database answers for it; a task is its starter's alone; ``tasks/cancel`` is ``cancel_workflow``'s
-rules, refusal included. The dispatcher holds a call or the skills' start-up only where the test
+rules, its refusal a result too. The dispatcher holds a call or the skills' start-up only where the test
 needs the run to stand still at that point (tests/support/task_server.py).
 """
 
@@ -27,7 +27,6 @@ from tests.support.task_server import (
     HeldPreflight,
     TaskHandle,
     call,
-    pilot_tasks_server,
     task_request,
     tasks_client,
 )
@@ -38,8 +37,9 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
 from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.safety.duties import READER
+from vmware_pilot.server import create_server
 from vmware_pilot.server.results import dump_json
-from vmware_pilot.server.tasks import EXTENSION_ID, PROGRESS_META
+from vmware_pilot.server.tasks import EXTENSION_ID, PROGRESS_META, REFUSAL_META
 
 ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
@@ -49,7 +49,6 @@ GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "para
 POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 NOT_FOUND = -32602
 MISSING_CAPABILITY = -32021
-REFUSED = -32600
 
 
 def ok(params: dict[str, Any]) -> StepOutcome:
@@ -87,7 +86,7 @@ async def test_a_run_is_answered_with_a_task_followed_to_the_synchronous_result(
     held: tuple[PilotApp, SteppedDispatcher, asyncio.Event],
 ) -> None:
     app, dispatcher, answer = held
-    server, extension = pilot_tasks_server(app, ALICE)
+    server = create_server(app, actor=ALICE)
     first, second = _workflow(app, [READ, EVENTS]), _workflow(app, [READ, EVENTS])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=first)
@@ -103,7 +102,7 @@ async def test_a_run_is_answered_with_a_task_followed_to_the_synchronous_result(
         assert "step 0 (aiops.list_virtual_machines)" in working["statusMessage"]
 
         answer.set()
-        await extension.drain()
+        await server.drain()
         done = await task_request(client, "tasks/get", handle.task_id)
         assert done["status"] == "completed" and done["_meta"][PROGRESS_META] == {"done": 2, "total": 2}
         assert done["lastUpdatedAt"] >= done["createdAt"]
@@ -126,7 +125,7 @@ async def test_a_client_that_does_not_declare_the_extension_gets_the_result_in_t
     settings: Settings,
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        server, _ = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [READ])
         async with tasks_client(server, declare=False) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
@@ -141,7 +140,7 @@ async def test_a_client_that_does_not_declare_the_extension_gets_the_result_in_t
 
 async def test_without_dispatch_nothing_runs_long_and_no_task_is_made(settings: Settings) -> None:
     with closing(build_app(settings)) as app:  # hand-back mode: the steps go back to the agent at once
-        server, _ = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [READ])
         async with tasks_client(server) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
@@ -153,12 +152,12 @@ async def test_a_run_refused_inside_is_a_task_completed_with_the_refusal_the_cal
 ) -> None:
     not_installed = ScriptedDispatcher(preflight_problems=["step 0: vmware-aiops-mcp is not installed"])
     with closing(build_app(settings, dispatcher=not_installed)) as app:
-        server, extension = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         first, twin = _workflow(app, [READ]), _workflow(app, [READ])
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=first)
             assert isinstance(handle, TaskHandle)
-            await extension.drain()
+            await server.drain()
             done = await task_request(client, "tasks/get", handle.task_id)
         async with tasks_client(server, declare=False) as plain:
             direct = await call(plain, "run_workflow", workflow_id=twin)
@@ -176,7 +175,7 @@ async def test_a_run_refused_inside_is_a_task_completed_with_the_refusal_the_cal
 
 async def test_a_run_refused_at_once_is_answered_in_the_call(settings: Settings) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        server, _ = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         async with tasks_client(server) as client:
             unknown = await call(client, "run_workflow", workflow_id="wf-nope")
         assert isinstance(unknown, CallToolResult) and unknown.is_error
@@ -187,8 +186,8 @@ async def test_a_task_is_its_starters_alone_and_an_unknown_one_is_not_found(
     held: tuple[PilotApp, SteppedDispatcher, asyncio.Event],
 ) -> None:
     app, _, _ = held  # its read stays in flight: the task keeps working
-    server, _ = pilot_tasks_server(app, ALICE)
-    other, _ = pilot_tasks_server(app, BOB)
+    server = create_server(app, actor=ALICE)
+    other = create_server(app, actor=BOB)
     workflow_id = _workflow(app, [READ])
     async with tasks_client(server) as alice, tasks_client(other) as bob:
         handle = await call(alice, "run_workflow", workflow_id=workflow_id)
@@ -207,7 +206,7 @@ async def test_a_task_is_its_starters_alone_and_an_unknown_one_is_not_found(
 
 async def test_an_expired_task_is_not_found(settings: Settings) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        server, _ = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         row = app.service.store.tasks.create_task("old", "token:alice", "run_workflow", "wf-1", "p", -1.0)
         assert row.status == "working"
         async with tasks_client(server) as client:
@@ -220,54 +219,49 @@ async def test_cancel_is_refused_as_cancel_workflow_refuses_it_while_a_step_is_i
     held: tuple[PilotApp, SteppedDispatcher, asyncio.Event],
 ) -> None:
     app, dispatcher, answer = held
-    server, extension = pilot_tasks_server(app, ALICE)
+    server = create_server(app, actor=ALICE)
     workflow_id = _workflow(app, [READ])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=workflow_id)
         assert isinstance(handle, TaskHandle)
         await dispatcher.went_out.wait()
-        with pytest.raises(MCPError) as caught:
-            await task_request(client, "tasks/cancel", handle.task_id)
-        refusal = caught.value.error
-        assert refusal.code == REFUSED and "running" in refusal.message
-        assert refusal.data["error"] == refusal.message and "get_workflow_status" in refusal.data["hint"]
+        refused = await task_request(client, "tasks/cancel", handle.task_id)  # a result, not an error
+        assert set(refused) <= {"resultType", "_meta"} and refused["resultType"] == "complete"
+        refusal = refused["_meta"][REFUSAL_META]
+        assert "running" in refusal["error"] and "get_workflow_status" in refusal["hint"]
         assert (await task_request(client, "tasks/get", handle.task_id))["status"] == "working"
         answer.set()
-        await extension.drain()
+        await server.drain()
         assert (await task_request(client, "tasks/get", handle.task_id))["status"] == "completed"
-        with pytest.raises(MCPError) as ended:
-            await task_request(client, "tasks/cancel", handle.task_id)
-        assert ended.value.error.code == REFUSED and "already completed" in ended.value.error.message
+        ended = await task_request(client, "tasks/cancel", handle.task_id)
+        assert "already completed" in ended["_meta"][REFUSAL_META]["error"]
     assert app.store.workflows.load(workflow_id).state is WorkflowState.COMPLETED
 
 
 async def test_cancel_is_refused_for_a_role_without_cancel_workflow(settings: Settings) -> None:
     dispatcher = HeldPreflight()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
-        starter, extension = pilot_tasks_server(app, ALICE)
+        starter = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [READ])
         async with tasks_client(starter) as client:
             handle = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(handle, TaskHandle)
             await dispatcher.waiting.wait()
-            reader, _ = pilot_tasks_server(app, ALICE, role_of=lambda _: READER)
+            reader = create_server(app, actor=ALICE, role_of=lambda _: READER)
             async with tasks_client(reader) as read_only:
-                with pytest.raises(MCPError) as caught:
-                    await task_request(read_only, "tasks/cancel", handle.task_id)
-            assert caught.value.error.code == REFUSED
-            assert (
-                caught.value.error.data["tool"] == "cancel_workflow"
-                and caught.value.error.data["role"] == "reader"
-            )
+                refused = await task_request(read_only, "tasks/cancel", handle.task_id)
+            refusal = refused["_meta"][REFUSAL_META]
+            assert refusal["tool"] == "cancel_workflow" and refusal["role"] == "reader"
+            assert refusal["error"] and refusal["hint"]
             dispatcher.go.set()
-            await extension.drain()
+            await starter.drain()
         assert app.store.workflows.load(workflow_id).state is WorkflowState.COMPLETED
 
 
 async def test_cancel_goes_through_cancel_workflow_and_the_task_ends_cancelled(settings: Settings) -> None:
     dispatcher = HeldPreflight()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
-        server, extension = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [READ])
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=workflow_id)
@@ -276,7 +270,7 @@ async def test_cancel_goes_through_cancel_workflow_and_the_task_ends_cancelled(s
             ack = await task_request(client, "tasks/cancel", handle.task_id)
             assert ack["resultType"] == "complete" and set(ack) <= {"resultType", "_meta"}
             dispatcher.go.set()
-            await extension.drain()
+            await server.drain()
             ended = await task_request(client, "tasks/get", handle.task_id)
         assert ended["status"] == "cancelled" and "result" not in ended
         wf = app.store.workflows.load(workflow_id)
@@ -291,12 +285,12 @@ async def test_cancel_goes_through_cancel_workflow_and_the_task_ends_cancelled(s
 async def test_an_approval_that_releases_dispatched_steps_is_a_task(settings: Settings) -> None:
     dispatcher, answer = _held()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
-        server, extension = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [EVENTS, GATE, READ])
         async with tasks_client(server) as client:
             at_gate = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(at_gate, TaskHandle)
-            await extension.drain()
+            await server.drain()
             stopped = await task_request(client, "tasks/get", at_gate.task_id)
             assert _structured(stopped["result"])["state"] == "awaiting_approval"
 
@@ -307,7 +301,7 @@ async def test_an_approval_that_releases_dispatched_steps_is_a_task(settings: Se
             working = await task_request(client, "tasks/get", handle.task_id)
             assert working["status"] == "working" and working["_meta"][PROGRESS_META]["done"] == 2
             answer.set()
-            await extension.drain()
+            await server.drain()
             done = await task_request(client, "tasks/get", handle.task_id)
         assert done["status"] == "completed"
         assert _structured(done["result"])["outcome"] == "completed"
@@ -317,7 +311,7 @@ async def test_a_task_whose_pilot_shuts_down_mid_call_ends_failed(
     held: tuple[PilotApp, SteppedDispatcher, asyncio.Event],
 ) -> None:
     app, dispatcher, _ = held
-    server, extension = pilot_tasks_server(app, ALICE)
+    server = create_server(app, actor=ALICE)
     workflow_id = _workflow(app, [READ])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=workflow_id)
@@ -326,7 +320,7 @@ async def test_a_task_whose_pilot_shuts_down_mid_call_ends_failed(
         carried = [t for t in asyncio.all_tasks() if t.get_name() == "task-run_workflow"]
         assert len(carried) == 1
         carried[0].cancel()  # as the event loop cancels what is left when the server stops
-        await extension.drain()
+        await server.drain()
         ended = await task_request(client, "tasks/get", handle.task_id)
     assert ended["status"] == "failed" and ended["error"]["code"] == -32603
     assert "shut down" in ended["statusMessage"]
@@ -336,7 +330,7 @@ async def test_a_call_the_callers_role_refuses_is_answered_at_once_not_made_a_ta
     settings: Settings,
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        server, _ = pilot_tasks_server(app, ALICE, role_of=lambda _: READER)
+        server = create_server(app, actor=ALICE, role_of=lambda _: READER)
         workflow_id = _workflow(app, [READ])
         async with tasks_client(server) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
@@ -348,18 +342,18 @@ async def test_a_call_the_callers_role_refuses_is_answered_at_once_not_made_a_ta
 async def test_only_the_approval_that_may_release_the_gate_is_a_task(settings: Settings) -> None:
     two = {**GATE, "params": {"message": "Two people, please", "approvals_required": 2}}
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        alices, started = pilot_tasks_server(app, ALICE)
-        bobs, extension = pilot_tasks_server(app, BOB)
+        alices = create_server(app, actor=ALICE)
+        bobs = create_server(app, actor=BOB)
         workflow_id = _workflow(app, [EVENTS, two, POWER_ON])
         async with tasks_client(alices) as alice, tasks_client(bobs) as bob:
             assert isinstance(await call(alice, "run_workflow", workflow_id=workflow_id), TaskHandle)
-            await started.drain()
+            await alices.drain()
             first = await call(alice, "approve", workflow_id=workflow_id)  # one of two: releases nothing
             assert isinstance(first, CallToolResult) and not first.is_error
             assert _structured(first)["state"] == "awaiting_approval"
             second = await call(bob, "approve", workflow_id=workflow_id)
             assert isinstance(second, TaskHandle)
-            await extension.drain()
+            await bobs.drain()
             done = await task_request(bob, "tasks/get", second.task_id)
         assert done["status"] == "completed" and _structured(done["result"])["outcome"] == "completed"
         assert app.store.workflows.load(workflow_id).state is WorkflowState.COMPLETED
@@ -374,20 +368,20 @@ async def test_a_confirmed_rollback_is_a_task_and_its_preview_is_not(settings: S
         }
     )
     with closing(build_app(settings, dispatcher=second_fails)) as app:
-        server, extension = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         power_on_b = {**POWER_ON, "params": {"vm_name": "b"}}
         workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON, power_on_b])
         async with tasks_client(server) as client:
             await call(client, "run_workflow", workflow_id=workflow_id)
-            await extension.drain()
+            await server.drain()
             await call(client, "approve", workflow_id=workflow_id, approver="alice")
-            await extension.drain()
+            await server.drain()
             assert app.store.workflows.load(workflow_id).state is WorkflowState.FAILED
             preview = await call(client, "rollback", workflow_id=workflow_id)
             assert isinstance(preview, CallToolResult) and _structured(preview)["action"] == "preview"
             handle = await call(client, "rollback", workflow_id=workflow_id, confirm=True)
             assert isinstance(handle, TaskHandle)
-            await extension.drain()
+            await server.drain()
             done = await task_request(client, "tasks/get", handle.task_id)
         assert done["status"] == "completed"
         assert _structured(done["result"])["action"] == "rolled_back"
@@ -399,7 +393,7 @@ async def test_a_2025_11_25_client_gets_the_result_in_the_call_and_no_tasks_meth
     settings: Settings,
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
-        server, _ = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [READ])
         async with Client(server, mode="legacy", extensions=[advertise(EXTENSION_ID)]) as legacy:
             result = await call(legacy, "run_workflow", workflow_id=workflow_id)
@@ -412,11 +406,11 @@ async def test_a_2025_11_25_client_gets_the_result_in_the_call_and_no_tasks_meth
 async def test_an_approval_asked_of_a_person_in_the_call_is_never_a_task(settings: Settings) -> None:
     elicit = settings.model_copy(update={"approvals": "elicit"})
     with closing(build_app(elicit, dispatcher=ScriptedDispatcher())) as app:
-        server, extension = pilot_tasks_server(app, ALICE)
+        server = create_server(app, actor=ALICE)
         workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON])
         async with tasks_client(server) as client:
             assert isinstance(await call(client, "run_workflow", workflow_id=workflow_id), TaskHandle)
-            await extension.drain()
+            await server.drain()
             answered = await call(client, "approve", workflow_id=workflow_id, approver="alice")
         # The form is asked within the call (the extension resolves such exchanges before any task).
         assert isinstance(answered, CallToolResult) and answered.is_error  # no form here: refused

@@ -32,6 +32,7 @@ from vmware_pilot.server.wire import in_request
 
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
+    from vmware_pilot.config import Settings
 
 __all__ = ["SERVER_NAME", "create_server"]
 
@@ -52,6 +53,17 @@ def _speak_fully(server: PilotMCPServer, source: AppOnDemand, card: ApprovalCard
     register_logging(lowlevel)
     hub = SubscriptionHub(VersionPolling(source.versions, source.settings.watch_interval))
     register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
+
+
+def request_state_security(settings: Settings) -> RequestStateSecurity:
+    """The policy sealing a 2026-07-28 call's ``requestState``, good for ``REQUEST_STATE_TTL``:
+    under VMWARE_PILOT_REQUEST_STATE_KEYS (the first seals, each unseals), shared by every
+    replica so a round sealed by one is accepted by another; without them, under a key of this
+    process alone."""
+    keys = [k.strip() for k in settings.request_state_keys.get_secret_value().split(",") if k.strip()]
+    if not keys:
+        return RequestStateSecurity.ephemeral(ttl=REQUEST_STATE_TTL)
+    return RequestStateSecurity(keys=keys, ttl=REQUEST_STATE_TTL, audience=SERVER_NAME)
 
 
 def _tools(source: AppOnDemand, caller: ActorSource) -> list[Tool]:
@@ -130,14 +142,16 @@ def create_server(
         token_verifier=token_verifier,
         auth=auth,
         middleware=[in_request, _observed],
+        # Approvals by URL span as many rounds as a person takes in the console (server.referral);
+        # replicas share the keys that seal them.
+        request_state_security=request_state_security(settings),
         # Workflow changes reach 2025-11-25 subscribers (resources/subscribe, server.subscriptions);
         # nothing publishes them to a 2026-07-28 subscriptions/listen stream yet, so that method is
         # not served and those clients are not told they could subscribe.
         subscriptions=False,
-        # The approval card (MCP Apps) and tasks for runs (io.modelcontextprotocol/tasks).
-        extensions=[card, tasks],
-        # Approvals by URL span as many rounds as a person takes in the console (server.referral).
-        request_state_security=RequestStateSecurity.ephemeral(ttl=REQUEST_STATE_TTL),
+        # The approval card (MCP Apps), and tasks for runs (io.modelcontextprotocol/tasks).
+        extensions=[card],
+        tasks=tasks,
     )
     _speak_fully(server, source, card)
     return server

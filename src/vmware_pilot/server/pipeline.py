@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -48,6 +49,9 @@ from vmware_pilot.server.arguments import check_limits, schema_refusal, unknown_
 from vmware_pilot.server.errors import refusal_result, tool_result, unexpected_failure
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.tooltable import TOOL_NAMES, spec_of
+
+if TYPE_CHECKING:
+    from vmware_pilot.server.tasks import TasksExtension
 
 __all__ = ["ActorSource", "PilotMCPServer", "RoleOf"]
 
@@ -72,6 +76,8 @@ class PilotMCPServer(MCPServer[Any]):
         role_of: RoleOf | None,
         offered: frozenset[str] = frozenset(TOOL_NAMES),
         runaway: RunawayBreaker | None = None,
+        extensions: Sequence[Extension] = (),
+        tasks: TasksExtension | None = None,
         **kwargs: Any,
     ) -> None:
         # The tools are built when first listed or called: building them (argument models, output
@@ -82,7 +88,14 @@ class PilotMCPServer(MCPServer[Any]):
         self._offered = offered
         self._runaway = runaway
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
-        super().__init__(*args, **kwargs)
+        self.tasks = tasks
+        super().__init__(*args, extensions=[*extensions, *([tasks] if tasks else [])], **kwargs)
+
+    async def drain(self) -> None:
+        """Wait for the calls still carried for tasks (``server.tasks``): a transport shutting down
+        awaits it before the service drains, so each task's result is recorded on its row."""
+        if self.tasks is not None:
+            await self.tasks.drain()
 
     def _build_tools_once(self) -> None:
         if self._build_tools is not None:

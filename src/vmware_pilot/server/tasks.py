@@ -13,8 +13,10 @@ on the row. Every other call passes through unchanged.
   ``vmware-pilot/progress`` too) and, once terminal, ``result`` or ``error``; read from the
   database (the row and the workflow's record), so another replica answers it. A task is its
   starter's: another caller, an unknown id or an expired task is "not found" (-32602).
-- ``tasks/cancel``: ``cancel_workflow`` with ``confirm`` through the service's ``CancelRequest``;
-  a refusal is a JSON-RPC error (-32600) whose ``data`` is the refusal (``error``, ``hint``, …).
+- ``tasks/cancel``: ``cancel_workflow`` with ``confirm`` through the service's ``CancelRequest``.
+  Its answer is the extension's empty acknowledgement, cancellation being eventually consistent
+  there (a task may still end otherwise); a refusal is a result too: that acknowledgement with the
+  refusal (``error``, ``hint``, …) under ``_meta`` ``vmware-pilot/refusal``, the task going on.
 - ``tasks/update``: Pilot's tasks never ask for input; an update of one's own task is
   acknowledged and ignored (the extension says to ignore responses to no outstanding request).
 
@@ -35,7 +37,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, CallToolRequestParams, RequestParams
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams, RequestParams
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +57,7 @@ __all__ = [
     "EXTENSION_ID",
     "POLL_INTERVAL_MS",
     "PROGRESS_META",
+    "REFUSAL_META",
     "TASK_TTL_MS",
     "TaskIdParams",
     "TasksExtension",
@@ -66,6 +69,7 @@ EXTENSION_ID: Final = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS: Final = 2000
 TASK_TTL_MS: Final = 24 * 3600 * 1000  # a task is kept a day from its start: its run ends long before
 PROGRESS_META: Final = "vmware-pilot/progress"
+REFUSAL_META: Final = "vmware-pilot/refusal"
 _VERSIONS: Final = frozenset(MODERN_PROTOCOL_VERSIONS)
 _NOT_FOUND: Final = "Task not found"
 _SHUT_DOWN: Final = {
@@ -254,8 +258,12 @@ class TasksExtension(Extension):
             role = self._role_of(actor) if self._role_of is not None else None
             out = await book.cancel(actor, role, params.task_id)
         except PilotError as exc:
-            payload = bound_refusal(exc.payload(), (params.task_id,))
-            raise MCPError(code=INVALID_REQUEST, message=exc.message, data=payload) from None
+            # Refused by cancel_workflow's rules (a step in flight, a role without it, a task
+            # already ended): a result, as every refusal is. The extension's answer to tasks/cancel
+            # is an empty acknowledgement and its cancellation eventually consistent (the task may
+            # still end otherwise), so the acknowledgement carries the refusal and the task goes on;
+            # tasks/get shows how it ends. Only a task the caller cannot see is an error (-32602).
+            return {"_meta": {REFUSAL_META: bound_refusal(exc.payload(), (params.task_id,))}}
         if out is None:
             raise _not_found("cancel")
         return {}

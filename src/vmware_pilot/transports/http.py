@@ -21,17 +21,18 @@ import re
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import httpx
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -42,6 +43,7 @@ from vmware_pilot.app import PilotApp
 from vmware_pilot.errors import InvalidInput, PilotError
 from vmware_pilot.limits import MAX_REQUEST_BYTES
 from vmware_pilot.server import create_server
+from vmware_pilot.server.pipeline import PilotMCPServer
 from vmware_pilot.transports.callers import (
     CallerVerifier,
     add_resource_metadata_root,
@@ -317,6 +319,7 @@ def build_http_app(
         ),
         max_request_body_size=MAX_REQUEST_BYTES,
     )
+    _drain_tasks_on_shutdown(starlette, server)
     answer_outages(starlette)
     check_bodies(starlette, "/mcp")
     if jwt is not None:
@@ -336,6 +339,22 @@ def build_http_app(
     starlette.router.routes.append(Route("/", _to_console, methods=["GET", "HEAD"]))
     endpoint = MetricsEndpoint(metrics or Metrics(app), CallerVerifier(tokens, jwt), roles.role_of)
     return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None), endpoint)
+
+
+def _drain_tasks_on_shutdown(starlette: Starlette, server: PilotMCPServer) -> None:
+    """At shutdown, while the session manager still runs, wait for the calls carried for tasks:
+    each task's result is recorded on its row instead of a "shut down" failure."""
+    sessions = starlette.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[Any]:
+        async with sessions(app) as state:
+            try:
+                yield state
+            finally:
+                await server.drain()
+
+    starlette.router.lifespan_context = lifespan
 
 
 async def _to_console(request: Request) -> Response:

@@ -461,6 +461,7 @@ async def serve_stdio(
             stdout or sys.stdout.buffer,
         )
     finally:
+        await server.drain()  # the calls carried for tasks, so that their results are recorded
         built = source.built
         if built is not None:
             await built.service.drain()

@@ -1,0 +1,99 @@
+"""Stateless HTTP across replicas (issue 30, point 3): two real `vmware-pilot mcp --transport http`
+processes on one PostgreSQL database (tests/support/http_replicas.py).
+
+A 2026-07-28 client has no session: its requests, sent to the two replicas in turn, are each
+answered by whichever gets it (a workflow created on one is read, run and approved on the other).
+A 2025-11-25 client keeps its session with the replica that made it: the other does not know it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.backends import Database
+from tests.support.eras import demo_walk, refusals
+from tests.support.http_replicas import RoundRobin, replicas
+from tests.support.mcp_client import LEGACY, MODERN, Client, sdk_client
+from tests.support.server_proc import PilotProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
+
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _post(server: PilotProcess, secret: str, body: dict[str, object], **headers: str) -> httpx.Response:
+    auth = {"Authorization": f"Bearer {secret}"}
+    return httpx.post(server.url, json=body, headers={**ACCEPT, **auth, **headers}, timeout=60)
+
+
+async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
+    database: Database, tmp_path: Path
+) -> None:
+    with replicas(database.raw_url, tmp_path) as (servers, secret):
+        transport = RoundRobin(servers)
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
+            url = servers[0].url  # the address the client knows; the transport picks the replica
+            async with sdk_client(streamable_http_client(url, http_client=http), era=MODERN) as session:
+                client = Client(session)
+                status = await demo_walk(client, dispatched=False, approver="")
+                await refusals(client)
+                created = await client.incident()
+                seen = [await client.stored(created) for _ in range(2)]  # once on each replica
+    assert status["state"] == "pending" and status["created_by"] == "token:alice"
+    assert seen[0] == seen[1] and seen[0]["state"] == "pending"
+    calls = [s for s in transport.served if s.method == "tools/call"]
+    assert all(s.status == 200 for s in transport.served), transport.served
+    assert Counter(s.replica for s in calls).keys() == {0, 1}
+    # Each tool call went to the other replica than the one before it: the workflow created on
+    # one was reviewed, run, approved and read on the other, and every answer was right.
+    assert all(a.replica != b.replica for a, b in zip(transport.served, transport.served[1:], strict=False))
+    assert {s.name for s in calls} >= {
+        "create_workflow_from_template",
+        "review_workflow",
+        "run_workflow",
+        "approve",
+        "get_workflow_status",
+        "rollback",
+    }
+
+
+async def test_a_2025_session_is_known_only_to_the_replica_that_made_it(
+    database: Database, tmp_path: Path
+) -> None:
+    with replicas(database.raw_url, tmp_path) as (servers, secret):
+        a, b = servers
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        opened = _post(a, secret, init)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        pinned = {"Mcp-Session-Id": session, "Mcp-Protocol-Version": LEGACY}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert _post(a, secret, initialized, **pinned).status_code == 202
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        on_a = _post(a, secret, listing, **pinned)
+        on_b = _post(b, secret, listing, **pinned)
+        again = _post(a, secret, listing, **pinned)
+    assert on_a.status_code == again.status_code == 200
+    assert "run_workflow" in on_a.text
+    # The other replica answers the SDK's "session not found": 404 and a JSON-RPC error, so a
+    # 2025-11-25 client starts a new session (behind a load balancer: keep it on one replica).
+    assert on_b.status_code == 404, on_b.text
+    error = json.loads(on_b.text)["error"]
+    assert "session" in error["message"].lower(), error
