@@ -25,6 +25,7 @@ from tests.support.server_proc import PilotProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
 
+KEYS = "9f" * 24  # the request-state secret every replica shares
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -36,7 +37,8 @@ def _post(server: PilotProcess, secret: str, body: dict[str, object], **headers:
 async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
     database: Database, tmp_path: Path
 ) -> None:
-    with replicas(database.raw_url, tmp_path) as (servers, secret):
+    keys = {"VMWARE_PILOT_REQUEST_STATE_KEYS": KEYS}  # shared, as docs/scaling.md says
+    with replicas(database.raw_url, tmp_path, keys) as (servers, secret):
         transport = RoundRobin(servers)
         headers = {"Authorization": f"Bearer {secret}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
@@ -47,8 +49,10 @@ async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
                 await refusals(client)
                 created = await client.incident()
                 seen = [await client.stored(created) for _ in range(2)]  # once on each replica
+        logged = [server.stderr() for server in servers]
     assert status["state"] == "pending" and status["created_by"] == "token:alice"
     assert seen[0] == seen[1] and seen[0]["state"] == "pending"
+    assert all(KEYS not in log and KEYS[:32] not in log for log in logged)
     calls = [s for s in transport.served if s.method == "tools/call"]
     assert all(s.status == 200 for s in transport.served), transport.served
     assert Counter(s.replica for s in calls).keys() == {0, 1}

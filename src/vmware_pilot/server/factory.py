@@ -11,6 +11,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import RequestStateSecurity
 from mcp.server.mcpserver.tools import Tool
+from pydantic import SecretStr
 
 from vmware_pilot import __version__, telemetry
 from vmware_pilot.card import ApprovalCard, approval_card
@@ -32,7 +33,6 @@ from vmware_pilot.server.wire import in_request
 
 if TYPE_CHECKING:
     from vmware_pilot.app import PilotApp
-    from vmware_pilot.config import Settings
 
 __all__ = ["SERVER_NAME", "create_server"]
 
@@ -55,12 +55,12 @@ def _speak_fully(server: PilotMCPServer, source: AppOnDemand, card: ApprovalCard
     register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
 
 
-def request_state_security(settings: Settings) -> RequestStateSecurity:
+def request_state_security(secrets: SecretStr) -> RequestStateSecurity:
     """The policy sealing a 2026-07-28 call's ``requestState``, good for ``REQUEST_STATE_TTL``:
-    under VMWARE_PILOT_REQUEST_STATE_KEYS (the first seals, each unseals), shared by every
-    replica so a round sealed by one is accepted by another; without them, under a key of this
-    process alone."""
-    keys = [k.strip() for k in settings.request_state_keys.get_secret_value().split(",") if k.strip()]
+    under the secrets of VMWARE_PILOT_REQUEST_STATE_KEYS (the first seals, each unseals), shared
+    by every replica so a round sealed by one is accepted by another; without them, under a key
+    of this process alone."""
+    keys = [k.strip() for k in secrets.get_secret_value().split(",") if k.strip()]
     if not keys:
         return RequestStateSecurity.ephemeral(ttl=REQUEST_STATE_TTL)
     return RequestStateSecurity(keys=keys, ttl=REQUEST_STATE_TTL, audience=SERVER_NAME)
@@ -144,7 +144,7 @@ def create_server(
         middleware=[in_request, _observed],
         # Approvals by URL span as many rounds as a person takes in the console (server.referral);
         # replicas share the keys that seal them.
-        request_state_security=request_state_security(settings),
+        request_state_security=request_state_security(settings.request_state_keys),
         # Workflow changes reach 2025-11-25 subscribers (resources/subscribe, server.subscriptions);
         # nothing publishes them to a 2026-07-28 subscriptions/listen stream yet, so that method is
         # not served and those clients are not told they could subscribe.
