@@ -2,9 +2,9 @@
 PostgreSQL) answers ``tasks/get`` and ``tasks/cancel`` for it from the task's row and the
 workflow's record.
 
-The fast tests run two apps in this process on one database, each behind its own MCPServer with
-the tasks extension. The slow one kills a real replica process in the middle of the run
-(tests/support/replica.py): another Pilot's sweeper continues the run (engine/sweeper.py), and
+The fast tests run two apps in this process on one database, each behind its own Pilot server
+(``create_server``, the tasks extension wired in). The slow one kills a real replica process in
+the middle of the run (tests/support/task_replica.py): another Pilot's sweeper continues the run (engine/sweeper.py), and
 the task, whose answer died with its process, ends ``failed`` saying where the workflow stands.
 """
 

@@ -1,11 +1,12 @@
 """The MCP Tasks extension (server/tasks.py, engine/tasks.py) through a real 2.x client pinned to
-2026-07-28 that declares it, against an MCPServer over Pilot's real service and store.
+2026-07-28 that declares it, against Pilot's real server (``create_server``) and store.
 
 A dispatched run is answered with a task handle at once; ``tasks/get`` follows it (its progress
 from the workflow's record) to the result the synchronous call returns; any app on the same
 database answers for it; a task is its starter's alone; ``tasks/cancel`` is ``cancel_workflow``'s
-rules, its refusal a result too. The dispatcher holds a call or the skills' start-up only where the test
-needs the run to stand still at that point (tests/support/task_server.py).
+rules, its refusal a result too. The dispatcher holds a call or the skills' start-up only where
+the test needs the run to stand still at that point (tests/support/task_server.py); the real
+processes and skills are in test_task_replicas_http.py and test_task_stdio_shutdown.py.
 """
 
 from __future__ import annotations

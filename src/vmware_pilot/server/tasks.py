@@ -20,8 +20,10 @@ on the row. Every other call passes through unchanged.
 - ``tasks/update``: Pilot's tasks never ask for input; an update of one's own task is
   acknowledged and ignored (the extension says to ignore responses to no outstanding request).
 
-Each needs the client to declare the extension on that request (-32021 otherwise). A server adds
-it with ``MCPServer(extensions=[TasksExtension(app, caller=caller, role_of=role_of)])``.
+Each needs the client to declare the extension on that request (-32021 otherwise). The server
+factory adds it with ``PilotMCPServer(tasks=TasksExtension(app, caller=caller, role_of=role_of))``,
+whose ``drain`` the transports await at shutdown (``TasksExtension.drain``: the carried calls end
+and record their results).
 """
 
 from __future__ import annotations
