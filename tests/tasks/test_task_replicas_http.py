@@ -103,6 +103,10 @@ async def test_a_run_started_as_a_task_on_one_replica_is_followed_and_cancelled_
             again = await task_request(on_a, "tasks/cancel", handle.task_id)  # a result, as every refusal
     assert there["status"] == here["status"] == "cancelled" and "result" not in there
     assert status["state"] == "cancelled"
+    cancelled = [e for e in status["audit_log"] if e["action"] == "cancelled"]
+    assert [(e["actor"], e["detail"]) for e in cancelled] == [
+        ("token:alice", "cancelled through its MCP task (run_workflow)")
+    ]
     steps = {step["index"]: step["status"] for step in status["steps"]}
     assert steps[0] == "success" and steps[2] != "success"  # the write was never sent
     refusal = again["_meta"][REFUSAL_META]

@@ -9,7 +9,6 @@ A 2025-11-25 client keeps its session with the replica that made it: the other d
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -55,18 +54,16 @@ async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
     assert all(KEYS not in log and KEYS[:32] not in log for log in logged)
     calls = [s for s in transport.served if s.method == "tools/call"]
     assert all(s.status == 200 for s in transport.served), transport.served
-    assert Counter(s.replica for s in calls).keys() == {0, 1}
-    # Each tool call went to the other replica than the one before it: the workflow created on
-    # one was reviewed, run, approved and read on the other, and every answer was right.
-    assert all(a.replica != b.replica for a, b in zip(transport.served, transport.served[1:], strict=False))
-    assert {s.name for s in calls} >= {
-        "create_workflow_from_template",
-        "review_workflow",
-        "run_workflow",
-        "approve",
-        "get_workflow_status",
-        "rollback",
-    }
+    assert {s.replica for s in calls} == {0, 1}
+    # The workflow the walk created on one replica was reviewed on the other, and the status read
+    # twice at the end was read once on each: every answer was right wherever it came from.
+    names = [s.name for s in calls]
+    created_on = calls[names.index("create_workflow_from_template")].replica
+    assert calls[names.index("review_workflow")].replica != created_on
+    assert (
+        calls[-1].name == calls[-2].name == "get_workflow_status" and calls[-1].replica != calls[-2].replica
+    )
+    assert {"run_workflow", "approve", "rollback"} <= set(names)
 
 
 async def test_a_2025_session_is_known_only_to_the_replica_that_made_it(
