@@ -3,14 +3,15 @@ its own (two hosts), and an HTTP transport that sends one client's requests to t
 
 ``replicas`` creates a token once with the CLI against the database (accepted by both) and yields
 the two processes and the token's secret. ``RoundRobin`` is an ``httpx2`` transport that sends
-each request to the next replica in turn and records which one served it (with the request's
-``Mcp-Method`` and ``Mcp-Name`` headers, which the 2026-07-28 client sends).
+each request to the next replica in turn (real processes, or ASGI apps in this process) and
+records which one served it (with the request's ``Mcp-Method`` and ``Mcp-Name`` headers, which
+the 2026-07-28 client sends).
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,23 +59,30 @@ class Served:
 
 
 class RoundRobin(httpx2.AsyncBaseTransport):
-    """Each request to the next of ``servers`` in turn (the Host header rewritten to match)."""
+    """Each request to the next of ``transports`` in turn. With ``ports`` (real processes), the
+    request's address and Host header are rewritten to that replica's port on 127.0.0.1."""
 
-    def __init__(self, servers: list[PilotProcess]) -> None:
-        self._servers = servers
+    def __init__(self, transports: Sequence[httpx2.AsyncBaseTransport], ports: Sequence[int] = ()) -> None:
+        self._transports = list(transports)
+        self._ports = list(ports)
         self._next = 0
-        self._inner = httpx2.AsyncHTTPTransport()
         self.served: list[Served] = []
 
+    @classmethod
+    def over(cls, servers: Sequence[PilotProcess]) -> RoundRobin:
+        return cls([httpx2.AsyncHTTPTransport() for _ in servers], [s.port for s in servers])
+
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        index, self._next = self._next, (self._next + 1) % len(self._servers)
-        port = self._servers[index].port
-        request.url = request.url.copy_with(host="127.0.0.1", port=port)
-        request.headers["Host"] = f"127.0.0.1:{port}"
-        response = await self._inner.handle_async_request(request)
+        index, self._next = self._next, (self._next + 1) % len(self._transports)
+        if self._ports:
+            port = self._ports[index]
+            request.url = request.url.copy_with(host="127.0.0.1", port=port)
+            request.headers["Host"] = f"127.0.0.1:{port}"
+        response = await self._transports[index].handle_async_request(request)
         method, name = request.headers.get("Mcp-Method", ""), request.headers.get("Mcp-Name", "")
         self.served.append(Served(index, method, name, response.status_code))
         return response
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        for transport in self._transports:
+            await transport.aclose()

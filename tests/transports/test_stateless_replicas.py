@@ -1,5 +1,6 @@
 """Stateless HTTP across replicas (issue 30, point 3): two real `vmware-pilot mcp --transport http`
-processes on one PostgreSQL database (tests/support/http_replicas.py).
+processes on one PostgreSQL database (tests/support/http_replicas.py); in the fast tier, the HTTP
+transport's ASGI apps of two Pilots on one database, in this process.
 
 A 2026-07-28 client has no session: its requests, sent to the two replicas in turn, are each
 answered by whichever gets it (a workflow created on one is read, run and approved on the other).
@@ -9,6 +10,7 @@ A 2025-11-25 client keeps its session with the replica that made it: the other d
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -16,13 +18,18 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.asgi import BASE, PORT, lifespan
 from tests.support.backends import Database
 from tests.support.eras import demo_walk, refusals
 from tests.support.http_replicas import RoundRobin, replicas
 from tests.support.mcp_client import LEGACY, MODERN, Client, sdk_client
 from tests.support.server_proc import PilotProcess
-
-pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
+from vmware_pilot.app import build_app
+from vmware_pilot.config import Settings
+from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.transports.http import HttpOptions, build_http_app
+from vmware_pilot.transports.roles import RoleBook
+from vmware_pilot.transports.tokens import TokenStore
 
 KEYS = "9f" * 24  # the request-state secret every replica shares
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -33,12 +40,14 @@ def _post(server: PilotProcess, secret: str, body: dict[str, object], **headers:
     return httpx.post(server.url, json=body, headers={**ACCEPT, **auth, **headers}, timeout=60)
 
 
+@pytest.mark.slow
+@pytest.mark.backends("postgresql")
 async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
     database: Database, tmp_path: Path
 ) -> None:
     keys = {"VMWARE_PILOT_REQUEST_STATE_KEYS": KEYS}  # shared, as docs/scaling.md says
     with replicas(database.raw_url, tmp_path, keys) as (servers, secret):
-        transport = RoundRobin(servers)
+        transport = RoundRobin.over(servers)
         headers = {"Authorization": f"Bearer {secret}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
             url = servers[0].url  # the address the client knows; the transport picks the replica
@@ -66,6 +75,8 @@ async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
     assert {"run_workflow", "approve", "rollback"} <= set(names)
 
 
+@pytest.mark.slow
+@pytest.mark.backends("postgresql")
 async def test_a_2025_session_is_known_only_to_the_replica_that_made_it(
     database: Database, tmp_path: Path
 ) -> None:
@@ -98,3 +109,35 @@ async def test_a_2025_session_is_known_only_to_the_replica_that_made_it(
     assert on_b.status_code == 404, on_b.text
     error = json.loads(on_b.text)["error"]
     assert "session" in error["message"].lower(), error
+
+
+async def test_a_2026_client_sent_to_two_in_process_replicas_in_turn_is_answered_by_both(
+    backend_settings: Settings, pilot_home: Path
+) -> None:
+    tokens = TokenStore(pilot_home / "tokens.json")
+    secret = tokens.create("ann", "admin")
+    roles = RoleBook(pilot_home / "roles.yaml", TOOL_NAMES)
+    with closing(build_app(backend_settings)) as a, closing(build_app(backend_settings)) as b:
+        apps = [build_http_app(app, HttpOptions("http"), PORT, tokens, roles) for app in (a, b)]
+        transport = RoundRobin([httpx2.ASGITransport(app=asgi) for asgi in apps])
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with (
+            lifespan(apps[0]),
+            lifespan(apps[1]),
+            httpx2.AsyncClient(headers=headers, timeout=30, transport=transport) as http,
+            sdk_client(streamable_http_client(f"{BASE}/mcp", http_client=http), era=MODERN) as session,
+        ):
+            client = Client(session)
+            created = await client.incident()
+            review = await client.ok("review_workflow", workflow_id=created)
+            run = await client.ok("run_workflow", workflow_id=created)
+            seen = [await client.stored(created) for _ in range(2)]
+    assert review["verdict"] == "approved" and run["state"] == "awaiting_approval"
+    assert seen[0] == seen[1] and seen[0]["state"] == "awaiting_approval"
+    calls = [s for s in transport.served if s.method == "tools/call"]
+    assert [(s.name, s.status) for s in calls][:3] == [
+        ("create_workflow_from_template", 200),
+        ("review_workflow", 200),
+        ("run_workflow", 200),
+    ]
+    assert calls[0].replica != calls[1].replica != calls[2].replica and calls[-1].replica != calls[-2].replica
