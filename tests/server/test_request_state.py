@@ -3,16 +3,14 @@
 ``create_server`` on the same keys accept each other's; a server on other keys, or on the SDK's key
 of its process alone (the default), refuses it with the SDK's -32602, through a real 2.x client.
 
-The state is sealed by replica A's own request-state boundary (the SDK's middleware that seals
-every ``input_required`` result's ``requestState``): no Pilot tool asks for input on this era yet.
+The state is sealed by replica A's own request-state boundary (tests/support/request_state.py):
+no Pilot tool asks for input on this era yet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
-from types import SimpleNamespace
-from typing import Any, cast
 
 import pytest
 from mcp.server.request_state import RequestStateBoundary
@@ -20,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr, ValidationError
 
 from tests.support.mcp_client import MODERN, READ_STEP, sdk_client
+from tests.support.request_state import sealed
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings, settings_problem
 from vmware_pilot.domain.actor import Actor
@@ -45,18 +44,9 @@ def apps(settings: Settings) -> Iterator[dict[str, PilotApp]]:
         }
 
 
-async def _minted_on(server: PilotMCPServer, arguments: dict[str, Any]) -> str:
-    """A requestState for ``get_workflow_status(arguments)``, sealed as ``server`` seals the
-    requestState of an ``input_required`` result."""
-    boundary = next(m for m in sdk.lowlevel(server).middleware if isinstance(m, RequestStateBoundary))
-    ctx = SimpleNamespace(method="tools/call", params={"name": "get_workflow_status", "arguments": arguments})
-
-    async def asks(_ctx: Any) -> dict[str, Any]:
-        return {"resultType": "input_required", "inputRequests": {}, "requestState": "round 1"}
-
-    sealed = await boundary(cast(Any, ctx), asks)
-    assert isinstance(sealed, dict) and sealed["requestState"] != "round 1"  # sealed, not plaintext
-    return str(sealed["requestState"])
+def _boundary(server: PilotMCPServer) -> RequestStateBoundary:
+    """The request-state boundary ``server`` seals and unseals with."""
+    return next(m for m in sdk.lowlevel(server).middleware if isinstance(m, RequestStateBoundary))
 
 
 async def test_a_request_state_sealed_by_one_replica_is_accepted_by_another_on_the_same_keys(
@@ -65,7 +55,7 @@ async def test_a_request_state_sealed_by_one_replica_is_accepted_by_another_on_t
     servers = {name: create_server(app, actor=ALICE) for name, app in apps.items()}
     workflow_id = apps["a"].service.create_workflow(CreateRequest(ALICE, "ops", "t", [READ_STEP])).workflow_id
     arguments = {"workflow_id": workflow_id}
-    state = await _minted_on(servers["a"], arguments)
+    state = await sealed(_boundary(servers["a"]), "get_workflow_status", arguments)
     async with sdk_client(servers["b"], era=MODERN) as b:
         answered = await b.call_tool("get_workflow_status", arguments, request_state=state)
     assert not answered.is_error and answered.structured_content is not None

@@ -4,6 +4,9 @@ transport's ASGI apps of two Pilots on one database, in this process.
 
 A 2026-07-28 client has no session: its requests, sent to the two replicas in turn, are each
 answered by whichever gets it (a workflow created on one is read, run and approved on the other).
+With VMWARE_PILOT_REQUEST_STATE_KEYS shared, the ``requestState`` of a call's next round, sealed
+for the same bearer on those keys (tests/support/request_state.py), is accepted by either replica;
+one sealed on other keys by neither.
 A 2025-11-25 client keeps its session with the replica that made it: the other does not know it.
 """
 
@@ -17,19 +20,26 @@ import httpx
 import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.request_state import RequestStateBoundary
+from mcp.shared.exceptions import MCPError
+from pydantic import SecretStr
 
 from tests.support.asgi import BASE, PORT, lifespan
 from tests.support.backends import Database
 from tests.support.eras import demo_walk, refusals
 from tests.support.http_replicas import RoundRobin, replicas
 from tests.support.mcp_client import LEGACY, MODERN, Client, sdk_client
+from tests.support.request_state import sealed
 from tests.support.server_proc import PilotProcess
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES
+from vmware_pilot.server.factory import SERVER_NAME, request_state_security
+from vmware_pilot.store.sql import open_store
+from vmware_pilot.transports.callers import CallerVerifier
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
-from vmware_pilot.transports.tokens import TokenStore
+from vmware_pilot.transports.tokens import DbTokenStore, TokenStore
 
 KEYS = "9f" * 24  # the request-state secret every replica shares
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -43,10 +53,23 @@ def _post(server: PilotProcess, secret: str, body: dict[str, object], **headers:
 @pytest.mark.slow
 @pytest.mark.backends("postgresql")
 async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
-    database: Database, tmp_path: Path
+    database: Database, backend_settings: Settings, tmp_path: Path
 ) -> None:
     keys = {"VMWARE_PILOT_REQUEST_STATE_KEYS": KEYS}  # shared, as docs/scaling.md says
-    with replicas(database.raw_url, tmp_path, keys) as (servers, secret):
+    with (
+        replicas(database.raw_url, tmp_path, keys) as (servers, secret),
+        closing(open_store(backend_settings)) as store,
+    ):
+        # alice as each replica's token verifier knows her, and the boundary a replica on KEYS seals
+        # with (request_state_security: what create_server installs), or one on other keys
+        alice = await CallerVerifier(DbTokenStore(store.tokens)).verify_token(secret)
+        ours, theirs = (
+            RequestStateBoundary(security, default_audience=SERVER_NAME)
+            for security in (
+                request_state_security(SecretStr(KEYS)),
+                request_state_security(SecretStr("7" * 40)),
+            )
+        )
         transport = RoundRobin.over(servers)
         headers = {"Authorization": f"Bearer {secret}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
@@ -57,12 +80,31 @@ async def test_a_2026_client_sent_to_two_replicas_in_turn_walks_the_demo(
                 await refusals(client)
                 created = await client.incident()
                 seen = [await client.stored(created) for _ in range(2)]  # once on each replica
+                # The next round of alice's call, whichever replica sealed its state on KEYS, is
+                # accepted by either; a state sealed on other keys by neither.
+                arguments = {"workflow_id": created}
+                state = await sealed(ours, "get_workflow_status", arguments, alice)
+                rounds = [
+                    await session.call_tool("get_workflow_status", arguments, request_state=state)
+                    for _ in range(2)
+                ]
+                foreign = await sealed(theirs, "get_workflow_status", arguments, alice)
+                refused = []
+                for _ in range(2):
+                    with pytest.raises(MCPError) as caught:
+                        await session.call_tool("get_workflow_status", arguments, request_state=foreign)
+                    refused.append(caught.value.error)
         logged = [server.stderr() for server in servers]
     assert status["state"] == "pending" and status["created_by"] == "token:alice"
     assert seen[0] == seen[1] and seen[0]["state"] == "pending"
     assert all(KEYS not in log and KEYS[:32] not in log for log in logged)
+    assert [r.structured_content["state"] for r in rounds if r.structured_content] == ["pending", "pending"]
+    assert [(e.code, e.message) for e in refused] == [(-32602, "Invalid or expired requestState")] * 2
+    rounds_served = [s.replica for s in transport.served if s.method == "tools/call"][-4:]
+    assert sorted(rounds_served[:2]) == sorted(rounds_served[2:]) == [0, 1]
     calls = [s for s in transport.served if s.method == "tools/call"]
-    assert all(s.status == 200 for s in transport.served), transport.served
+    # every request answered 200, but the two refused rounds: the SDK's 400 with the JSON-RPC error
+    assert [s.status for s in transport.served] == [200] * (len(transport.served) - 2) + [400, 400]
     assert {s.replica for s in calls} == {0, 1}
     # The workflow the walk created on one replica was reviewed on the other, and the status read
     # twice at the end was read once on each: every answer was right wherever it came from.
