@@ -4,9 +4,10 @@ transport's ASGI apps of two Pilots on one database, in this process.
 
 A 2026-07-28 client has no session: its requests, sent to the two replicas in turn, are each
 answered by whichever gets it (a workflow created on one is read, run and approved on the other).
-With VMWARE_PILOT_REQUEST_STATE_KEYS shared, the ``requestState`` of a call's next round, sealed
-for the same bearer on those keys (tests/support/request_state.py), is accepted by either replica;
-one sealed on other keys by neither.
+With VMWARE_PILOT_REQUEST_STATE_KEYS shared, a call of several rounds (an approval by URL) goes
+round by round through both replicas, each accepting the ``requestState`` the other sealed; a
+state sealed for the same bearer on those keys (tests/support/request_state.py) is accepted by
+either replica, one sealed on other keys by neither.
 A 2025-11-25 client keeps its session with the replica that made it: the other does not know it.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -22,6 +24,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.request_state import RequestStateBoundary
 from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 from pydantic import SecretStr
 
 from tests.support.asgi import BASE, PORT, lifespan
@@ -33,6 +36,8 @@ from tests.support.request_state import sealed
 from tests.support.server_proc import PilotProcess
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
+from vmware_pilot.domain.actor import Actor
+from vmware_pilot.engine.requests import ApproveRequest
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.server.factory import SERVER_NAME, request_state_security
 from vmware_pilot.store.sql import open_store
@@ -41,6 +46,8 @@ from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import DbTokenStore, TokenStore
 
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+POWER_OFF = {"action": "off", "skill": "aiops", "tool": "power_off_vm", "params": {"vm_name": "web-01"}}
 KEYS = "9f" * 24  # the request-state secret every replica shares
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -183,3 +190,79 @@ async def test_a_2026_client_sent_to_two_in_process_replicas_in_turn_is_answered
         ("run_workflow", 200),
     ]
     assert calls[0].replica != calls[1].replica != calls[2].replica and calls[-1].replica != calls[-2].replica
+
+
+@pytest.mark.slow
+@pytest.mark.backends("postgresql")
+async def test_an_approval_by_url_goes_round_by_round_through_both_replicas(
+    database: Database, backend_settings: Settings, tmp_path: Path
+) -> None:
+    """``approve`` under elicit (server/referral.py): each round's requestState, sealed by the
+    replica that answered it, is accepted by the other on the shared keys, until the gate decided
+    in the console completes the call."""
+    env = {
+        "VMWARE_PILOT_REQUEST_STATE_KEYS": KEYS,
+        "VMWARE_PILOT_APPROVALS": "elicit",
+        "VMWARE_PILOT_PUBLIC_URL": "https://pilot.example.com",
+    }
+
+    async def never_asked(context: Any, params: Any) -> ElicitResult:  # it declares URL elicitation
+        raise AssertionError("the test answers each round itself")
+
+    with (
+        replicas(database.raw_url, tmp_path, env) as (servers, secret),
+        closing(build_app(backend_settings)) as console,
+    ):
+        transport = RoundRobin.over(servers)
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
+            url = servers[0].url
+            async with sdk_client(
+                streamable_http_client(url, http_client=http), era=MODERN, elicitation_callback=never_asked
+            ) as session:
+                client = Client(session)
+                workflow_id = await client.custom([GATE, POWER_OFF])
+                assert (await client.ok("run_workflow", workflow_id=workflow_id))[
+                    "outcome"
+                ] == "awaiting_approval"
+                arguments = {"workflow_id": workflow_id}
+
+                async def round_of(asked: InputRequiredResult | None) -> CallToolResult | InputRequiredResult:
+                    if asked is None:
+                        return await session.session.call_tool(
+                            "approve", arguments, allow_input_required=True
+                        )
+                    return await session.session.call_tool(
+                        "approve",
+                        arguments,
+                        input_responses={"console": ElicitResult(action="accept")},
+                        request_state=asked.request_state,
+                        allow_input_required=True,
+                    )
+
+                first = await round_of(None)
+                assert isinstance(first, InputRequiredResult), first
+                second = await round_of(first)  # the other replica: not decided yet, the link again
+                assert isinstance(second, InputRequiredResult), second
+                shown = console.service.pending_gate(workflow_id).gate  # the person, in the console
+                await console.service.approve(
+                    ApproveRequest(
+                        Actor("carol", kind="token"), workflow_id, door="console",
+                        expected_digest=shown.digest, gate_step=shown.index,
+                    )
+                )  # fmt: skip
+                done = await round_of(second)
+                status = await client.status(workflow_id)
+    assert isinstance(done, CallToolResult) and not done.is_error, done
+    assert done.structured_content is not None and done.structured_content["outcome"] == "dispatch_required"
+    assert [(a["approver"], a["channel"]) for a in status["gates"][0]["approvals"]] == [
+        ("token:carol", "console")
+    ]
+    for asked in (first, second):
+        assert asked.input_requests is not None
+        link = asked.input_requests["console"].params
+        assert isinstance(link, ElicitRequestURLParams)
+        assert link.url == f"https://pilot.example.com/console/workflows/{workflow_id}/gate"
+    rounds = [s for s in transport.served if s.name == "approve"]
+    assert [s.status for s in rounds] == [200, 200, 200]
+    assert rounds[0].replica != rounds[1].replica != rounds[2].replica  # each round on the other
