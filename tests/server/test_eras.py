@@ -99,12 +99,12 @@ async def test_a_2026_run_tells_progress_and_logs_only_to_a_request_that_asked(d
     assert len(logged) == before
 
 
-async def test_each_era_is_told_only_the_subscriptions_it_can_get(pilot_app: PilotApp) -> None:
+async def test_each_era_is_told_it_can_subscribe(pilot_app: PilotApp) -> None:
     async with connect(pilot_app) as legacy, connect(pilot_app, era="auto") as modern:
         told = legacy.session.server_capabilities.resources
-        untold = modern.session.server_capabilities.resources
+        also = modern.session.server_capabilities.resources
     assert told is not None and told.subscribe is True  # resources/subscribe, 2025-11-25
-    assert untold is not None and not untold.subscribe  # no subscriptions/listen stream (yet)
+    assert also is not None and also.subscribe is True  # subscriptions/listen, 2026-07-28
 
 
 async def test_a_2026_client_that_cannot_open_links_under_elicit_approvals_is_refused_with_the_operator_command(
