@@ -25,6 +25,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
 from vmware_pilot.server import create_server
+from vmware_pilot.server.subscriptions import MAX_LISTENED
 
 
 @pytest.fixture
@@ -148,3 +149,13 @@ async def test_listening_to_something_that_cannot_change_is_refused(
                 pass
         assert refused.value.error.code == code
         assert refused.value.error.data["hint"]
+
+
+@pytest.mark.backends("sqlite")
+async def test_a_stream_naming_too_many_workflows_is_refused(fast_app: PilotApp) -> None:
+    uris = [f"pilot://workflows/wf-{i}" for i in range(MAX_LISTENED + 1)]
+    async with modern(fast_app) as client:
+        with pytest.raises(MCPError) as refused:
+            async with client.session.listen(resource_subscriptions=uris):
+                pass
+    assert refused.value.error.code == -32602 and refused.value.error.data["hint"]

@@ -42,6 +42,7 @@ from vmware_pilot.server.resources import Refusal, canonical_uri, not_found_code
 from vmware_pilot.server.wire import current_connection
 
 __all__ = [
+    "MAX_LISTENED",
     "ChangeSource",
     "SubscriptionHub",
     "VersionPolling",
@@ -51,6 +52,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("vmware_pilot.server")
+
+MAX_LISTENED = 100
+"""The most resource URIs one subscriptions/listen stream may name (each is a workflow watched)."""
 
 
 class ChangeSource(Protocol):
@@ -240,7 +244,7 @@ def register_listen(
     """Serve ``subscriptions/listen`` (2026-07-28) on ``lowlevel``: the SDK's ``ListenHandler`` on
     ``bus``, after the same checks as ``resources/subscribe``.
 
-    Every URI in ``resourceSubscriptions`` must be an existing workflow's (or its audit's) and the
+    At most ``MAX_LISTENED`` URIs; each must be an existing workflow's (or its audit's) and the
     caller's role must read workflows; otherwise the listen request gets a JSON-RPC error naming
     the problem and no stream opens. The list-changed flags are acknowledged as the SDK does
     (Pilot's lists do not change while it serves, so they never fire). The URIs are watched while
@@ -251,6 +255,12 @@ def register_listen(
         ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         named = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        if len(named) > MAX_LISTENED:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"A listen stream names at most {MAX_LISTENED} resources, not {len(named)}",
+                data={"hint": "Open another stream for the rest, or listen to fewer workflows."},
+            )
         watched = [(uri, _workflow(uri, refusal)) for uri in named]
         for uri, workflow_id in watched:
             await _existing(ctx, uri, workflow_id, exists)
