@@ -17,9 +17,9 @@ from mcp.client.subscriptions import Subscription
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from tests.server.test_subscriptions import Updates
 from tests.support.backends import Database
 from tests.support.mcp_client import LEGACY, MODERN, Client, sdk_client
+from tests.support.updates import Updates
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
