@@ -5,7 +5,7 @@ with the 2026-07-28 error codes. Over a real HTTP server: tests/transports/test_
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp.client import Client as SdkClient
 from mcp.client.subscriptions import Subscription
-from mcp.server.subscriptions import ResourceUpdated
+from mcp.server.subscriptions import ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 
 from tests.support.backends import Database
@@ -25,7 +25,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
 from vmware_pilot.server import create_server
-from vmware_pilot.server.subscriptions import MAX_LISTENED
+from vmware_pilot.server.subscriptions import MAX_LISTENED, SubscriptionHub, VersionPolling, WorkflowBus
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ async def test_a_listener_hears_its_workflow_change(fast_app: PilotApp) -> None:
             assert await next_update(stream) in heard
 
 
-async def test_two_streams_on_one_workflow_each_hear_it_once(fast_app: PilotApp) -> None:
+async def test_two_streams_on_one_workflow_each_hear_a_change(fast_app: PilotApp) -> None:
     async with modern(fast_app) as client, modern(fast_app) as second:
         workflow_id, sentinel = await client.incident(), await client.incident()
         uri = f"pilot://workflows/{workflow_id}"
@@ -74,12 +74,52 @@ async def test_two_streams_on_one_workflow_each_hear_it_once(fast_app: PilotApp)
             client.session.listen(resource_subscriptions=[uri]) as first_stream,
             second.session.listen(resource_subscriptions=[uri, sentinel_uri]) as second_stream,
         ):
-            await client.ok("run_workflow", workflow_id=workflow_id)
+            before = fast_app.store.workflows.versions([workflow_id])[workflow_id]
+            await client.ok("cancel_workflow", workflow_id=workflow_id, reason="r", confirm=True)
+            assert fast_app.store.workflows.versions([workflow_id])[workflow_id] == before + 1  # one change
             assert await next_update(first_stream) == uri
             assert await next_update(second_stream) == uri
-            # A later change of another workflow: a second notice of the first would come before it.
-            await client.ok("run_workflow", workflow_id=sentinel)
+            await client.ok("cancel_workflow", workflow_id=sentinel, reason="r", confirm=True)
             assert await next_update(second_stream) == sentinel_uri
+
+
+async def test_the_bus_publishes_a_change_once_however_many_streams_name_it(fast_app: PilotApp) -> None:
+    """The SDK's client folds a repeated pending event into one, so this is told at the bus:
+    two streams naming one URI (and one the sentinel) see one event per listener per change."""
+    async with modern(fast_app) as client:
+        workflow_id, sentinel = await client.incident(), await client.incident()
+        uri, sentinel_uri = f"pilot://workflows/{workflow_id}", f"pilot://workflows/{sentinel}"
+        bus = WorkflowBus(SubscriptionHub(VersionPolling(fast_app.store.workflows.versions, 0.05)))
+        heard: list[tuple[int, str]] = []
+
+        def listener(number: int) -> Callable[[ServerEvent], None]:
+            def hear(event: ServerEvent) -> None:
+                assert isinstance(event, ResourceUpdated)
+                heard.append((number, event.uri))
+
+            return hear
+
+        async def until(seen: tuple[int, str]) -> None:
+            with anyio.fail_after(30):
+                while seen not in heard:
+                    await anyio.sleep(0.01)
+
+        unsubscribe = [bus.subscribe(listener(1)), bus.subscribe(listener(2))]
+        await bus.watch(uri, workflow_id)  # the first stream
+        await bus.watch(uri, workflow_id)  # the second, which also names the sentinel
+        await bus.watch(sentinel_uri, sentinel)
+        await client.ok("cancel_workflow", workflow_id=workflow_id, reason="r", confirm=True)  # one change
+        await until((2, uri))
+        # A later change, told in a later round: a second notice of the first would come before it.
+        await client.ok("cancel_workflow", workflow_id=sentinel, reason="r", confirm=True)
+        await until((2, sentinel_uri))
+        for stop in unsubscribe:
+            stop()
+        bus.unwatch(uri, workflow_id)
+        bus.unwatch(uri, workflow_id)
+        bus.unwatch(sentinel_uri, sentinel)
+    # each listener filters by its own stream's URIs in the SDK's ListenHandler; the bus tells all
+    assert sorted(heard) == sorted([(1, uri), (1, sentinel_uri), (2, uri), (2, sentinel_uri)])
 
 
 async def test_a_change_made_through_another_app_on_the_database_reaches_the_listener(
