@@ -295,7 +295,8 @@ class GateSettings(BaseSettings):
         default=1.0,
         ge=0.05,
         le=60,
-        description="Seconds between checks of subscribed workflows for changes (any process's).",
+        description="Seconds between checks of subscribed or listened-to workflows for changes (any "
+        "process's); on 2026-07-28 also the ttlMs of reads of the templates and the catalog.",
     )
 
     @field_validator("request_state_keys")

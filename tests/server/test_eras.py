@@ -6,14 +6,17 @@ connection for each era). Over real stdio and HTTP processes: tests/transports/t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from mcp_types import LoggingMessageNotificationParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import LoggingMessageNotificationParams, Request, RequestParams
+from pydantic import TypeAdapter
 
 from tests.support.approval_gates import OFF, gate
 from tests.support.eras import demo_walk, refusals
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.mcp_client import ERAS, INCIDENT, MODERN, Client, connect, sdk_client
+from tests.support.mcp_client import ERAS, INCIDENT, LEGACY, MODERN, Client, connect, sdk_client
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
@@ -99,12 +102,12 @@ async def test_a_2026_run_tells_progress_and_logs_only_to_a_request_that_asked(d
     assert len(logged) == before
 
 
-async def test_each_era_is_told_only_the_subscriptions_it_can_get(pilot_app: PilotApp) -> None:
+async def test_each_era_is_told_it_can_subscribe(pilot_app: PilotApp) -> None:
     async with connect(pilot_app) as legacy, connect(pilot_app, era="auto") as modern:
         told = legacy.session.server_capabilities.resources
-        untold = modern.session.server_capabilities.resources
+        also = modern.session.server_capabilities.resources
     assert told is not None and told.subscribe is True  # resources/subscribe, 2025-11-25
-    assert untold is not None and not untold.subscribe  # no subscriptions/listen stream (yet)
+    assert also is not None and also.subscribe is True  # subscriptions/listen, 2026-07-28
 
 
 async def test_a_2026_client_that_cannot_open_links_under_elicit_approvals_is_refused_with_the_operator_command(
@@ -125,3 +128,29 @@ async def test_a_2026_client_that_cannot_open_links_under_elicit_approvals_is_re
     assert refused["refused"] == "elicitation_unsupported"
     assert refused["approve_command"] == f"vmware-pilot approve {workflow_id}"
     assert status["state"] == "awaiting_approval"  # nothing was approved
+
+
+class _Unknown(Request[RequestParams, str]):
+    method: str
+    params: RequestParams
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_each_era_gets_its_own_json_rpc_error_codes(pilot_app: PilotApp, era: str) -> None:
+    """JSON-RPC errors (not tool refusals, which stay results) carry the era's codes: 2026-07-28
+    retired -32002 for a resource that does not exist (SEP-2164); the others are the same."""
+    async with connect(pilot_app, era=era) as client:
+        with pytest.raises(MCPError) as missing:
+            await client.session.read_resource("pilot://workflows/wf-nope")
+        with pytest.raises(MCPError) as prompt:
+            await client.session.get_prompt("no_such_prompt")
+        with pytest.raises(MCPError) as method:
+            await client.session.session.send_request(
+                _Unknown(method="vmware-pilot/no-such-method", params=RequestParams()), TypeAdapter(Any)
+            )
+        refusal = await client.refused("get_workflow_status", workflow_id="wf-nope")
+    assert missing.value.error.code == (-32002 if era == LEGACY else -32602)
+    assert missing.value.error.data["hint"]
+    assert prompt.value.error.code == -32602
+    assert method.value.error.code == -32601
+    assert refusal["error"] == "Workflow 'wf-nope' not found"  # a refusal stays a result on both

@@ -11,9 +11,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextResourceContents
 
-from tests.support.mcp_client import Client, connect, sdk_client
-from vmware_pilot.app import PilotApp
+from tests.support.mcp_client import ERAS, LEGACY, MODERN, Client, connect, sdk_client
+from tests.support.raw import raw_session
+from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.card import CARD_URI
+from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
 from vmware_pilot.server import create_server
@@ -84,10 +86,41 @@ async def test_a_secret_reads_masked_as_in_the_tool(client: Client) -> None:
     ["pilot://nothing", "pilot://workflows/wf-missing", "pilot://workflows/wf-missing/audit", "file:///etc/passwd",
      "pilot://templates/no_such_template"],
 )  # fmt: skip
-async def test_an_unknown_uri_gets_resource_not_found_with_a_hint(client: Client, uri: str) -> None:
-    error = await read_error(client, uri)
-    assert error.code == -32002
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_unknown_uri_gets_resource_not_found_with_a_hint(
+    pilot_app: PilotApp, uri: str, era: str
+) -> None:
+    async with connect(pilot_app, era=era) as client:
+        error = await read_error(client, uri)
+    # 2026-07-28 retired -32002 for Invalid Params (SEP-2164); 2025-11-25 keeps it.
+    assert error.code == (-32002 if era == LEGACY else -32602)
     assert error.data["hint"] and error.data["uri"] == uri
+
+
+@pytest.fixture
+def watched_app(settings: Settings) -> Any:
+    app = build_app(Settings(home=settings.home, watch_interval=0.25))
+    yield app
+    app.close()
+
+
+async def test_2026_reads_of_the_templates_and_the_catalog_carry_a_cache_hint(watched_app: PilotApp) -> None:
+    async with connect(watched_app, era=MODERN) as client:
+        workflow_id = await client.incident()
+        for uri in ("pilot://templates", "pilot://templates/incident_response", "pilot://catalog"):
+            read = await client.session.read_resource(uri)  # type: ignore[arg-type]
+            # As fresh as a subscriber is told of a change: the watch interval.
+            assert (read.ttl_ms, read.cache_scope) == (250, "private"), uri
+        read = await client.session.read_resource(f"pilot://workflows/{workflow_id}")  # type: ignore[arg-type]
+        assert read.ttl_ms == 0  # a workflow changes at any moment: immediately stale
+
+
+async def test_2025_reads_carry_no_cache_hint(watched_app: PilotApp) -> None:
+    async with raw_session(create_server(watched_app, actor=Actor("t")), protocol=LEGACY) as peer:
+        for uri in ("pilot://templates", "pilot://catalog"):
+            answer = await peer.request("resources/read", {"uri": uri})
+            assert answer["result"]["contents"], answer
+            assert "ttlMs" not in answer["result"] and "cacheScope" not in answer["result"], answer
 
 
 @asynccontextmanager

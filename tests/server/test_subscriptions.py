@@ -3,7 +3,6 @@ whichever process made the change."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -14,33 +13,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import ResourceUpdatedNotification
 
 from tests.support.backends import Database
 from tests.support.mcp_client import Client, connect
+from tests.support.updates import Updates
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
-
-
-class Updates:
-    """Collects resources/updated notifications; ``wait(uri)`` waits for the next one for ``uri``."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self._arrived = asyncio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, ResourceUpdatedNotification):
-            self.uris.append(str(message.params.uri))
-            self._arrived.set()
-
-    async def wait(self, uri: str, after: int = 0) -> None:
-        with anyio.fail_after(30):
-            while uri not in self.uris[after:]:
-                self._arrived.clear()
-                await self._arrived.wait()
 
 
 @pytest.fixture

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.dispatch_options import options
-from tests.support.mcp_client import READ_STEP
+from tests.support.mcp_client import ERAS, READ_STEP, Client, sdk_client
 from tests.support.raw import raw_session
+from tests.support.task_server import TaskHandle, task_request, tasks_client
 from vmware_pilot import telemetry
 from vmware_pilot.adapters.otel import install
 from vmware_pilot.app import build_app
@@ -234,3 +236,64 @@ async def test_a_real_server_exports_its_spans_over_otlp(tmp_path: Path) -> None
     attributes = {a.key: a.value.string_value for a in call.attributes}
     assert attributes["mcp.method.name"] == "tools/call"
     assert attributes["gen_ai.tool.name"] == "create_workflow_from_template"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_each_era_continues_the_clients_traceparent_into_the_run_and_on_to_each_skill(
+    settings: Settings, spans: InMemorySpanExporter, era: str
+) -> None:
+    """The SDK's client of either era sends ``_meta.traceparent`` (2026-07-28: beside the
+    protocol version and client info every request carries); Pilot's span of the call is its child
+    and each step's span, whose trace context the skill is sent, is in the same trace."""
+    dispatcher = Recording()
+    app = build_app(settings, dispatcher=dispatcher)
+    try:
+        async with sdk_client(create_server(app, actor=Actor("t")), era=era) as session:
+            client = Client(session)
+            workflow_id = await client.custom([READ_STEP, READ_STEP])
+            ran = await session.call_tool(
+                "run_workflow", {"workflow_id": workflow_id}, meta={"traceparent": CLIENT_PARENT}
+            )
+            assert ran.structured_content is not None and ran.structured_content["state"] == "completed"
+    finally:
+        await app.aclose()
+    finished = spans.get_finished_spans()
+    (run,) = [s for s in finished if s.name == "tools/call run_workflow"]
+    assert f"{run.context.trace_id:032x}" == CLIENT_PARENT.split("-")[1]
+    assert run.parent is not None and f"{run.parent.span_id:016x}" == CLIENT_PARENT.split("-")[2]
+    steps = [s for s in finished if s.name == "tools/call list_virtual_machines"]
+    assert len(steps) == 2 and all(s.parent is not None for s in steps)
+    assert {s.context.trace_id for s in steps} == {run.context.trace_id}
+    sent = {f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-01" for s in steps}
+    assert set(dispatcher.seen) == sent
+    # a call without a traceparent starts a trace of its own
+    (created,) = [s for s in finished if s.name == "tools/call create_workflow"]
+    assert created.parent is None and created.context.trace_id != run.context.trace_id
+
+
+async def test_a_run_carried_as_a_task_stays_in_the_clients_trace(
+    settings: Settings, spans: InMemorySpanExporter
+) -> None:
+    """2026-07-28 with the tasks extension: the call is answered with a task handle and the run
+    goes on after the request; its steps are still in the trace the client's traceparent began."""
+    dispatcher = Recording()
+    app = build_app(settings, dispatcher=dispatcher)
+    try:
+        async with tasks_client(create_server(app, actor=Actor("t"))) as session:
+            workflow_id = await Client(session).custom([READ_STEP, READ_STEP])
+            handle = await session.session.call_tool(
+                "run_workflow", {"workflow_id": workflow_id}, allow_claimed=True,
+                meta={"traceparent": CLIENT_PARENT},
+            )  # fmt: skip
+            assert isinstance(handle, TaskHandle), handle
+            with anyio.fail_after(30):
+                while (await task_request(session, "tasks/get", handle.task_id))["status"] == "working":
+                    await anyio.sleep(0.02)
+    finally:
+        await app.aclose()
+    steps = [s for s in spans.get_finished_spans() if s.name == "tools/call list_virtual_machines"]
+    assert len(steps) == 2
+    assert {f"{s.context.trace_id:032x}" for s in steps} == {CLIENT_PARENT.split("-")[1]}
+    assert set(dispatcher.seen) == {
+        f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-01" for s in steps
+    }

@@ -7,19 +7,22 @@ through the ASGI app, and a real `vmware-pilot mcp --transport http`) and over s
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from mcp import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.subscriptions import ResourceUpdated
 from starlette.types import ASGIApp
 
 from tests.support.asgi import BASE, lifespan
 from tests.support.eras import demo_walk, refusals
-from tests.support.mcp_client import ERAS, LEGACY, Client, sdk_client
+from tests.support.mcp_client import ERAS, LEGACY, MODERN, Client, sdk_client
 from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
@@ -111,3 +114,33 @@ async def test_each_era_walks_the_demo_over_a_real_stdio_server(tmp_path: Path, 
         await demo_walk(client, dispatched=False)
         await refusals(client)
         assert await identity(client, era) == ("vmware-pilot", __version__)
+
+
+@pytest.mark.slow
+async def test_a_2026_listen_stream_over_a_real_http_server_hears_a_change_made_by_the_cli(
+    tmp_path: Path,
+) -> None:
+    """subscriptions/listen over stateless HTTP: the stream is the response to one POST; the change
+    is made by the operator CLI, another process on the same database."""
+    pilot_home = tmp_path / ".vmware"
+    pilot_home.mkdir(mode=0o700)
+    admin = TokenStore(pilot_home / "tokens.json").create("ann", "admin")
+    env = {"VMWARE_PILOT_WATCH_INTERVAL": "0.05"}
+    with start_server(tmp_path, ["--transport", "http"], env=env) as server:
+        async with http_client(server.url, admin, MODERN) as client:
+            workflow_id = await client.incident()
+            uri = f"pilot://workflows/{workflow_id}"
+            async with client.session.listen(resource_subscriptions=[uri]) as stream:
+                assert stream.honored.resource_subscriptions == [uri]
+                done = await anyio.to_thread.run_sync(
+                    lambda: subprocess.run(
+                        [str(PILOT), "cancel", workflow_id, "--reason", "not needed", "--yes"],
+                        env=clean_env(tmp_path, env), cwd=tmp_path, capture_output=True, text=True,
+                        timeout=120, check=False,
+                    )
+                )  # fmt: skip
+                assert done.returncode == 0, done.stderr
+                with anyio.fail_after(30):
+                    event = await anext(stream)
+                assert isinstance(event, ResourceUpdated) and event.uri == uri
+            assert (await client.status(workflow_id))["state"] == "cancelled"

@@ -27,7 +27,13 @@ from vmware_pilot.server.referral import REQUEST_STATE_TTL
 from vmware_pilot.server.resources import register_resources
 from vmware_pilot.server.runaway import RunawayBreaker
 from vmware_pilot.server.runlog import register_logging
-from vmware_pilot.server.subscriptions import SubscriptionHub, VersionPolling, register_subscriptions
+from vmware_pilot.server.subscriptions import (
+    SubscriptionHub,
+    VersionPolling,
+    WorkflowBus,
+    register_listen,
+    register_subscriptions,
+)
 from vmware_pilot.server.tasks import TasksExtension
 from vmware_pilot.server.wire import in_request
 
@@ -42,17 +48,24 @@ _LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _speak_fully(server: PilotMCPServer, source: AppOnDemand, card: ApprovalCard) -> None:
-    """Resources with subscriptions, prompts, completions and logging, as low-level handlers."""
+def _speak_fully(
+    server: PilotMCPServer, source: AppOnDemand, card: ApprovalCard, hub: SubscriptionHub, bus: WorkflowBus
+) -> None:
+    """Resources with subscriptions (both eras'), prompts, completions and logging, as low-level
+    handlers."""
     lowlevel = sdk.lowlevel(server)
     refusal = server.read_refusal
     service = source.service_proxy()
-    register_resources(lowlevel, service, refusal, card)
+    register_resources(lowlevel, service, refusal, card, source.settings.watch_interval)
     register_prompts(lowlevel)
     register_completions(lowlevel, service, refusal)
     register_logging(lowlevel)
-    hub = SubscriptionHub(VersionPolling(source.versions, source.settings.watch_interval))
-    register_subscriptions(lowlevel, hub, refusal, lambda wid: bool(source.versions([wid])))
+
+    def exists(workflow_id: str) -> bool:
+        return bool(source.versions([workflow_id]))
+
+    register_subscriptions(lowlevel, hub, refusal, exists)
+    register_listen(lowlevel, bus, refusal, exists)
 
 
 def request_state_security(secrets: SecretStr) -> RequestStateSecurity:
@@ -129,6 +142,10 @@ def create_server(
     level = settings.log_level.upper()
     card = approval_card(settings.public_url)
     tasks = TasksExtension(source, caller=caller, role_of=role_of)
+    # Workflow changes, read from the store's versions (any process's, any replica's), told to
+    # 2025-11-25 subscribers (resources/subscribe) and to 2026-07-28 subscriptions/listen streams.
+    hub = SubscriptionHub(VersionPolling(source.versions, settings.watch_interval))
+    bus = WorkflowBus(hub)
     server = PilotMCPServer(
         SERVER_NAME,
         version=__version__,
@@ -145,13 +162,11 @@ def create_server(
         # Approvals by URL span as many rounds as a person takes in the console (server.referral);
         # replicas share the keys that seal them.
         request_state_security=request_state_security(settings.request_state_keys),
-        # Workflow changes reach 2025-11-25 subscribers (resources/subscribe, server.subscriptions);
-        # nothing publishes them to a 2026-07-28 subscriptions/listen stream yet, so that method is
-        # not served and those clients are not told they could subscribe.
-        subscriptions=False,
+        # subscriptions/listen is served over this bus (server.subscriptions.register_listen).
+        subscriptions=bus,
         # The approval card (MCP Apps), and tasks for runs (io.modelcontextprotocol/tasks).
         extensions=[card],
         tasks=tasks,
     )
-    _speak_fully(server, source, card)
+    _speak_fully(server, source, card, hub, bus)
     return server

@@ -10,8 +10,13 @@
 
 Each is JSON (``application/json``) built by the same service call as its tool, so masking is
 the tools'. Lists show only what the caller's role may read. Errors are JSON-RPC errors: an
-unknown URI or workflow is ``RESOURCE_NOT_FOUND`` (-32002), a read the role forbids
-``INVALID_REQUEST``; each carries ``uri`` and a ``hint`` in ``data``.
+unknown URI or workflow is ``RESOURCE_NOT_FOUND`` (-32002) on a 2025-11-25 connection and
+``INVALID_PARAMS`` (-32602) on a 2026-07-28 one (the revision retired -32002: ``not_found_code``),
+a read the role forbids ``INVALID_REQUEST``; each carries ``uri`` and a ``hint`` in ``data``.
+
+On 2026-07-28 a read of the templates or the catalog carries a cache hint (``ttlMs``,
+``cacheScope``: ``cache_hint``); a workflow's view carries none (it changes at any moment:
+``subscriptions/listen`` tells when). The 2025-11-25 wire has no such fields.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST, Resource, ResourceTemplate
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, Resource, ResourceTemplate
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from vmware_pilot.card import ApprovalCard
 from vmware_pilot.errors import PilotError, WorkflowNotFound
@@ -36,9 +42,18 @@ from vmware_pilot.server.results import dump_json
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.service import PilotService
 
-__all__ = ["RESOURCE_NOT_FOUND", "Refusal", "canonical_uri", "register_resources", "workflow_of"]
+__all__ = [
+    "RESOURCE_NOT_FOUND",
+    "Refusal",
+    "cache_hint",
+    "canonical_uri",
+    "not_found_code",
+    "register_resources",
+    "workflow_of",
+]
 
 RESOURCE_NOT_FOUND = -32002
+"""A resource that does not exist, on 2025-11-25 (retired by 2026-07-28: ``not_found_code``)."""
 JSON = "application/json"
 
 Refusal = Callable[[str], PilotError | None]
@@ -53,6 +68,24 @@ _TEMPLATE = re.compile(r"pilot://templates/([^/?#]+)")
 class _View:
     tool: str  # the tool whose role grants the read
     read: Callable[[], Any]
+
+
+def not_found_code(protocol_version: str) -> int:
+    """The JSON-RPC code of "no such resource" on a connection of ``protocol_version``:
+    ``INVALID_PARAMS`` from 2026-07-28 on (SEP-2164), ``RESOURCE_NOT_FOUND`` before."""
+    return INVALID_PARAMS if protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+
+
+def cache_hint(uri: str, watch_interval: float) -> int | None:
+    """How long (ms) a client may reuse a read of ``uri`` (None: no hint).
+
+    The templates and the catalog are re-read by Pilot at every request (their stamps are checked
+    each time), and change only by an operator's act (a template file saved, `catalog refresh`);
+    a reuse for ``watch_interval`` keeps a client exactly as fresh as a subscriber, who is told
+    of a change within that interval. A workflow changes at any moment: no hint."""
+    if uri in {"pilot://templates", "pilot://catalog"} or _TEMPLATE.fullmatch(uri):
+        return round(watch_interval * 1000)
+    return None
 
 
 def workflow_of(uri: str) -> str | None:
@@ -99,12 +132,13 @@ def _error(code: int, message: str, uri: str, hint: str) -> MCPError:
     return MCPError(code=code, message=message, data={"uri": uri, "hint": hint})
 
 
-def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
-    """The view behind ``uri`` when the caller may read it; MCPError otherwise."""
+def readable(service: PilotService, refusal: Refusal, uri: str, missing: int) -> _View:
+    """The view behind ``uri`` when the caller may read it; MCPError otherwise (``missing``: the
+    code of an unknown URI, ``not_found_code``)."""
     view = _view(service, uri)
     if view is None:
         raise _error(
-            RESOURCE_NOT_FOUND,
+            missing,
             f"Unknown resource: {uri[:200]}",
             uri[:200],
             "resources/list and resources/templates/list show the pilot:// URIs this server has.",
@@ -115,13 +149,13 @@ def readable(service: PilotService, refusal: Refusal, uri: str) -> _View:
     return view
 
 
-def _dump(view: _View, uri: str) -> str:
+def _dump(view: _View, uri: str, missing: int) -> str:
     try:
         return dump_json(view.read())
     except WorkflowNotFound as exc:
-        raise _error(RESOURCE_NOT_FOUND, exc.message, uri, exc.hint) from None
+        raise _error(missing, exc.message, uri, exc.hint) from None
     except PilotError as exc:
-        code = RESOURCE_NOT_FOUND if uri.startswith("pilot://templates/") else INVALID_REQUEST
+        code = missing if uri.startswith("pilot://templates/") else INVALID_REQUEST
         raise _error(code, exc.message, uri, exc.hint) from None
 
 
@@ -183,9 +217,14 @@ def _static() -> list[tuple[Resource, str]]:
 
 
 def register_resources(
-    lowlevel: Server[Any], service: PilotService, refusal: Refusal, card: ApprovalCard | None = None
+    lowlevel: Server[Any],
+    service: PilotService,
+    refusal: Refusal,
+    card: ApprovalCard | None = None,
+    watch_interval: float = 1.0,
 ) -> None:
-    """Install resources/list, resources/templates/list and resources/read on ``lowlevel``."""
+    """Install resources/list, resources/templates/list and resources/read on ``lowlevel``
+    (``watch_interval``: what the cache hints of the templates and the catalog are made of)."""
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
@@ -207,11 +246,17 @@ def register_resources(
         uri = str(params.uri)
         if card is not None and (found := await card.read(uri)) is not None:
             return found  # the approval card (vmware_pilot.card): no data, every caller
-        view = readable(service, refusal, uri)
-        text = await anyio.to_thread.run_sync(_dump, view, uri)
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=params.uri, text=text, mime_type=JSON)]
-        )
+        missing = not_found_code(ctx.protocol_version)
+        view = readable(service, refusal, uri, missing)
+        text = await anyio.to_thread.run_sync(_dump, view, uri, missing)
+        contents: list[types.TextResourceContents | types.BlobResourceContents] = [
+            types.TextResourceContents(uri=params.uri, text=text, mime_type=JSON)
+        ]
+        ttl = cache_hint(uri, watch_interval)
+        if ttl is None:
+            return types.ReadResourceResult(contents=contents)
+        # Private: the same for every caller who may read it, but a read the role gates.
+        return types.ReadResourceResult(contents=contents, ttl_ms=ttl, cache_scope="private")
 
     lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
     lowlevel.add_request_handler(

@@ -1,5 +1,11 @@
 """Resource subscriptions: ``notifications/resources/updated`` when a subscribed workflow changes.
 
+Both eras: a 2025-11-25 client subscribes with ``resources/subscribe`` and hears the notice on
+its connection; a 2026-07-28 client opens a ``subscriptions/listen`` stream naming the workflow
+URIs (``register_listen``) and hears it on that stream. Both are fed by one ``SubscriptionHub``:
+the listen streams through ``WorkflowBus``, the SDK's ``SubscriptionBus`` seam, which the hub
+tells of a change once per URI however many streams listen to it.
+
 A client subscribes to ``pilot://workflows/{id}`` or ``…/audit``. Every change a workflow goes
 through (a state change, a step starting or finishing, a gate reached, an approval) commits a
 new version, so "changed" means "its stored version moved". Where the changes come from is a
@@ -27,16 +33,28 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from vmware_pilot.server import sdk
-from vmware_pilot.server.resources import RESOURCE_NOT_FOUND, Refusal, canonical_uri, workflow_of
+from vmware_pilot.server.resources import Refusal, canonical_uri, not_found_code, workflow_of
 from vmware_pilot.server.wire import current_connection
 
-__all__ = ["ChangeSource", "SubscriptionHub", "VersionPolling", "register_subscriptions"]
+__all__ = [
+    "MAX_LISTENED",
+    "ChangeSource",
+    "SubscriptionHub",
+    "VersionPolling",
+    "WorkflowBus",
+    "register_listen",
+    "register_subscriptions",
+]
 
 _log = logging.getLogger("vmware_pilot.server")
+
+MAX_LISTENED = 100
+"""The most resource URIs one subscriptions/listen stream may name (each is a workflow watched)."""
 
 
 class ChangeSource(Protocol):
@@ -156,6 +174,109 @@ class SubscriptionHub:
                 await task
 
 
+class WorkflowBus:
+    """The ``SubscriptionBus`` of this server's ``subscriptions/listen`` streams, fed by the hub.
+
+    Events fan out in this process (the SDK's ``InMemorySubscriptionBus``); what makes a change
+    made by another replica or process reach a listener is the hub's ``ChangeSource``, which reads
+    the store's versions. ``watch``/``unwatch`` tell the hub which URIs the open streams name
+    (counted: the hub is subscribed once per URI, so each change is published once and every
+    stream naming that URI gets it once)."""
+
+    def __init__(self, hub: SubscriptionHub) -> None:
+        self._hub = hub
+        self._local = InMemorySubscriptionBus()
+        self._streams: dict[str, int] = {}  # URI as a stream named it -> streams naming it
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self._local.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        return self._local.subscribe(listener)
+
+    async def send_resource_updated(self, uri: str) -> None:
+        """What the hub calls when ``uri``'s workflow changed."""
+        await self.publish(ResourceUpdated(uri=uri))
+
+    async def watch(self, uri: str, workflow_id: str) -> None:
+        self._streams[uri] = self._streams.get(uri, 0) + 1
+        if self._streams[uri] == 1:
+            await self._hub.subscribe(self, self, uri, workflow_id)
+
+    def unwatch(self, uri: str, workflow_id: str) -> None:
+        left = self._streams.get(uri, 0) - 1
+        if left > 0:
+            self._streams[uri] = left
+            return
+        self._streams.pop(uri, None)
+        self._hub.unsubscribe(self, uri, workflow_id)
+
+
+def _workflow(uri: str, refusal: Refusal) -> str:
+    """The workflow ``uri`` names, when the caller may hear of its changes; MCPError otherwise."""
+    workflow_id = workflow_of(uri)
+    if workflow_id is None:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"Only workflow resources can be subscribed to, not {uri[:200]}",
+            data={"uri": uri[:200], "hint": "Subscribe to pilot://workflows/{workflow_id}."},
+        )
+    refused = refusal("get_workflow_status")
+    if refused is not None:
+        raise MCPError(code=INVALID_REQUEST, message=refused.message, data={"uri": uri, "hint": refused.hint})
+    return workflow_id
+
+
+async def _existing(
+    ctx: ServerRequestContext[Any, Any], uri: str, workflow_id: str, exists: Callable[[str], bool]
+) -> None:
+    if not await anyio.to_thread.run_sync(exists, workflow_id):
+        raise MCPError(
+            code=not_found_code(ctx.protocol_version),
+            message=f"Workflow '{workflow_id}' not found",
+            data={"uri": uri, "hint": "Use list_workflows() to see active workflow IDs."},
+        )
+
+
+def register_listen(
+    lowlevel: Server[Any], bus: WorkflowBus, refusal: Refusal, exists: Callable[[str], bool]
+) -> None:
+    """Serve ``subscriptions/listen`` (2026-07-28) on ``lowlevel``: the SDK's ``ListenHandler`` on
+    ``bus``, after the same checks as ``resources/subscribe``.
+
+    At most ``MAX_LISTENED`` URIs; each must be an existing workflow's (or its audit's) and the
+    caller's role must read workflows; otherwise the listen request gets a JSON-RPC error naming
+    the problem and no stream opens. The list-changed flags are acknowledged as the SDK does
+    (Pilot's lists do not change while it serves, so they never fire). The URIs are watched while
+    the stream is open."""
+    streams = ListenHandler(bus)
+
+    async def listen(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        named = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        if len(named) > MAX_LISTENED:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"A listen stream names at most {MAX_LISTENED} resources, not {len(named)}",
+                data={"hint": "Open another stream for the rest, or listen to fewer workflows."},
+            )
+        watched = [(uri, _workflow(uri, refusal)) for uri in named]
+        for uri, workflow_id in watched:
+            await _existing(ctx, uri, workflow_id, exists)
+        opened: list[tuple[str, str]] = []
+        try:
+            for uri, workflow_id in watched:
+                await bus.watch(uri, workflow_id)
+                opened.append((uri, workflow_id))
+            return await streams(ctx, params)
+        finally:
+            for uri, workflow_id in opened:
+                bus.unwatch(uri, workflow_id)
+
+    lowlevel.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen)
+
+
 def register_subscriptions(
     lowlevel: Server[Any], hub: SubscriptionHub, refusal: Refusal, exists: Callable[[str], bool]
 ) -> None:
@@ -166,32 +287,12 @@ def register_subscriptions(
     (``exists``); otherwise the request gets a JSON-RPC error naming the problem. A connection's
     subscriptions end with it."""
 
-    def workflow(uri: str) -> str:
-        workflow_id = workflow_of(uri)
-        if workflow_id is None:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"Only workflow resources can be subscribed to, not {uri[:200]}",
-                data={"uri": uri[:200], "hint": "Subscribe to pilot://workflows/{workflow_id}."},
-            )
-        refused = refusal("get_workflow_status")
-        if refused is not None:
-            raise MCPError(
-                code=INVALID_REQUEST, message=refused.message, data={"uri": uri, "hint": refused.hint}
-            )
-        return workflow_id
-
     async def subscribe(
         ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        workflow_id = workflow(uri)
-        if not await anyio.to_thread.run_sync(exists, workflow_id):
-            raise MCPError(
-                code=RESOURCE_NOT_FOUND,
-                message=f"Workflow '{workflow_id}' not found",
-                data={"uri": uri, "hint": "Use list_workflows() to see active workflow IDs."},
-            )
+        workflow_id = _workflow(uri, refusal)
+        await _existing(ctx, uri, workflow_id, exists)
         # Kept under the URI's one spelling: percent-encoded aliases of it are one subscription,
         # told once per change.
         canonical = canonical_uri(uri) or uri
@@ -203,7 +304,7 @@ def register_subscriptions(
         ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        workflow_id = workflow(uri)
+        workflow_id = _workflow(uri, refusal)
         hub.unsubscribe(current_connection(), canonical_uri(uri) or uri, workflow_id)
         return types.EmptyResult()
 
