@@ -291,19 +291,23 @@ def test_the_typescript_sdk_2_pinned_to_each_era_reads_a_refusal_of_every_tool(
     check_refusals(report["tools"], expected_refusals)
 
 
-@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_the_typescript_sdk_2_pinned_to_each_era_walks_the_demo(
-    node: Path, tmp_path: Path, era: str, transport: str, request: pytest.FixtureRequest
+    node: Path, tmp_path: Path, transport: str, request: pytest.FixtureRequest
 ) -> None:
+    # Over HTTP both eras walk against one server, one after the other.
     env = clean_env(tmp_path)
+    target = ["stdio", str(PILOT), "mcp"]
     if transport == "http":
         server, token = request.getfixturevalue("http_server")
-        args = ["walk.mjs", era, "http", server.url]
         env["PILOT_TOKEN"] = token
-    else:
-        args = ["walk.mjs", era, "stdio", str(PILOT), "mcp"]
-    report = json.loads(run_node(node, args, env))
+        target = ["http", server.url]
+    for era in ("legacy", "2026-07-28"):
+        report = json.loads(run_node(node, ["walk.mjs", era, *target], env))
+        check_walk(report, era)
+
+
+def check_walk(report: dict[str, Any], era: str) -> None:
     assert report.get("failure") is None and report["errors"] == [], report
     assert (report["era"], report["version"]) == (
         ("legacy", "2025-11-25") if era == "legacy" else ("modern", era)
