@@ -24,7 +24,7 @@ from vmware_pilot.config import Settings
 from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.jwks import IssuerKeys
-from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
+from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig, client_support
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
 
@@ -154,3 +154,37 @@ async def test_a_static_token_passes_the_gate(pilot: Pilot) -> None:
     response = await pilot.post(secret)
     assert response.status_code == 200, response.text
     assert "vmware-pilot" in response.text
+
+
+@pytest.mark.parametrize(
+    ("metadata", "pkce", "registration"),
+    [
+        (
+            {
+                "code_challenge_methods_supported": ["plain", "S256"],
+                "client_id_metadata_document_supported": True,
+            },
+            True,
+            "client ID metadata documents",
+        ),
+        (
+            {"code_challenge_methods_supported": ["S256"], "registration_endpoint": "https://idp/register"},
+            True,
+            "dynamic client registration only (deprecated",
+        ),
+        (
+            {"code_challenge_methods_supported": ["plain"]},
+            False,
+            "register each MCP client at the issuer in advance",
+        ),
+        ({}, False, "register each MCP client at the issuer in advance"),
+    ],
+)
+def test_what_mcp_clients_need_of_the_issuer_is_read_from_its_metadata(
+    metadata: dict[str, Any], pkce: bool, registration: str
+) -> None:
+    (what, there, meaning), (kind, registers, how) = client_support(metadata)
+    assert (what, there) == ("PKCE", pkce)
+    assert ("S256 advertised" if pkce else "lacks S256: MCP clients refuse to sign in") in meaning
+    assert kind == "registration" and registration in how
+    assert registers is ("in advance" not in registration)

@@ -27,7 +27,15 @@ from mcp.server.auth.provider import AccessToken
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.jwks import IssuerKeys
 
-__all__ = ["CLOCK_SKEW", "JwtVerifier", "OAuthConfig", "Refusal", "claim_values", "display_name"]
+__all__ = [
+    "CLOCK_SKEW",
+    "JwtVerifier",
+    "OAuthConfig",
+    "Refusal",
+    "claim_values",
+    "client_support",
+    "display_name",
+]
 
 _log = logging.getLogger("vmware_pilot.oauth")
 
@@ -137,6 +145,38 @@ def display_name(claims: Mapping[str, Any]) -> str:
             if text:
                 return text
     return ""
+
+
+def client_support(metadata: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
+    """What MCP clients of the 2026-07-28 revision need of the issuer, read from its discovery
+    document: (what, whether it is there, what it means). Pilot only points clients to the issuer
+    (its protected resource metadata); the registration and PKCE are between them and the issuer.
+    """
+    methods = metadata.get("code_challenge_methods_supported")
+    pkce = isinstance(methods, list) and "S256" in methods
+    cimd = metadata.get("client_id_metadata_document_supported") is True
+    dcr = isinstance(metadata.get("registration_endpoint"), str)
+    if cimd:
+        registration = (
+            "clients register by client ID metadata documents (their client_id is the URL of their metadata)"
+        )
+    elif dcr:
+        registration = (
+            "clients register by dynamic client registration only (deprecated by MCP 2026-07-28 "
+            "in favour of client ID metadata documents)"
+        )
+    else:
+        registration = "neither client ID metadata documents nor dynamic registration: register each MCP client at the issuer in advance"
+    return [
+        (
+            "PKCE",
+            pkce,
+            "S256 advertised"
+            if pkce
+            else "code_challenge_methods_supported lacks S256: MCP clients refuse to sign in there",
+        ),
+        ("registration", cimd or dcr, registration),
+    ]
 
 
 class JwtVerifier:
