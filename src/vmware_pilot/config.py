@@ -449,6 +449,23 @@ class NetworkSettings(BaseSettings):
         # The issuer is compared character for character with the tokens' iss: keep it as given.
         return url if info.field_name == "oauth_issuer" else url.rstrip("/")
 
+    @field_validator("oauth_scopes")
+    @classmethod
+    def _check_scopes(cls, value: str) -> str:
+        for scope in value.replace(",", " ").split():
+            # RFC 6749 §3.3 scope-token: printable ASCII without a space, a double quote or a
+            # backslash (scopes are quoted in the WWW-Authenticate challenges).
+            if any(not 0x21 <= ord(c) <= 0x7E or c in '"\\' for c in scope):
+                raise ValueError(
+                    f"VMWARE_PILOT_OAUTH_SCOPES: {scope!r} is not an OAuth scope (RFC 6749 §3.3)"
+                )
+            if scope == "offline_access":
+                raise ValueError(
+                    "VMWARE_PILOT_OAUTH_SCOPES must not require offline_access: a refresh token is the "
+                    "client's choice, not something this resource needs (MCP 2026-07-28)"
+                )
+        return value
+
     @field_validator("oauth_roles_claim")
     @classmethod
     def _check_roles_claim(cls, value: str) -> str:

@@ -15,6 +15,7 @@ import pytest
 from tests.support import FAKE_SKILL
 from tests.support.backends import Database
 from tests.support.cli import Runner, entry_point
+from tests.support.oidc_provider import Person, Provider, new_key
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
 
@@ -105,3 +106,22 @@ def test_a_skill_whose_tool_environment_is_gone_fails_even_when_not_required(
     assert "environment of skill 'monitor' is missing" in row["detail"]
     assert str(gone) in row["detail"] and "uv tool install --reinstall vmware-monitor" in row["detail"]
     assert rows(out)["skill aiops"]["status"] == "info"  # a skill simply not installed stays info
+
+
+@pytest.mark.slow  # starts an OpenID Provider (Node)
+def test_the_oauth_issuer_is_checked_for_what_mcp_clients_need(pilot_home: Path, tmp_path: Path) -> None:
+    provider = Provider(
+        tmp_path / "oidc", [Person("alice", "alice-secret", "Alice", ("ops",))], [new_key("k1")]
+    )
+    provider.start()
+    try:
+        code, out, err = doctor("--json", env={"VMWARE_PILOT_OAUTH_ISSUER": provider.issuer})
+    finally:
+        provider.stop()
+    assert code == 0, out + err
+    found = rows(out)
+    assert found["oauth"]["status"] == "ok" and "1 signing key(s)" in found["oauth"]["detail"]
+    assert found["oauth pkce"] == {"check": "oauth pkce", "status": "ok", "detail": "S256 advertised"}
+    # The test provider offers neither client ID metadata documents nor dynamic registration.
+    assert found["oauth registration"]["status"] == "info"
+    assert "register each MCP client at the issuer in advance" in found["oauth registration"]["detail"]

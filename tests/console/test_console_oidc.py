@@ -167,6 +167,35 @@ def test_a_tampered_state_is_refused_and_uses_up_the_attempt(pilot: PilotProcess
     assert signed_in.status_code == 303 and signed_in.headers["location"].startswith("/console/login")
 
 
+def test_an_answer_naming_another_issuer_or_none_is_refused_before_it_is_read(
+    pilot: PilotProcess, provider: Provider
+) -> None:
+    # RFC 9207: the provider names itself in its answer, and says so in its metadata.
+    metadata = httpx.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=30).json()
+    assert metadata["authorization_response_iss_parameter_supported"] is True
+    with httpx.Client(timeout=30) as http:
+        callback = _to_callback(http, pilot, "alice")
+        assert _query(callback)["iss"] == provider.issuer
+        start = http.cookies.get("pilot_console_oidc")
+        assert start
+        mixed_up = http.get(_with(callback, iss="http://127.0.0.1:9"))
+        after = _replay(callback, start)  # the attempt was used up: the real answer is late
+        callback = _to_callback(http, pilot, "alice")
+        without_iss = {k: v for k, v in _query(callback).items() if k != "iss"}
+        unnamed = http.get(callback.split("?", maxsplit=1)[0] + "?" + urlencode(without_iss))
+        slashed = http.get(_with(_to_callback(http, pilot, "alice"), iss=provider.issuer + "/"))
+        signed_in = http.get(f"{pilot.base}/console/workflows")
+    assert (
+        mixed_up.status_code == 400
+        and f"another identity provider than {provider.issuer} (iss)" in mixed_up.text
+    )
+    assert after.status_code == 400 and "already used" in after.text
+    assert unnamed.status_code == 400, unnamed.text
+    assert "does not name its identity provider (iss)" in unnamed.text
+    assert slashed.status_code == 400 and "another identity provider" in slashed.text  # a simple string
+    assert signed_in.status_code == 303 and signed_in.headers["location"].startswith("/console/login")
+
+
 def test_a_callback_without_the_start_cookie_is_refused(pilot: PilotProcess) -> None:
     with httpx.Client(timeout=30) as http:
         callback = _to_callback(http, pilot, "alice")
@@ -176,13 +205,22 @@ def test_a_callback_without_the_start_cookie_is_refused(pilot: PilotProcess) -> 
         assert "pilot_console=" not in refused.headers.get("set-cookie", "").replace("pilot_console_oidc", "")
 
 
-def test_the_providers_error_and_a_person_without_a_role_get_clear_pages(pilot: PilotProcess) -> None:
+def test_the_providers_error_and_a_person_without_a_role_get_clear_pages(
+    pilot: PilotProcess, provider: Provider
+) -> None:
     with httpx.Client(timeout=30) as http:
         start = http.get(f"{pilot.base}/console/oidc/start")
         state = _query(start.headers["location"])["state"]
         denied = http.get(
             f"{pilot.base}{CALLBACK_PATH}?"
-            + urlencode({"error": "access_denied", "error_description": "<b>no</b>", "state": state})
+            + urlencode(
+                {
+                    "error": "access_denied",
+                    "error_description": "<b>no</b>",
+                    "state": state,
+                    "iss": provider.issuer,
+                }
+            )
         )
         assert denied.status_code == 400
         assert "refused the sign-in: access_denied (&lt;b&gt;no&lt;/b&gt;)" in denied.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.mcp_client import INCIDENT, Client
+from tests.support.refusals import REFUSALS
 from vmware_pilot.errors import NOT_FOUND_HINT
 
 NOT_FOUND = {"error": "Workflow 'wf-nope' not found", "hint": NOT_FOUND_HINT}
@@ -23,6 +24,12 @@ async def refusals(client: Client) -> list[dict[str, Any]]:
     missing = await client.call("no_such_tool")
     assert missing.is_error and "no_such_tool" in missing.payload["error"]
     return [unknown, extra, missing.payload]
+
+
+async def every_refusal(client: Client) -> dict[str, dict[str, Any]]:
+    """A refusal of every tool (tests/support/refusals.py), each read as a result: ``isError``, one
+    JSON text equal to the structured content, the payload in the tool's output schema."""
+    return {tool: await client.refused(tool, **arguments) for tool, arguments in REFUSALS.items()}
 
 
 async def demo_walk(client: Client, *, dispatched: bool, approver: str = "demo") -> dict[str, Any]:

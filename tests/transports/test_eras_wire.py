@@ -3,7 +3,9 @@
 request one stateless POST carrying its own ``_meta``) each walk the demo and get refusals as
 results whose structured content matches the output schema, over streamable HTTP (in this process
 through the ASGI app, and a real `vmware-pilot mcp --transport http`) and over stdio (a real
-`vmware-pilot mcp`). The in-memory counterpart is tests/server/test_eras.py."""
+`vmware-pilot mcp`); over a real server, a client of each era then reads a refusal of every tool
+(tests/support/refusals.py) as a result, the same payloads in both eras. The in-memory counterpart
+is tests/server/test_eras.py."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -21,8 +24,9 @@ from mcp.server.subscriptions import ResourceUpdated
 from starlette.types import ASGIApp
 
 from tests.support.asgi import BASE, lifespan
-from tests.support.eras import demo_walk, refusals
+from tests.support.eras import demo_walk, every_refusal, refusals
 from tests.support.mcp_client import ERAS, LEGACY, MODERN, Client, sdk_client
+from tests.support.refusals import REFUSALS
 from tests.support.server_proc import PILOT, clean_env, start_server
 from vmware_pilot import __version__
 from vmware_pilot.app import PilotApp, build_app
@@ -79,6 +83,7 @@ async def test_each_era_walks_the_demo_over_http_in_process(
         async with http_client(f"{BASE}/mcp", admin, era, transport) as client:
             await demo_walk(client, dispatched=False, approver="")
             await refusals(client)
+            assert list(await every_refusal(client)) == list(REFUSALS)
             created = await client.incident()
         async with http_client(f"{BASE}/mcp", reader, era, transport) as client:
             # The caller of each request is its own bearer's, in either era: a reader may read…
@@ -92,28 +97,36 @@ async def test_each_era_walks_the_demo_over_http_in_process(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("era", ERAS)
-async def test_each_era_walks_the_demo_over_a_real_http_server(tmp_path: Path, era: str) -> None:
+async def test_both_eras_walk_the_demo_against_one_real_http_server(tmp_path: Path) -> None:
     pilot_home = tmp_path / ".vmware"
     pilot_home.mkdir(mode=0o700)
     admin = TokenStore(pilot_home / "tokens.json").create("ann", "admin")
+    seen: dict[str, dict[str, Any]] = {}
     with start_server(tmp_path, ["--transport", "http"]) as server:
-        async with http_client(server.url, admin, era) as client:
-            await demo_walk(client, dispatched=False, approver="")
-            await refusals(client)
-            assert await identity(client, era) == ("vmware-pilot", __version__)
+        for era in ERAS:
+            async with http_client(server.url, admin, era) as client:
+                await demo_walk(client, dispatched=False, approver="")
+                await refusals(client)
+                seen[era] = await every_refusal(client)
+                assert await identity(client, era) == ("vmware-pilot", __version__)
+        assert server.stop() == 0, server.stderr()
+    assert seen[MODERN] == seen[LEGACY]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("era", ERAS)
-async def test_each_era_walks_the_demo_over_a_real_stdio_server(tmp_path: Path, era: str) -> None:
-    params = StdioServerParameters(command=str(PILOT), args=["mcp"], env=clean_env(tmp_path))
-    async with sdk_client(params, era=era) as session:
-        assert session.protocol_version == era
-        client = Client(session)
-        await demo_walk(client, dispatched=False)
-        await refusals(client)
-        assert await identity(client, era) == ("vmware-pilot", __version__)
+async def test_each_era_walks_the_demo_over_a_real_stdio_server(tmp_path: Path) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    for era in ERAS:
+        (tmp_path / era).mkdir()
+        params = StdioServerParameters(command=str(PILOT), args=["mcp"], env=clean_env(tmp_path / era))
+        async with sdk_client(params, era=era) as session:
+            assert session.protocol_version == era
+            client = Client(session)
+            await demo_walk(client, dispatched=False)
+            await refusals(client)
+            seen[era] = await every_refusal(client)
+            assert await identity(client, era) == ("vmware-pilot", __version__)
+    assert seen[MODERN] == seen[LEGACY]
 
 
 @pytest.mark.slow

@@ -125,7 +125,7 @@ async def test_protected_resource_metadata_names_this_resource_and_the_issuer(
     assert response.status_code == 200
     metadata = response.json()
     assert metadata["resource"] == RESOURCE
-    assert [s.rstrip("/") for s in metadata["authorization_servers"]] == [provider.issuer]
+    assert metadata["authorization_servers"] == [provider.issuer]  # exactly: no slash added
     assert metadata["bearer_methods_supported"] == ["header"]
 
 
@@ -169,29 +169,68 @@ async def test_an_expiry_within_the_clock_skew_is_still_accepted(http: Http, pro
 
 
 # --- refused tokens -------------------------------------------------------------------------
-def _bad_tokens(provider: Provider) -> dict[str, tuple[str, str]]:
-    """Name → (token, the reason Pilot logs for refusing it)."""
+def _bad_tokens(provider: Provider) -> dict[str, tuple[str, str, str]]:
+    """Name → (token, the reason Pilot logs for refusing it, what its 401 tells the client)."""
     now = int(time.time())
     good = {"sub": "alice", "aud": RESOURCE, "groups": ["operators"]}
     stranger = new_key("stranger")
     return {
-        "expired": (provider.sign({**good, "iat": now - 7200, "exp": now - 3600}), "ExpiredSignatureError"),
-        "not yet valid": (provider.sign({**good, "nbf": now + 3600}), "ImmatureSignatureError"),
+        "expired": (
+            provider.sign({**good, "iat": now - 7200, "exp": now - 3600}),
+            "ExpiredSignatureError",
+            "The access token has expired",
+        ),
+        "not yet valid": (
+            provider.sign({**good, "nbf": now + 3600}),
+            "ImmatureSignatureError",
+            "The access token is not valid yet",
+        ),
         "wrong audience (issued by the provider)": (
             provider.token("alice", "http://other.example.com/mcp"),
             "InvalidAudienceError",
+            f"its audience (aud) must name {RESOURCE}",
         ),
-        "wrong issuer": (provider.sign({**good, "iss": "http://127.0.0.1:1/other"}), "InvalidIssuerError"),
+        "wrong issuer": (
+            provider.sign({**good, "iss": "http://127.0.0.1:1/other"}),
+            f"issuer 'http://127.0.0.1:1/other' is not '{provider.issuer}'",
+            f"The access token was issued by http://127.0.0.1:1/other, not by {provider.issuer}",
+        ),
+        "the issuer with a trailing slash": (
+            provider.sign({**good, "iss": provider.issuer + "/"}),
+            f"issuer '{provider.issuer}/' is not '{provider.issuer}'",
+            f"The access token was issued by {provider.issuer}/, not by {provider.issuer}",
+        ),
         "badly signed (another key under the provider's kid)": (
             provider.sign(good, key=stranger, kid="k1"),
             "InvalidSignatureError",
+            "signature does not verify",
         ),
-        "unknown kid": (provider.sign(good, key=stranger), "no signing key 'stranger'"),
-        "no subject": (provider.sign({"aud": RESOURCE, "groups": ["operators"]}), 'missing the "sub" claim'),
-        "no expiry": (_without_exp(provider, good), 'missing the "exp" claim'),
-        "tampered payload": (_tampered(provider.token("erin", RESOURCE)), "InvalidSignatureError"),
-        "not a JWT": ("eyJ.not-a-jwt", "not a JWT"),
-        "alg none": (_unsigned(provider, good), "algorithm 'none' is not accepted"),
+        "unknown kid": (
+            provider.sign(good, key=stranger),
+            "no signing key 'stranger'",
+            f"signed with a key (stranger) that {provider.issuer} does not publish",
+        ),
+        "no subject": (
+            provider.sign({"aud": RESOURCE, "groups": ["operators"]}),
+            'missing the "sub" claim',
+            "The access token lacks the sub claim",
+        ),
+        "no expiry": (
+            _without_exp(provider, good),
+            'missing the "exp" claim',
+            "The access token lacks the exp claim",
+        ),
+        "tampered payload": (
+            _tampered(provider.token("erin", RESOURCE)),
+            "InvalidSignatureError",
+            "signature does not verify",
+        ),
+        "not a JWT": ("eyJ.not-a-jwt", "not a JWT", "neither a token of this server nor a JWT"),
+        "alg none": (
+            _unsigned(provider, good),
+            "algorithm 'none' is not accepted",
+            "not signed with an asymmetric algorithm",
+        ),
     }
 
 
@@ -223,14 +262,40 @@ async def test_every_kind_of_bad_token_is_refused_with_401_for_its_reason(
     http: Http, provider: Provider, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="vmware_pilot.oauth")
-    for name, (token, reason) in _bad_tokens(provider).items():
+    for name, (token, reason, described) in _bad_tokens(provider).items():
         caplog.clear()
         response = await http.post(token)
         assert response.status_code == 401, (name, response.status_code, response.text)
-        assert f'resource_metadata="{METADATA}"' in response.headers["www-authenticate"], name
+        challenge = response.headers["www-authenticate"]
+        assert f'resource_metadata="{METADATA}"' in challenge, name
+        assert 'Bearer error="invalid_token", error_description="' in challenge, (name, challenge)
+        assert described in challenge and described in response.json()["error_description"], name
         refusals = [r.getMessage() for r in caplog.records if r.name == "vmware_pilot.oauth"]
         assert any(reason in m for m in refusals), (name, refusals)
         assert token not in caplog.text  # the token itself is never logged
+
+
+async def test_a_token_another_provider_issued_for_this_resource_is_refused_for_its_issuer(
+    http: Http, provider: Provider, tmp_path: Path
+) -> None:
+    # A real second OpenID Provider issues a token for this very resource: right audience, valid
+    # signature by its own keys, wrong issuer. It is refused on the issuer, keys not fetched.
+    other = Provider(tmp_path / "other", PEOPLE, [new_key("k1")])
+    other.start()
+    try:
+        token = other.token("alice", RESOURCE)
+    finally:
+        other.stop()
+    before = http.keys.fetches
+    response = await http.post(token)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert (
+        challenge.startswith('Bearer error="invalid_token", ')
+        and f'resource_metadata="{METADATA}"' in challenge
+    )
+    assert f"issued by {other.issuer}, not by {provider.issuer}, the authorization server" in challenge
+    assert http.keys.fetches == before
 
 
 async def test_an_unknown_kid_refetches_the_keys_at_most_once_per_interval(
@@ -278,7 +343,15 @@ async def test_a_required_scope_missing_from_the_token_gets_403(
     async for http in _http(pilot_app, pilot_home, keys, scopes=("mcp",)):
         without = await http.post(provider.token("alice", RESOURCE))
         assert without.status_code == 403
-        assert 'error="insufficient_scope"' in without.headers["www-authenticate"]
+        challenge = without.headers["www-authenticate"]
+        # Every scope the operation needs, in one challenge (MCP 2026-07-28, scope challenges).
+        assert 'error="insufficient_scope"' in challenge and 'scope="mcp"' in challenge
+        assert f'resource_metadata="{METADATA}"' in challenge
+        unauthenticated = await http.post(None)
+        assert (
+            unauthenticated.headers["www-authenticate"]
+            == f'Bearer resource_metadata="{METADATA}", scope="mcp"'
+        )
         assert (await http.post(provider.token("alice", RESOURCE, scope="mcp"))).status_code == 200
         metadata = (await http.client.get("/.well-known/oauth-protected-resource")).json()
         assert metadata["scopes_supported"] == ["mcp"]

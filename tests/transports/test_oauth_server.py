@@ -13,6 +13,7 @@ import re
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -27,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
+from tests.support.mcp_client import ERAS, Client, sdk_client
 from tests.support.oidc_provider import OIDC_DIR, Person, Provider, new_key
 from tests.support.server_proc import PilotProcess, start_server
 from vmware_pilot.server import TOOL_NAMES
@@ -49,6 +51,12 @@ groups:
 GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "go?"}}
 REDIRECT = "http://127.0.0.1:9/callback"  # registered for mcp-desktop in tests/oidc/provider.mjs
 READS = {"review_workflow", "get_workflow_status", "list_workflows", "get_skill_catalog"}
+_DISCOVER = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "server/discover",
+    "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+}
 
 
 class _Memory:
@@ -269,11 +277,73 @@ async def test_four_eyes_across_two_people_compares_their_subjects(
     assert ("approved", "Bob Builder (oidc:bob)") in actors
 
 
-async def test_a_raw_request_without_a_token_learns_where_the_metadata_is(server: PilotProcess) -> None:
+async def test_a_raw_request_without_a_token_learns_where_the_metadata_is(
+    server: PilotProcess, provider: Provider
+) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         response = await http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
         assert response.status_code == 401
-        assert f'resource_metadata="{metadata_url}"' in response.headers["www-authenticate"]
+        assert (
+            response.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url}", scope="mcp"'
+        )
         metadata = (await http.get(metadata_url)).json()
-    assert metadata["resource"] == server.url and metadata["scopes_supported"] == ["mcp"]
+        provider_metadata = (await http.get(f"{provider.issuer}/.well-known/openid-configuration")).json()
+    # What a 2026-07-28 client needs: this resource, its authorization server written exactly as
+    # that server's own metadata writes its issuer (compared as a simple string), the scopes.
+    assert metadata == {
+        "resource": server.url,
+        "authorization_servers": [provider_metadata["issuer"]],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "vmware-pilot",
+        "scopes_supported": ["mcp"],
+    }
+    assert "S256" in provider_metadata["code_challenge_methods_supported"]
+
+
+async def test_a_token_from_another_provider_is_refused_with_a_clear_challenge(
+    server: PilotProcess, provider: Provider, tmp_path: Path
+) -> None:
+    other = Provider(tmp_path / "other", PEOPLE, [new_key("k1")])
+    other.start()
+    try:
+        token = other.token("alice", server.url, scope="mcp")  # this resource, the other issuer
+    finally:
+        other.stop()
+    headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(server.url, json=_DISCOVER, headers=headers)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge == (
+        f'Bearer error="invalid_token", error_description="The access token was issued by '
+        f"{other.issuer}, not by {provider.issuer}, the authorization server of this resource (see "
+        f'its protected resource metadata)", resource_metadata="{server.base}/.well-known/'
+        f'oauth-protected-resource/mcp", scope="mcp"'
+    )
+    assert response.json()["error"] == "invalid_token"
+    assert "OAuth access token refused: issuer" in server.stderr() and token not in server.stderr()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_python_sdk_pinned_to_each_era_gets_its_token_and_walks(
+    server: PilotProcess, provider: Provider, era: str
+) -> None:
+    person = provider.person("alice")
+    auth = ClientCredentialsOAuthProvider(
+        server_url=server.url,
+        storage=_Memory(),
+        client_id=person.id,
+        client_secret=person.secret,
+        issuer=provider.issuer,
+    )
+    async with (
+        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        sdk_client(streamable_http_client(server.url, http_client=http), era=era) as session,
+    ):
+        assert session.protocol_version == era
+        client = Client(session)
+        created = await client.incident()
+        status = await client.status(created)
+        assert status["created_by"] == "Alice Example (oidc:alice)"
+        assert await client.refused("get_workflow_status", workflow_id="wf-nope")

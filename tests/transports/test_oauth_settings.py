@@ -42,6 +42,9 @@ def test_settings_read_the_oauth_variables(monkeypatch: pytest.MonkeyPatch) -> N
         ("oauth_issuer", "https://idp.example.com/?x=1", "must not carry a query"),
         ("public_url", "https://pilot.example.com/prefix", "scheme, host and port only"),
         ("oauth_roles_claim", " ", "must name a claim"),
+        ("oauth_scopes", "mcp offline_access", "must not require offline_access"),
+        ("oauth_scopes", 'mcp "quoted"', "is not an OAuth scope"),
+        ("oauth_scopes", "mcp a\\b", "is not an OAuth scope"),
     ],
 )
 def test_bad_oauth_settings_are_refused_with_what_to_do(field: str, value: str, problem: str) -> None:

@@ -5,8 +5,8 @@ names); the database (reachable, schema version, migrations pending, its clock a
 host's); each family skill (found, command, version, tool count, its config file and the target
 in it, one read answered; a skill not installed fails only when it is required: named in
 VMWARE_PILOT_SKILL_COMMANDS or with --skill; one whose program is found but whose environment is
-gone always fails); OAuth (the issuer's keys fetched) and the console's
-sign-in settings; the notify URL (answers HTTP). Exit 0 when all is well, 1 naming what is not.
+gone always fails); OAuth (the issuer's keys fetched; what MCP clients need of it: PKCE with
+S256, fails without; how they register, for information) and the console's sign-in settings; the notify URL (answers HTTP). Exit 0 when all is well, 1 naming what is not.
 Nothing is created or migrated, no secret is printed.
 """
 
@@ -165,6 +165,7 @@ async def _oauth_rows(settings: Settings) -> list[Row]:
     if settings.oauth_issuer:
         from vmware_pilot.errors import PilotError
         from vmware_pilot.transports.jwks import IssuerKeys
+        from vmware_pilot.transports.oauth import client_support
 
         keys = IssuerKeys(settings.oauth_issuer)
         try:
@@ -179,6 +180,9 @@ async def _oauth_rows(settings: Settings) -> list[Row]:
                     f"{settings.oauth_issuer}: {len(keys.key_ids()) or 'unnamed'} signing key(s)",
                 )
             )
+            pkce, registration = client_support(keys.metadata)
+            rows.append(Row("oauth pkce", "ok" if pkce[1] else "fail", pkce[2]))
+            rows.append(Row("oauth registration", "info", registration[2]))
     else:
         rows.append(Row("oauth", "info", "off (static tokens only)"))
     if settings.console_oidc_client_id.strip() and not settings.oauth_issuer:

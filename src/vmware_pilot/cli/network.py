@@ -23,7 +23,7 @@ from vmware_pilot.errors import InvalidInput, PilotError, StartupRefused
 from vmware_pilot.tooltable import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, Transport, parse_public_names, serve_http
 from vmware_pilot.transports.jwks import IssuerKeys
-from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig
+from vmware_pilot.transports.oauth import JwtVerifier, OAuthConfig, client_support
 from vmware_pilot.transports.roles import ROLES_FILE, RoleBook
 from vmware_pilot.transports.tokens import TOKENS_FILE, DbTokenStore, Tokens, TokenStore
 
@@ -144,6 +144,9 @@ def serve_network(settings: Settings, options: HttpOptions) -> None:
             return None
         keys = IssuerKeys(config.issuer)
         await keys.load()
+        for what, there, meaning in client_support(keys.metadata):
+            if not there:  # the issuer's business, not Pilot's: said, and served anyway
+                _log.warning("OAuth issuer %s, %s: %s", config.issuer, what, meaning)
         return JwtVerifier(config, keys)
 
     from vmware_pilot.engine.sweeper import Sweeper, sweeping

@@ -46,11 +46,11 @@ from vmware_pilot.server import create_server
 from vmware_pilot.server.pipeline import PilotMCPServer
 from vmware_pilot.transports.callers import (
     CallerVerifier,
-    add_resource_metadata_root,
-    answer_outages,
     current_caller,
-    gate_roles,
+    gate_resource,
+    install_authentication,
     resource_metadata_url,
+    serve_resource_metadata,
 )
 from vmware_pilot.transports.connections import ConnectionLimits, guarded_protocol
 from vmware_pilot.transports.health import PROBE_PATHS, Probes
@@ -298,21 +298,23 @@ def build_http_app(
         # The issuer is only a label here: tokens are issued by `vmware-pilot token create`.
         auth = AuthSettings(issuer_url=f"https://{_host_form(options.names()[0])}", resource_server_url=None)
     else:
+        # No resource_server_url for the SDK: the protected resource metadata and the 401/403
+        # challenges of /mcp are Pilot's own (callers.py), the verifier checks the audience.
         auth = AuthSettings(
             issuer_url=jwt.config.issuer,
-            resource_server_url=jwt.config.resource,
+            resource_server_url=None,
             required_scopes=list(jwt.config.scopes) or None,
-            validate_token_resource=False,  # the verifier checks the audience itself
         )
+    verifier = CallerVerifier(tokens, jwt)
     server = create_server(
         app,
         actor=current_caller,
         role_of=roles.role_of,
-        token_verifier=CallerVerifier(tokens, jwt),
+        token_verifier=verifier,
         auth=auth,
     )
     if jwt is not None:
-        add_resource_metadata_root(server, jwt.config)
+        serve_resource_metadata(server, jwt.config)
     starlette = server.streamable_http_app(
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
@@ -320,10 +322,10 @@ def build_http_app(
         max_request_body_size=MAX_REQUEST_BYTES,
     )
     _drain_tasks_on_shutdown(starlette, server)
-    answer_outages(starlette)
+    install_authentication(starlette, verifier)
     check_bodies(starlette, "/mcp")
     if jwt is not None:
-        gate_roles(starlette, "/mcp", roles.role_of, resource_metadata_url(jwt.config))
+        gate_resource(starlette, "/mcp", roles.role_of, jwt.config)
     from vmware_pilot.transports.console import mount_console
     from vmware_pilot.transports.console.oidc import OidcLogin
 
@@ -334,10 +336,10 @@ def build_http_app(
     )
     if jwt is None and app.settings.console_oidc_client_id.strip():
         _log.warning("VMWARE_PILOT_CONSOLE_OIDC_CLIENT_ID is ignored: VMWARE_PILOT_OAUTH_ISSUER is not set")
-    mount_console(starlette, app, CallerVerifier(tokens, jwt), roles.role_of, oidc)
+    mount_console(starlette, app, verifier, roles.role_of, oidc)
     # A person who opens the server's address lands on the console, not on a bare 404.
     starlette.router.routes.append(Route("/", _to_console, methods=["GET", "HEAD"]))
-    endpoint = MetricsEndpoint(metrics or Metrics(app), CallerVerifier(tokens, jwt), roles.role_of)
+    endpoint = MetricsEndpoint(metrics or Metrics(app), verifier, roles.role_of)
     return _Guard(starlette, hosts, origins, Probes(app, jwt.keys if jwt else None), endpoint)
 
 

@@ -71,6 +71,7 @@ class IssuerKeys:
         self._fetched_at: float | None = None
         self._tried_at: float | None = None
         self._jwks_uri = ""
+        self.metadata: dict[str, Any] = {}  # the issuer's discovery document, once fetched
         self._lock = asyncio.Lock()
         self.fetches = 0  # how many times the key set was fetched
 
@@ -120,7 +121,9 @@ class IssuerKeys:
         self._tried_at = self._clock()
         async with httpx.AsyncClient(timeout=_TIMEOUT, follow_redirects=False) as client:
             if not self._jwks_uri:
-                self._jwks_uri = self._jwks_uri_from(await self._get_json(client, discovery_url(self.issuer)))
+                metadata = await self._get_json(client, discovery_url(self.issuer))
+                self._jwks_uri = self._jwks_uri_from(metadata)
+                self.metadata = metadata
             document = await self._get_json(client, self._jwks_uri)
         keys, unnamed = self._parse(document)
         self._keys, self._unnamed = keys, unnamed

@@ -5,8 +5,11 @@ asymmetric algorithms only, the algorithm being the key's), ``iss`` is the confi
 exactly, ``aud`` names this server's audience (by default its resource URL, ``…/mcp``), ``exp``
 has not passed and ``nbf``/``iat`` are not in the future (a minute of clock skew either way), and
 ``sub`` is present. The caller is the subject; its display name comes from ``name`` or
-``preferred_username``; its groups from the roles claim. Anything else gets None (a 401), with
-the reason logged and never the token.
+``preferred_username``; its groups from the roles claim. Anything else is a ``Refusal``: the
+reason in the log (never the token), a description for the client's 401 (callers.py puts it in
+``WWW-Authenticate``). The issuer is compared first, as a simple string (MCP 2026-07-28, RFC 8414
+§3.3: no case folding, no trailing-slash or default-port leniency): a token of another issuer is
+refused before any key is looked up, so it never makes Pilot fetch the issuer's keys again.
 """
 
 from __future__ import annotations
@@ -24,7 +27,15 @@ from mcp.server.auth.provider import AccessToken
 from vmware_pilot.config import Settings
 from vmware_pilot.transports.jwks import IssuerKeys
 
-__all__ = ["CLOCK_SKEW", "JwtVerifier", "OAuthConfig", "claim_values", "display_name"]
+__all__ = [
+    "CLOCK_SKEW",
+    "JwtVerifier",
+    "OAuthConfig",
+    "Refusal",
+    "claim_values",
+    "client_support",
+    "display_name",
+]
 
 _log = logging.getLogger("vmware_pilot.oauth")
 
@@ -40,6 +51,15 @@ _SUBJECT = re.compile(r"^[\x21-\x7e]{1,255}$")
 _MAX_GROUPS = 256
 _MAX_GROUP = 256
 _MAX_DISPLAY = 80
+_MAX_SHOWN = 120  # characters of a token's own claim (e.g. its iss) repeated in a refusal
+_INVALID = "The access token is not valid"
+# What the client is told for each of PyJWT's refusals (the log keeps PyJWT's own words).
+_DESCRIBED: dict[type[jwt.PyJWTError], str] = {
+    jwt.ExpiredSignatureError: "The access token has expired",
+    jwt.ImmatureSignatureError: "The access token is not valid yet (nbf or iat lies in the future)",
+    jwt.InvalidSignatureError: "The access token's signature does not verify with the authorization "
+    "server's published keys",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +85,22 @@ class OAuthConfig:
             roles_claim=settings.oauth_roles_claim,
             scopes=tuple(settings.oauth_scope_list),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a bearer token is refused: ``description`` is for the client (the 401's
+    ``error_description``: printable, bounded, naming nothing the client does not know or the
+    protected resource metadata does not say), ``reason`` for the server's log."""
+
+    description: str
+    reason: str
+
+
+def _shown(value: object) -> str:
+    """A claim of the token as a refusal may repeat it: printable ASCII, bounded."""
+    text = "".join(c if 0x20 < ord(c) < 0x7F else "?" for c in str(value))
+    return text[:_MAX_SHOWN] + ("..." if len(text) > _MAX_SHOWN else "")
 
 
 def claim_values(claims: Mapping[str, Any], name: str) -> list[str]:
@@ -111,6 +147,38 @@ def display_name(claims: Mapping[str, Any]) -> str:
     return ""
 
 
+def client_support(metadata: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
+    """What MCP clients of the 2026-07-28 revision need of the issuer, read from its discovery
+    document: (what, whether it is there, what it means). Pilot only points clients to the issuer
+    (its protected resource metadata); the registration and PKCE are between them and the issuer.
+    """
+    methods = metadata.get("code_challenge_methods_supported")
+    pkce = isinstance(methods, list) and "S256" in methods
+    cimd = metadata.get("client_id_metadata_document_supported") is True
+    dcr = isinstance(metadata.get("registration_endpoint"), str)
+    if cimd:
+        registration = (
+            "clients register by client ID metadata documents (their client_id is the URL of their metadata)"
+        )
+    elif dcr:
+        registration = (
+            "clients register by dynamic client registration only (deprecated by MCP 2026-07-28 "
+            "in favour of client ID metadata documents)"
+        )
+    else:
+        registration = "neither client ID metadata documents nor dynamic registration: register each MCP client at the issuer in advance"
+    return [
+        (
+            "PKCE",
+            pkce,
+            "S256 advertised"
+            if pkce
+            else "code_challenge_methods_supported lacks S256: MCP clients refuse to sign in there",
+        ),
+        ("registration", cimd or dcr, registration),
+    ]
+
+
 class JwtVerifier:
     """Validates JWT access tokens of ``config.issuer`` with the keys of ``keys``."""
 
@@ -120,29 +188,53 @@ class JwtVerifier:
 
     async def verify(self, token: str) -> AccessToken | None:
         """The validated token as the SDK's ``AccessToken``, or None with the reason logged."""
+        checked = await self.check(token)
+        return checked if isinstance(checked, AccessToken) else None
+
+    async def check(self, token: str) -> AccessToken | Refusal:
+        """The validated token, or why it is refused (the reason logged, never the token)."""
         try:
             return await self._verify(token)
         except _Refused as exc:
             # A bearer that is no JWT at all is most likely a mistyped static token: less alarming.
-            level = logging.INFO if str(exc) == _NOT_A_JWT else logging.WARNING
-            _log.log(level, "OAuth access token refused: %s", exc)
-            return None
+            level = logging.INFO if exc.reason == _NOT_A_JWT else logging.WARNING
+            _log.log(level, "OAuth access token refused: %s", exc.reason)
+            return Refusal(exc.description, exc.reason)
 
     async def _verify(self, token: str) -> AccessToken:
+        not_ours = "The bearer token is neither a token of this server nor a JWT access token"
         if not token or len(token) > _MAX_TOKEN or token.count(".") != 2:
-            raise _Refused(_NOT_A_JWT)
+            raise _Refused(_NOT_A_JWT, not_ours)
         try:
             header = jwt.get_unverified_header(token)
+            unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
-            raise _Refused(_NOT_A_JWT) from None
+            raise _Refused(_NOT_A_JWT, not_ours) from None
+        issuer = unverified.get("iss")
+        if issuer != self.config.issuer:
+            # Read before the signature is checked, so only ever used to refuse.
+            if issuer is None:
+                raise _Refused("no iss claim", "The access token names no issuer (iss)")
+            raise _Refused(
+                f"issuer {_shown(issuer)!r} is not {self.config.issuer!r}",
+                f"The access token was issued by {_shown(issuer)}, not by {self.config.issuer}, the "
+                "authorization server of this resource (see its protected resource metadata)",
+            )
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in _ALGORITHMS:
-            raise _Refused(f"algorithm {alg!r} is not accepted (asymmetric signatures only)")
+            raise _Refused(
+                f"algorithm {alg!r} is not accepted (asymmetric signatures only)",
+                "The access token is not signed with an asymmetric algorithm",
+            )
         if kid is not None and not isinstance(kid, str):
-            raise _Refused("the key id is not a string")
+            raise _Refused("the key id is not a string", _INVALID)
         key = await self.keys.key(kid)
         if key is None:
-            raise _Refused(f"no signing key {kid!r} among the issuer's published keys")
+            raise _Refused(
+                f"no signing key {kid!r} among the issuer's published keys",
+                f"The access token is signed with a key ({_shown(kid)}) that {self.config.issuer} "
+                "does not publish",
+            )
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -154,11 +246,13 @@ class JwtVerifier:
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
         except jwt.PyJWTError as exc:
-            raise _Refused(f"{type(exc).__name__}: {exc}") from None
+            raise _Refused(f"{type(exc).__name__}: {exc}", self._described(exc)) from None
         subject = claims["sub"]
         if not isinstance(subject, str) or not _SUBJECT.match(subject) or any(c in "()" for c in subject):
             raise _Refused(
-                "the subject is not 1-255 printable ASCII characters without spaces or parentheses"
+                "the subject is not 1-255 printable ASCII characters without spaces or parentheses",
+                "The access token's subject (sub) is not 1-255 printable characters without spaces "
+                "or parentheses",
             )
         scopes = _scopes(claims)
         missing = [s for s in self.config.scopes if s not in scopes]
@@ -182,6 +276,18 @@ class JwtVerifier:
             },
         )
 
+    def _described(self, exc: jwt.PyJWTError) -> str:
+        if isinstance(exc, jwt.InvalidAudienceError):
+            return f"The access token is not for this resource: its audience (aud) must name {self.config.audience}"
+        if isinstance(exc, jwt.MissingRequiredClaimError):
+            return f"The access token lacks the {exc.claim} claim"
+        return next((text for kind, text in _DESCRIBED.items() if isinstance(exc, kind)), _INVALID)
+
 
 class _Refused(Exception):
-    """Why a token is refused (logged; the client only sees 401)."""
+    """Why a token is refused: ``reason`` for the log, ``description`` for the client's 401."""
+
+    def __init__(self, reason: str, description: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.description = description

@@ -6,7 +6,10 @@ authorization URL. Attempts in progress are bounded per client address: a client
 past ``_PER_CLIENT`` replaces that client's own oldest one, never someone else's, and once
 ``_MAX_ATTEMPTS`` are in progress new ones are refused (``OidcBusy``) rather than evicting any. ``finish`` takes the callback's query and that key: the attempt is taken out
 (so a callback replayed is refused), must not have expired, and its ``state`` must equal the
-callback's; the code is exchanged at the provider's token endpoint (with the verifier, and the
+callback's; its ``iss`` (RFC 9207, as MCP 2026-07-28 asks of its clients against mix-up attacks)
+must be the issuer exactly, and must be there when the provider's metadata says it sends it
+(``authorization_response_iss_parameter_supported``), before anything in the answer, an error
+included, is acted on; the discovery document must name the issuer exactly; the code is exchanged at the provider's token endpoint (with the verifier, and the
 client secret for a confidential client); the ID token is validated with the issuer's published
 keys (jwks.py): signature, ``iss``, ``aud`` = the client id, ``exp``/``iat``, and ``nonce`` equal
 to the attempt's. The person is an ``oidc`` Actor: subject, display name and the groups of the
@@ -70,6 +73,7 @@ class _Endpoints:
     authorize: str
     token: str
     userinfo: str
+    iss_always: bool  # the provider says its every authorization response carries iss (RFC 9207)
 
 
 def _challenge(verifier: str) -> str:
@@ -192,6 +196,19 @@ class OidcLogin:
             raise OidcRefused(
                 "The identity provider's answer does not belong to this sign-in (state)", hint=_AGAIN
             )
+        issuer = params.get("iss")
+        if issuer is not None and issuer != self.issuer:
+            raise OidcRefused(
+                f"The answer to this sign-in comes from another identity provider than {self.issuer} (iss)",
+                hint=_AGAIN + " If it happens again, tell an administrator: an answer was sent from "
+                "elsewhere.",
+            )
+        if issuer is None and (await self._discover()).iss_always:
+            raise OidcRefused(
+                f"The answer to this sign-in does not name its identity provider (iss), which "
+                f"{self.issuer} says it always does",
+                hint=_AGAIN,
+            )
         if params.get("error"):
             described = params.get("error_description", "")[:300]
             raise OidcRefused(
@@ -220,6 +237,12 @@ class OidcLogin:
     async def _discover(self) -> _Endpoints:
         if self._endpoints is None:
             document = await self._call("GET", discovery_url(self.issuer))
+            if document.get("issuer") != self.issuer:
+                raise OidcRefused(
+                    f"The discovery document of {self.issuer} names another issuer",
+                    hint="Set VMWARE_PILOT_OAUTH_ISSUER to exactly the issuer the document names "
+                    "(a trailing slash counts).",
+                )
             urls = {
                 k: document.get(k)
                 for k in (
@@ -236,7 +259,13 @@ class OidcLogin:
                     f"The discovery document of {self.issuer} names no https authorization or token endpoint",
                     hint="Check VMWARE_PILOT_OAUTH_ISSUER and the identity provider's configuration.",
                 )
-            self._endpoints = _Endpoints(*(u if isinstance(u, str) else "" for u in urls.values()))
+            authorize, token, userinfo = (u if isinstance(u, str) else "" for u in urls.values())
+            self._endpoints = _Endpoints(
+                authorize,
+                token,
+                userinfo,
+                iss_always=document.get("authorization_response_iss_parameter_supported") is True,
+            )
         return self._endpoints
 
     async def _exchange(self, code: str, verifier: str) -> dict[str, Any]:
