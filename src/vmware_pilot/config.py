@@ -453,11 +453,11 @@ class NetworkSettings(BaseSettings):
     @classmethod
     def _check_scopes(cls, value: str) -> str:
         for scope in value.replace(",", " ").split():
-            # RFC 6749 §3.3 scope-token: printable ASCII without a space, a double quote or a
+            # RFC 6749 section 3.3 scope-token: printable ASCII without a space, a double quote or a
             # backslash (scopes are quoted in the WWW-Authenticate challenges).
             if any(not 0x21 <= ord(c) <= 0x7E or c in '"\\' for c in scope):
                 raise ValueError(
-                    f"VMWARE_PILOT_OAUTH_SCOPES: {scope!r} is not an OAuth scope (RFC 6749 §3.3)"
+                    f"VMWARE_PILOT_OAUTH_SCOPES: {scope!r} is not an OAuth scope (RFC 6749 section 3.3)"
                 )
             if scope == "offline_access":
                 raise ValueError(

@@ -117,7 +117,7 @@ async def test_the_metadata_names_the_issuer_exactly_as_configured(
 async def test_a_request_without_a_token_learns_the_metadata_and_the_scopes(pilot: Pilot) -> None:
     response = await pilot.post(None)
     assert response.status_code == 401
-    # RFC 6750 §3: no error code when the request carried no token.
+    # RFC 6750 section 3: no error code when the request carried no token.
     assert _challenge(response) == f'Bearer resource_metadata="{METADATA}", scope="mcp"'
 
 

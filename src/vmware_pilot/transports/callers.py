@@ -192,7 +192,7 @@ class ResourceGate:
             refusal = scope.get(_REFUSAL)
             if isinstance(refusal, Refusal):
                 await self._challenge(send, 401, "invalid_token", refusal.description)
-            else:  # RFC 6750 §3: no error code when the request carried no token
+            else:  # RFC 6750 section 3: no error code when the request carried no token
                 await self._challenge(send, 401, "", "An access token is required")
             return
         actor = actor_of(user.access_token)
@@ -311,7 +311,7 @@ def resource_metadata(config: OAuthConfig) -> dict[str, Any]:
 
 def serve_resource_metadata(server: MCPServer[Any], config: OAuthConfig) -> None:
     """Serve the protected resource metadata at ``/.well-known/oauth-protected-resource/mcp``
-    (RFC 9728 §3.1) and at the bare well-known path, readable cross-origin (browser clients)."""
+    (RFC 9728 section 3.1) and at the bare well-known path, readable cross-origin (browser clients)."""
     document = resource_metadata(config)
 
     async def handle(_request: Request) -> Response:

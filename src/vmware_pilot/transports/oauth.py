@@ -8,7 +8,7 @@ has not passed and ``nbf``/``iat`` are not in the future (a minute of clock skew
 ``preferred_username``; its groups from the roles claim. Anything else is a ``Refusal``: the
 reason in the log (never the token), a description for the client's 401 (callers.py puts it in
 ``WWW-Authenticate``). The issuer is compared first, as a simple string (MCP 2026-07-28, RFC 8414
-§3.3: no case folding, no trailing-slash or default-port leniency): a token of another issuer is
+section 3.3: no case folding, no trailing-slash or default-port leniency): a token of another issuer is
 refused before any key is looked up, so it never makes Pilot fetch the issuer's keys again.
 """
 
