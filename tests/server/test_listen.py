@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -26,13 +25,6 @@ from vmware_pilot.domain.actor import Actor
 from vmware_pilot.safety.duties import BUILTIN_ROLES, Role
 from vmware_pilot.server import create_server
 from vmware_pilot.server.subscriptions import MAX_LISTENED, SubscriptionHub, VersionPolling, WorkflowBus
-
-
-@pytest.fixture
-def fast_app(pilot_home: Path, database: Database) -> Any:
-    app = build_app(Settings(home=pilot_home, database_url=database.settings_url, watch_interval=0.05))
-    yield app
-    app.close()
 
 
 @asynccontextmanager

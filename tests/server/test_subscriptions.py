@@ -8,28 +8,16 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.support.backends import Database
 from tests.support.mcp_client import Client, connect
 from tests.support.updates import Updates
-from vmware_pilot.app import PilotApp, build_app
-from vmware_pilot.config import Settings
+from vmware_pilot.app import PilotApp
 
 PILOT = Path(sys.executable).with_name("vmware-pilot")
-
-
-@pytest.fixture
-def fast_app(pilot_home: Path, database: Database) -> Any:
-    # On PostgreSQL the CLI process of the cross-process test finds the database by the URL the
-    # ``database`` fixture put in the environment: another replica sharing it.
-    app = build_app(Settings(home=pilot_home, database_url=database.settings_url, watch_interval=0.05))
-    yield app
-    app.close()
 
 
 @asynccontextmanager

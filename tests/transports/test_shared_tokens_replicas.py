@@ -12,21 +12,10 @@ import httpx
 import pytest
 
 from tests.support.backends import Database
-from tests.support.server_proc import INIT, PILOT, PilotProcess, clean_env, start_server
+from tests.support.http_replicas import cli
+from tests.support.server_proc import INIT, PilotProcess, start_server
 
 pytestmark = pytest.mark.slow
-
-
-def _cli(folder: Path, url: str, *args: str) -> str:
-    """`vmware-pilot ARGS` as an operator on host ``folder`` would run it; its stdout."""
-    import subprocess
-
-    env = clean_env(folder, {"VMWARE_PILOT_DATABASE_URL": url})
-    done = subprocess.run(
-        [str(PILOT), *args], env=env, cwd=folder, capture_output=True, text=True, check=False, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def _status(server: PilotProcess, secret: str) -> int:
@@ -44,7 +33,7 @@ def hosts(database: Database, tmp_path: Path) -> list[Path]:
 
 @pytest.fixture
 def replicas(database: Database, hosts: list[Path]) -> Iterator[list[PilotProcess]]:
-    _cli(hosts[2], database.raw_url, "token", "create", "alice")
+    cli(hosts[2], database.raw_url, "token", "create", "alice")
     env = {"VMWARE_PILOT_DATABASE_URL": database.raw_url}
     with ExitStack() as stack:
         yield [stack.enter_context(start_server(h, ["--transport", "http"], env=env)) for h in hosts[:2]]
@@ -56,10 +45,10 @@ def test_a_token_made_once_against_the_database_works_on_both_replicas(
     for host in hosts:
         assert not (host / ".vmware" / "tokens.json").exists()
     # made on the operator's host while both replicas run: no restart needed
-    secret = _cli(hosts[2], database.raw_url, "token", "create", "bob", "--role", "reader")
+    secret = cli(hosts[2], database.raw_url, "token", "create", "bob", "--role", "reader")
     for server in replicas:
         assert _status(server, secret) == 200, server.stderr()
         assert _status(server, secret + "x") == 401
-    _cli(hosts[2], database.raw_url, "token", "revoke", "bob")
+    cli(hosts[2], database.raw_url, "token", "revoke", "bob")
     for server in replicas:
         assert _status(server, secret) == 401
