@@ -102,12 +102,18 @@ async def test_a_2026_run_tells_progress_and_logs_only_to_a_request_that_asked(d
     assert len(logged) == before
 
 
-async def test_each_era_is_told_it_can_subscribe(pilot_app: PilotApp) -> None:
+async def test_each_era_is_told_it_can_subscribe_and_that_no_list_changes(pilot_app: PilotApp) -> None:
     async with connect(pilot_app) as legacy, connect(pilot_app, era="auto") as modern:
-        told = legacy.session.server_capabilities.resources
-        also = modern.session.server_capabilities.resources
+        eras = [legacy.session.server_capabilities, modern.session.server_capabilities]
+        assert modern.session.protocol_version == "2026-07-28"
+    told, also = (caps.resources for caps in eras)
     assert told is not None and told.subscribe is True  # resources/subscribe, 2025-11-25
     assert also is not None and also.subscribe is True  # subscriptions/listen, 2026-07-28
+    # Pilot's tools, prompts and resources are fixed while it runs: no era is promised a change.
+    for caps in eras:
+        assert caps.tools is not None and caps.prompts is not None and caps.resources is not None
+        assert not caps.tools.list_changed and not caps.prompts.list_changed
+        assert not caps.resources.list_changed
 
 
 async def test_a_2026_client_that_cannot_open_links_under_elicit_approvals_is_refused_with_the_operator_command(

@@ -54,6 +54,7 @@ def _speak_fully(
     """Resources with subscriptions (both eras'), prompts, completions and logging, as low-level
     handlers."""
     lowlevel = sdk.lowlevel(server)
+    sdk.fixed_lists(lowlevel)
     refusal = server.read_refusal
     service = source.service_proxy()
     register_resources(lowlevel, service, refusal, card, source.settings.watch_interval)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any, cast
 
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
@@ -35,6 +36,7 @@ __all__ = [
     "close_arguments",
     "connection_of",
     "find_tool",
+    "fixed_lists",
     "lowlevel",
     "request_in_flight",
     "run_on_streams",
@@ -62,6 +64,26 @@ def client_name() -> str:
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
     """The low-level server under ``MCPServer`` (its request handlers, and ``run``)."""
     return server._lowlevel_server
+
+
+def fixed_lists(server: Server[Any]) -> None:
+    """Make ``server`` tell every era its tool, prompt and resource lists never change.
+
+    On 2026-07-28 connections the SDK declares ``listChanged`` for all three whenever
+    ``subscriptions/listen`` is served; Pilot serves it for workflow changes, but its lists are
+    fixed for the life of the process (the tools by the settings' exposure, the resources and
+    prompts by the code), so no list-changed notification is ever sent and none is promised.
+    ``resources.subscribe`` is left as the SDK derives it."""
+    derive = server.get_capabilities
+
+    def capabilities(*args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        told = derive(*args, **kwargs)
+        for part in (told.tools, told.prompts, told.resources):
+            if part is not None:
+                part.list_changed = False
+        return told
+
+    server.get_capabilities = capabilities  # type: ignore[method-assign]
 
 
 def find_tool(server: MCPServer[Any], name: str) -> Tool | None:
