@@ -345,6 +345,43 @@ async def test_with_dispatch_the_call_waits_for_the_run_the_console_released(set
     assert (out["state"], out["outcome"]) == ("completed", "completed")
 
 
+async def test_a_run_that_stops_while_the_retry_reads_it_still_answers_the_call(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The released run stops (and is saved) just after the retry read it as running: the retry's
+    wait counts that save rather than waiting for one that never comes."""
+    held = HeldDispatcher()
+    app = build_app(
+        Settings(home=settings.home, approvals="elicit", public_url=CONSOLE, watch_interval=0.05),
+        dispatcher=held,
+    )
+    console: asyncio.Task[None] | None = None
+    read = app.service.referred_approval
+    seen: list[str] = []
+
+    async def read_then_the_run_stops(*args: Any, **kwargs: Any) -> Any:
+        became = await read(*args, **kwargs)
+        seen.append(became if isinstance(became, str) else "result")
+        if became == "running" and console is not None and not held.go.is_set():
+            held.go.set()
+            await console  # the run stopped and was saved, after this read
+        return became
+
+    monkeypatch.setattr(app.service, "referred_approval", read_then_the_run_stops)
+    try:
+        async with session(app, Person()) as client:
+            wf = await at_gate(client)
+            asked = await first_round(client, wf)
+            console = asyncio.create_task(decide_in_console(app, wf, "alice"))
+            await held.started.wait()
+            done = await retry(client, wf, asked)
+    finally:
+        app.close()
+    assert seen == ["running", "result"]
+    assert isinstance(done, CallToolResult) and not done.is_error
+    assert payload_of(done)["outcome"] == "completed"
+
+
 # --- refusals ----------------------------------------------------------------------------------
 async def test_without_a_console_address_the_approval_is_refused_with_what_to_set(settings: Settings) -> None:
     app = build_app(Settings(home=settings.home, approvals="elicit"))
