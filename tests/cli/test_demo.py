@@ -95,7 +95,7 @@ def receiver() -> Iterator[tuple[str, list[str]]]:
     received: ClassVar[list[str]] = []
     handler = type("Handler", (_Receiver,), {"received": received})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/hook", received

@@ -119,6 +119,7 @@ def test_top_level_help_through_the_console_script() -> None:
         assert f"  {name} " in asked.stdout and where.summary.split()[0] in asked.stdout
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 def test_a_commands_own_help_is_still_drawn_by_typer() -> None:
     """`vmware-pilot approve --help` goes to the typer app, and the probe above sees typer loaded."""
     import json

@@ -135,6 +135,7 @@ async def _serve_and_report(tmp_path: Path, call_a_tool: bool) -> list[str]:
     return _app_modules(await _loaded(tmp_path, call_a_tool=call_a_tool))
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_initialize_alone_builds_no_result_models(tmp_path: Path) -> None:
     """The typed results (a few dozen pydantic models, tens of ms to build) are first needed for
     the output schemas of tools/list: the handshake does not wait for them."""

@@ -76,6 +76,7 @@ def test_a_stale_catalog_is_refreshed_once_then_left_alone(skills_bin: Path, pil
     assert refresh_stale_catalog(moved, None) is not None  # its command changed
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 def test_the_catalog_cache_in_the_database_is_refreshed_too(
     database: object, skills_bin: Path, pilot_home: Path
 ) -> None:

@@ -37,6 +37,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_all_pages_of_tools_are_collected_with_schemas_and_annotations() -> None:
     result = await probe_skill("vks", overrides={"vks": fake("paged_server.py")}, server_timeout=30)
 
@@ -126,6 +127,7 @@ async def test_refresh_writes_a_private_cache_that_the_catalog_reads(pilot_home:
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_a_failing_skill_keeps_the_tools_of_its_last_good_refresh(pilot_home: Path) -> None:
     good = Settings(home=pilot_home, skill_commands={"vks": fake("paged_server.py")})
     first = await refresh_catalog(good, skills=["vks"], server_timeout=30)

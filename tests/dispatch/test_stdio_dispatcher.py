@@ -59,6 +59,7 @@ async def test_prepared_sessions_run_concurrent_calls_side_by_side(
     assert dispatcher.started == 3
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_on_a_cold_pool_quick_calls_share_the_first_server_and_start_no_other(
     dispatcher: StdioDispatcher,
 ) -> None:
@@ -177,6 +178,7 @@ async def test_hanging_call_times_out_as_unknown_and_the_session_is_dropped() ->
         await d.aclose()
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_server_that_cannot_start_means_nothing_was_sent(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("DEBUG", logger="vmware_pilot")
     d = StdioDispatcher(options(overrides={"aiops": command("nostart")}), env=dict(os.environ))
@@ -195,6 +197,7 @@ async def test_server_that_cannot_start_means_nothing_was_sent(caplog: pytest.Lo
     assert [(r.levelname, r.getMessage()) for r in relayed] == [("DEBUG", "fake skill: refusing to start")]
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_preview_and_tool_errors_are_judged(dispatcher: StdioDispatcher) -> None:
     assert (await dispatcher.call("aiops", "preview", {"vm_name": "x"})).kind is OutcomeKind.PREVIEW_ONLY
     boom = await dispatcher.call("aiops", "boom", {})
@@ -242,6 +245,7 @@ async def test_preflight_lists_every_skill_that_cannot_start(dispatcher: StdioDi
     assert "does not dispatch to itself" in problems[1]
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_a_skills_stderr_goes_to_pilots_log_and_its_error_is_one_line(
     dispatcher: StdioDispatcher, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -260,6 +264,7 @@ async def test_a_skills_stderr_goes_to_pilots_log_and_its_error_is_one_line(
     assert {r.levelname for r in relayed} == {"DEBUG"}  # a skill's chatter never fills Pilot's log
 
 
+@pytest.mark.slow  # starts a process of its own (README, Tests)
 async def test_the_skill_server_lists_its_input_schemas(dispatcher: StdioDispatcher) -> None:
     schema = await dispatcher.tool_schema("aiops", "echo")
     assert schema is not None and set(schema["properties"]) == {"value", "vm_name", "password"}

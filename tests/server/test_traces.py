@@ -198,7 +198,7 @@ async def test_a_real_server_exports_its_spans_over_otlp(tmp_path: Path) -> None
             return None
 
     collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread = threading.Thread(target=collector.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         secret = subprocess.run(

@@ -70,18 +70,25 @@ class Client:
         self.session = session
         self._schemas: dict[str, Any] | None = None
 
-    async def _check_schema(self, tool: str, payload: dict[str, Any]) -> None:
+    async def _load_schemas(self) -> dict[str, Any]:
+        """The tools' output schemas, listed once, before the first call: the SDK's session keeps
+        the same listing for its own check of successful results, so it lists nothing again."""
         if self._schemas is None:
             listed = (await self.session.list_tools()).tools
             self._schemas = {
                 t.name: _validator(json.dumps(t.output_schema)) for t in listed if t.output_schema
             }
+        return self._schemas
+
+    def _check_schema(self, tool: str, payload: dict[str, Any]) -> None:
+        assert self._schemas is not None
         validator = self._schemas.get(tool)
         if validator is not None:
             errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(payload)]
             assert errors == [], (tool, errors, payload)
 
     async def call(self, tool: str, **arguments: Any) -> Reply:
+        await self._load_schemas()
         result = await self.session.call_tool(tool, arguments)
         assert len(result.content) == 1, result
         block = result.content[0]
@@ -91,7 +98,7 @@ class Client:
         assert payload == result.structured_content
         expected_error = bool(payload.get("error")) or payload.get("outcome") == "failed"
         assert result.is_error is expected_error, payload
-        await self._check_schema(tool, payload)
+        self._check_schema(tool, payload)
         return Reply(payload, result.is_error)
 
     async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:

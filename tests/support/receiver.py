@@ -93,7 +93,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 def serve(receiver: Receiver) -> Iterator[Receiver]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/pilot"
     try:
