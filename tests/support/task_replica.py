@@ -13,23 +13,16 @@ import asyncio
 import sys
 
 from tests.support.fakes import ScriptedDispatcher
-from tests.support.task_server import TaskHandle, call, tasks_client
+from tests.support.task_server import ALICE, EVENTS, GATE, POWER_ON, TaskHandle, call, tasks_client, workflow
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
-from vmware_pilot.domain.actor import Actor
-from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.server import create_server
-
-READ = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-WRITE = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
-CALLER = Actor("alice", kind="token")
 
 
 async def main() -> None:
     app = build_app(Settings(), dispatcher=ScriptedDispatcher(delay=3600))
-    wid = app.service.create_workflow(CreateRequest(CALLER, "ops", "t", [READ, GATE, WRITE])).workflow_id
-    server = create_server(app, actor=CALLER)
+    wid = workflow(app, [EVENTS, GATE, POWER_ON])
+    server = create_server(app, actor=ALICE)
     try:
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=wid)

@@ -2,6 +2,9 @@
 declares the extension, on Pilot's real server (``create_server``: in memory, or a transport),
 and the raw ``tools/call`` and ``tasks/*`` requests the tests follow a task with.
 
+``READ``, ``EVENTS``, ``GATE`` and ``POWER_ON`` are the steps the task tests' plans are made of;
+``workflow`` creates one through the engine's door.
+
 ``HeldPreflight`` is a dispatcher whose preflight (the skills starting) waits until the test lets
 it go: the one point a real skill cannot be held at on demand.
 """
@@ -20,10 +23,23 @@ from mcp_types import CallToolResult, Request, Result
 from pydantic import ConfigDict, TypeAdapter
 
 from tests.support.fakes import SteppedDispatcher
+from vmware_pilot.app import PilotApp
+from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.model import Step
+from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.server.tasks import EXTENSION_ID, TaskIdParams
 
 MODERN = "2026-07-28"
+ALICE = Actor("alice", kind="token")
+READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
+EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
+GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
+POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-01"}}
+
+
+def workflow(app: PilotApp, steps: list[dict[str, Any]], actor: Actor = ALICE) -> str:
+    """A workflow of ``steps`` created by ``actor`` (alice by default); its id."""
+    return app.service.create_workflow(CreateRequest(actor, "ops", "tasks", steps)).workflow_id
 
 
 class TaskHandle(Result):

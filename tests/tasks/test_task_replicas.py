@@ -26,18 +26,23 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.fakes import ScriptedDispatcher, SteppedDispatcher
 from tests.support.task_server import (
+    ALICE,
+    EVENTS,
+    GATE,
+    POWER_ON,
+    READ,
     HeldPreflight,
     TaskHandle,
     call,
     task_request,
     tasks_client,
+    workflow,
 )
-from vmware_pilot.app import PilotApp, build_app
+from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.clock import utcnow
 from vmware_pilot.domain.enums import StepStatus, WorkflowState
-from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.engine.sweeper import Sweeper
 from vmware_pilot.engine.tasks import INTERNAL_ERROR
 from vmware_pilot.server import create_server
@@ -45,17 +50,8 @@ from vmware_pilot.server.tasks import PROGRESS_META
 from vmware_pilot.store import MemoryStore
 
 REPO = Path(__file__).resolve().parents[2]
-ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
-READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
-EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 LEASE = 4
-
-
-def _workflow(app: PilotApp, steps: list[dict[str, Any]]) -> str:
-    return app.service.create_workflow(CreateRequest(ALICE, "ops", "tasks", steps)).workflow_id
 
 
 def _without_stamp(answer: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +70,7 @@ async def test_another_app_on_the_same_database_follows_the_task_to_its_result(
         started_on = create_server(first, actor=ALICE)
         other_replica = create_server(second, actor=ALICE)
         somebody_else = create_server(second, actor=BOB)
-        workflow_id = _workflow(first, [READ, EVENTS])
+        workflow_id = workflow(first, [READ, EVENTS])
         async with (
             tasks_client(started_on) as a,
             tasks_client(other_replica) as b,
@@ -102,7 +98,7 @@ async def test_another_app_on_the_same_database_follows_the_task_to_its_result(
         assert there["_meta"][PROGRESS_META] == {"done": 2, "total": 2}
 
 
-async def test_another_app_cancels_the_task_through_cancel_workflow(backend_settings: Settings) -> None:
+async def test_another_app_cancels_the_task_through_cancelworkflow(backend_settings: Settings) -> None:
     dispatcher = HeldPreflight()
     with (
         closing(build_app(backend_settings, dispatcher=dispatcher)) as first,
@@ -110,7 +106,7 @@ async def test_another_app_cancels_the_task_through_cancel_workflow(backend_sett
     ):
         started_on = create_server(first, actor=ALICE)
         other_replica = create_server(second, actor=ALICE)
-        workflow_id = _workflow(first, [READ])
+        workflow_id = workflow(first, [READ])
         async with tasks_client(started_on) as a, tasks_client(other_replica) as b:
             handle = await call(a, "run_workflow", workflow_id=workflow_id)
             assert isinstance(handle, TaskHandle)
@@ -141,7 +137,7 @@ async def test_a_task_whose_run_another_pilot_continued_ends_failed_with_where_t
     ):
         started_on = create_server(first, actor=ALICE)
         other_replica = create_server(second, actor=ALICE)
-        workflow_id = _workflow(first, [EVENTS, GATE, POWER_ON])
+        workflow_id = workflow(first, [EVENTS, GATE, POWER_ON])
         async with tasks_client(started_on) as a, tasks_client(other_replica) as b:
             handle = await call(a, "run_workflow", workflow_id=workflow_id)
             assert isinstance(handle, TaskHandle)

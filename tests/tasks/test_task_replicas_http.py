@@ -29,14 +29,11 @@ from tests.support import FAKE_SERVERS
 from tests.support.backends import Database
 from tests.support.http_replicas import replicas
 from tests.support.server_proc import PilotProcess
-from tests.support.task_server import TaskHandle, call, task_request, tasks_client
+from tests.support.task_server import EVENTS, GATE, POWER_ON, TaskHandle, call, task_request, tasks_client
 from vmware_pilot.server.tasks import PROGRESS_META, REFUSAL_META
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
 
-EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-01"}}
 GUARD = 120.0  # seconds: a guard against hanging, never a timing claim
 
 

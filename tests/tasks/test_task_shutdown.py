@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.asgi import BASE, PORT, lifespan
 from tests.support.fakes import SteppedDispatcher
-from tests.support.task_server import TaskHandle, call, tasks_client
+from tests.support.task_server import READ, TaskHandle, call, tasks_client
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.actor import Actor
@@ -24,8 +24,6 @@ from vmware_pilot.server import TOOL_NAMES
 from vmware_pilot.transports.http import HttpOptions, build_http_app
 from vmware_pilot.transports.roles import RoleBook
 from vmware_pilot.transports.tokens import TokenStore
-
-READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
 
 
 async def test_an_http_server_shutting_down_records_the_result_of_a_task_still_running(

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support import FAKE_SERVERS
 from tests.support.server_proc import PILOT, clean_env
+from tests.support.task_server import EVENTS, GATE, POWER_ON
 from vmware_pilot.app import build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.domain.enums import WorkflowState
@@ -27,9 +28,6 @@ from vmware_pilot.server.tasks import EXTENSION_ID
 
 pytestmark = pytest.mark.slow
 
-EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "web-01"}}
 GUARD = 120.0  # seconds: a guard against hanging, never a timing claim
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

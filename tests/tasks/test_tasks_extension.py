@@ -25,29 +25,29 @@ from mcp_types import CallToolResult
 
 from tests.support.fakes import ScriptedDispatcher, SteppedDispatcher, failed
 from tests.support.task_server import (
+    ALICE,
+    EVENTS,
+    GATE,
+    POWER_ON,
+    READ,
     HeldPreflight,
     TaskHandle,
     call,
     task_request,
     tasks_client,
+    workflow,
 )
 from vmware_pilot.app import PilotApp, build_app
 from vmware_pilot.config import Settings
 from vmware_pilot.dispatch.protocol import OutcomeKind, StepOutcome
 from vmware_pilot.domain.actor import Actor
 from vmware_pilot.domain.enums import WorkflowState
-from vmware_pilot.engine.requests import CreateRequest
 from vmware_pilot.safety.duties import READER
 from vmware_pilot.server import create_server
 from vmware_pilot.server.results import dump_json
 from vmware_pilot.server.tasks import EXTENSION_ID, PROGRESS_META, REFUSAL_META
 
-ALICE = Actor("alice", kind="token")
 BOB = Actor("bob", kind="token")
-READ = {"action": "list", "skill": "aiops", "tool": "list_virtual_machines", "params": {}}
-EVENTS = {"action": "events", "skill": "monitor", "tool": "get_events", "params": {}}
-GATE = {"action": "require_approval", "skill": "pilot", "tool": "approve", "params": {"message": "Go?"}}
-POWER_ON = {"action": "on", "skill": "aiops", "tool": "power_on_vm", "params": {"vm_name": "a"}}
 NOT_FOUND = -32602
 MISSING_CAPABILITY = -32021
 
@@ -70,10 +70,6 @@ def held(settings: Settings) -> Iterator[tuple[PilotApp, SteppedDispatcher, asyn
     app.close()
 
 
-def _workflow(app: PilotApp, steps: list[dict[str, Any]], actor: Actor = ALICE) -> str:
-    return app.service.create_workflow(CreateRequest(actor, "ops", "tasks", steps)).workflow_id
-
-
 def _structured(result: dict[str, Any] | CallToolResult) -> dict[str, Any]:
     if isinstance(result, CallToolResult):
         assert isinstance(result.structured_content, dict)
@@ -88,7 +84,7 @@ async def test_a_run_is_answered_with_a_task_followed_to_the_synchronous_result(
 ) -> None:
     app, dispatcher, answer = held
     server = create_server(app, actor=ALICE)
-    first, second = _workflow(app, [READ, EVENTS]), _workflow(app, [READ, EVENTS])
+    first, second = workflow(app, [READ, EVENTS]), workflow(app, [READ, EVENTS])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=first)
         assert isinstance(handle, TaskHandle)
@@ -127,7 +123,7 @@ async def test_a_client_that_does_not_declare_the_extension_gets_the_result_in_t
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with tasks_client(server, declare=False) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(result, CallToolResult) and _structured(result)["state"] == "completed"
@@ -142,7 +138,7 @@ async def test_a_client_that_does_not_declare_the_extension_gets_the_result_in_t
 async def test_without_dispatch_nothing_runs_long_and_no_task_is_made(settings: Settings) -> None:
     with closing(build_app(settings)) as app:  # hand-back mode: the steps go back to the agent at once
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with tasks_client(server) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
         assert isinstance(result, CallToolResult) and "pending_dispatch" in _structured(result)
@@ -154,7 +150,7 @@ async def test_a_run_refused_inside_is_a_task_completed_with_the_refusal_the_cal
     not_installed = ScriptedDispatcher(preflight_problems=["step 0: vmware-aiops-mcp is not installed"])
     with closing(build_app(settings, dispatcher=not_installed)) as app:
         server = create_server(app, actor=ALICE)
-        first, twin = _workflow(app, [READ]), _workflow(app, [READ])
+        first, twin = workflow(app, [READ]), workflow(app, [READ])
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=first)
             assert isinstance(handle, TaskHandle)
@@ -189,7 +185,7 @@ async def test_a_task_is_its_starters_alone_and_an_unknown_one_is_not_found(
     app, _, _ = held  # its read stays in flight: the task keeps working
     server = create_server(app, actor=ALICE)
     other = create_server(app, actor=BOB)
-    workflow_id = _workflow(app, [READ])
+    workflow_id = workflow(app, [READ])
     async with tasks_client(server) as alice, tasks_client(other) as bob:
         handle = await call(alice, "run_workflow", workflow_id=workflow_id)
         assert isinstance(handle, TaskHandle)
@@ -221,7 +217,7 @@ async def test_cancel_is_refused_as_cancel_workflow_refuses_it_while_a_step_is_i
 ) -> None:
     app, dispatcher, answer = held
     server = create_server(app, actor=ALICE)
-    workflow_id = _workflow(app, [READ])
+    workflow_id = workflow(app, [READ])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=workflow_id)
         assert isinstance(handle, TaskHandle)
@@ -239,11 +235,11 @@ async def test_cancel_is_refused_as_cancel_workflow_refuses_it_while_a_step_is_i
     assert app.store.workflows.load(workflow_id).state is WorkflowState.COMPLETED
 
 
-async def test_cancel_is_refused_for_a_role_without_cancel_workflow(settings: Settings) -> None:
+async def test_cancel_is_refused_for_a_role_without_cancelworkflow(settings: Settings) -> None:
     dispatcher = HeldPreflight()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
         starter = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with tasks_client(starter) as client:
             handle = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(handle, TaskHandle)
@@ -263,7 +259,7 @@ async def test_cancel_goes_through_cancel_workflow_and_the_task_ends_cancelled(s
     dispatcher = HeldPreflight()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with tasks_client(server) as client:
             handle = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(handle, TaskHandle)
@@ -287,7 +283,7 @@ async def test_an_approval_that_releases_dispatched_steps_is_a_task(settings: Se
     dispatcher, answer = _held()
     with closing(build_app(settings, dispatcher=dispatcher)) as app:
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [EVENTS, GATE, READ])
+        workflow_id = workflow(app, [EVENTS, GATE, READ])
         async with tasks_client(server) as client:
             at_gate = await call(client, "run_workflow", workflow_id=workflow_id)
             assert isinstance(at_gate, TaskHandle)
@@ -313,7 +309,7 @@ async def test_a_task_whose_pilot_shuts_down_mid_call_ends_failed(
 ) -> None:
     app, dispatcher, _ = held
     server = create_server(app, actor=ALICE)
-    workflow_id = _workflow(app, [READ])
+    workflow_id = workflow(app, [READ])
     async with tasks_client(server) as client:
         handle = await call(client, "run_workflow", workflow_id=workflow_id)
         assert isinstance(handle, TaskHandle)
@@ -332,7 +328,7 @@ async def test_a_call_the_callers_role_refuses_is_answered_at_once_not_made_a_ta
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
         server = create_server(app, actor=ALICE, role_of=lambda _: READER)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with tasks_client(server) as client:
             result = await call(client, "run_workflow", workflow_id=workflow_id)
         assert isinstance(result, CallToolResult) and result.is_error
@@ -345,7 +341,7 @@ async def test_only_the_approval_that_may_release_the_gate_is_a_task(settings: S
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
         alices = create_server(app, actor=ALICE)
         bobs = create_server(app, actor=BOB)
-        workflow_id = _workflow(app, [EVENTS, two, POWER_ON])
+        workflow_id = workflow(app, [EVENTS, two, POWER_ON])
         async with tasks_client(alices) as alice, tasks_client(bobs) as bob:
             assert isinstance(await call(alice, "run_workflow", workflow_id=workflow_id), TaskHandle)
             await alices.drain()
@@ -371,7 +367,7 @@ async def test_a_confirmed_rollback_is_a_task_and_its_preview_is_not(settings: S
     with closing(build_app(settings, dispatcher=second_fails)) as app:
         server = create_server(app, actor=ALICE)
         power_on_b = {**POWER_ON, "params": {"vm_name": "b"}}
-        workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON, power_on_b])
+        workflow_id = workflow(app, [EVENTS, GATE, POWER_ON, power_on_b])
         async with tasks_client(server) as client:
             await call(client, "run_workflow", workflow_id=workflow_id)
             await server.drain()
@@ -395,7 +391,7 @@ async def test_a_2025_11_25_client_gets_the_result_in_the_call_and_no_tasks_meth
 ) -> None:
     with closing(build_app(settings, dispatcher=ScriptedDispatcher())) as app:
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [READ])
+        workflow_id = workflow(app, [READ])
         async with Client(server, mode="legacy", extensions=[advertise(EXTENSION_ID)]) as legacy:
             result = await call(legacy, "run_workflow", workflow_id=workflow_id)
             with pytest.raises(MCPError) as caught:
@@ -408,7 +404,7 @@ async def test_an_approval_asked_of_a_person_in_the_call_is_never_a_task(setting
     elicit = settings.model_copy(update={"approvals": "elicit"})
     with closing(build_app(elicit, dispatcher=ScriptedDispatcher())) as app:
         server = create_server(app, actor=ALICE)
-        workflow_id = _workflow(app, [EVENTS, GATE, POWER_ON])
+        workflow_id = workflow(app, [EVENTS, GATE, POWER_ON])
         async with tasks_client(server) as client:
             assert isinstance(await call(client, "run_workflow", workflow_id=workflow_id), TaskHandle)
             await server.drain()
