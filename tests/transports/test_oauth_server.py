@@ -102,8 +102,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, provider: Provider) -> Iter
     assert not (pilot_home / "tokens.json").exists()  # it served without any static token
 
 
-@asynccontextmanager
-async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterator[PilotClient]:
+def _signed_in(server: PilotProcess, provider: Provider, pid: str) -> httpx2.AsyncClient:
+    """An HTTP client that gets ``pid``'s token from the provider (client credentials) on its own."""
     person = provider.person(pid)
     auth = ClientCredentialsOAuthProvider(
         server_url=server.url,
@@ -112,8 +112,13 @@ async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterat
         client_secret=person.secret,
         issuer=provider.issuer,
     )
+    return httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0))
+
+
+@asynccontextmanager
+async def _as(server: PilotProcess, provider: Provider, pid: str) -> AsyncIterator[PilotClient]:
     async with (
-        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        _signed_in(server, provider, pid) as http,
         streamable_http_client(server.url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -329,16 +334,8 @@ async def test_a_token_from_another_provider_is_refused_with_a_clear_challenge(
 async def test_the_python_sdk_pinned_to_each_era_gets_its_token_and_walks(
     server: PilotProcess, provider: Provider, era: str
 ) -> None:
-    person = provider.person("alice")
-    auth = ClientCredentialsOAuthProvider(
-        server_url=server.url,
-        storage=_Memory(),
-        client_id=person.id,
-        client_secret=person.secret,
-        issuer=provider.issuer,
-    )
     async with (
-        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        _signed_in(server, provider, "alice") as http,
         sdk_client(streamable_http_client(server.url, http_client=http), era=era) as session,
     ):
         assert session.protocol_version == era
