@@ -22,8 +22,10 @@ class Updates:
             self.uris.append(str(message.params.uri))
             self._arrived.set()
 
-    async def wait(self, uri: str, after: int = 0) -> None:
-        with anyio.fail_after(30):
+    async def wait(self, uri: str, after: int = 0, within: float = 30) -> None:
+        """Wait for a notice for ``uri`` among those after the first ``after``; ``within`` seconds
+        is a guard against hanging, never a timing claim."""
+        with anyio.fail_after(within):
             while uri not in self.uris[after:]:
                 self._arrived.clear()
                 await self._arrived.wait()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
@@ -17,30 +16,14 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ResourceUpdatedNotification, TextResourceContents
+from mcp_types import TextResourceContents
 
 from tests.support.mcp_client import INCIDENT
 from tests.support.server_proc import INIT, PILOT, clean_env, start_server
+from tests.support.updates import Updates
 from vmware_pilot.transports.tokens import TokenStore
 
 FAST = {"VMWARE_PILOT_WATCH_INTERVAL": "0.1"}
-
-
-class Updates:
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self.arrived = asyncio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, ResourceUpdatedNotification):
-            self.uris.append(str(message.params.uri))
-            self.arrived.set()
-
-    async def wait(self, uri: str) -> None:
-        with anyio.fail_after(60):
-            while uri not in self.uris:
-                self.arrived.clear()
-                await self.arrived.wait()
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +49,7 @@ async def subscribe_and_cancel_elsewhere(session: ClientSession, updates: Update
         lambda: cli(home, "cancel", uri.rsplit("/", 1)[1], "--reason", "elsewhere", "--yes")
     )
     assert done.returncode == 0, done.stderr
-    await updates.wait(uri)
+    await updates.wait(uri, within=60)  # a change made by another process
     read = await session.read_resource(uri)  # type: ignore[arg-type]
     content = read.contents[0]
     assert isinstance(content, TextResourceContents)
@@ -181,7 +164,7 @@ async def subscribe_and_cancel_elsewhere_as_reader(
     await session.subscribe_resource(uri)  # type: ignore[arg-type]
     done = await anyio.to_thread.run_sync(lambda: cli(home, "cancel", workflow_id, "--yes"))
     assert done.returncode == 0, done.stderr
-    await updates.wait(uri)
+    await updates.wait(uri, within=60)  # a change made by another process
 
 
 @pytest.mark.slow
