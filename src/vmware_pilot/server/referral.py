@@ -28,6 +28,7 @@ from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, Input
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from vmware_pilot.errors import StateRefused
+from vmware_pilot.server.subscriptions import version_moved, version_of
 
 if TYPE_CHECKING:  # the engine is imported when the app is built, not at start-up
     from vmware_pilot.engine.approvals import Referral
@@ -142,30 +143,6 @@ def _answer(ctx: Context[Any, Any]) -> str:
     return answer.action if isinstance(answer, ElicitResult) else ""
 
 
-async def _version(versions: Callable[[list[str]], dict[str, int]], workflow_id: str) -> int | None:
-    return (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
-
-
-async def _moved(
-    versions: Callable[[list[str]], dict[str, int]],
-    workflow_id: str,
-    seen: int | None,
-    wait: float,
-    watch: float,
-) -> int | None:
-    """Return the workflow's stored version once it is no longer ``seen`` (any Pilot's save), or
-    after ``wait`` seconds. ``seen`` is read before the state the caller waits to see change, so a
-    save landing between that read and this wait is not missed."""
-    now = seen
-    with anyio.move_on_after(wait):
-        while True:
-            now = await _version(versions, workflow_id)
-            if now != seen:
-                break
-            await anyio.sleep(watch)
-    return now
-
-
 async def approve_in_console(
     ctx: Context[Any, Any],
     service: PilotService,
@@ -191,14 +168,14 @@ async def approve_in_console(
     declined = answer not in ("", "accept")
     # Each state read comes after a version read: the wait that follows returns at the first save
     # after that version, even one landing while the state was being read.
-    seen = await _version(versions, workflow_id)
+    seen = await version_of(versions, workflow_id)
     became = await service.referred_approval(request, referral, declined=declined)
     if became == "waiting" and answer == "accept":
-        seen = await _moved(versions, workflow_id, seen, 2 * watch, watch)
+        seen = await version_moved(versions, workflow_id, seen, 2 * watch, watch)
         became = await service.referred_approval(request, referral)
     with anyio.move_on_after(_RUN_WAIT):
         while became == "running":
-            seen = await _moved(versions, workflow_id, seen, _RUN_WAIT, watch)
+            seen = await version_moved(versions, workflow_id, seen, _RUN_WAIT, watch)
             became = await service.referred_approval(request, referral)
     if became == "waiting":
         return _ask(referral, console_url)

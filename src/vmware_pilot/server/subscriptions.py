@@ -96,6 +96,30 @@ class VersionPolling:
         return moved
 
 
+async def version_of(versions: Callable[[list[str]], dict[str, int]], workflow_id: str) -> int | None:
+    """The workflow's stored version (``None``: no such workflow), read in a worker thread."""
+    return (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
+
+
+async def version_moved(
+    versions: Callable[[list[str]], dict[str, int]],
+    workflow_id: str,
+    seen: int | None,
+    wait: float,
+    interval: float,
+) -> int | None:
+    """The workflow's stored version once it is no longer ``seen`` (any process's save), or after
+    ``wait`` seconds the one it still is. A look every ``interval`` seconds reads only the version,
+    in a worker thread: between looks nothing is held but this coroutine. A caller that reads
+    ``seen`` before the state it waits to see change misses no save landing in between."""
+    now = seen
+    with anyio.move_on_after(wait):
+        while now == seen:
+            await anyio.sleep(interval)
+            now = await version_of(versions, workflow_id)
+    return now
+
+
 class _Sender(Protocol):
     async def send_resource_updated(self, uri: str) -> None: ...
 

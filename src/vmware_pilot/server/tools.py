@@ -58,6 +58,7 @@ from vmware_pilot.server.elicit import human_asker
 from vmware_pilot.server.errors import unexpected_failure
 from vmware_pilot.server.referral import approve_in_console, speaks_urls_only
 from vmware_pilot.server.runlog import RunReport
+from vmware_pilot.server.subscriptions import version_moved, version_of
 from vmware_pilot.server.wire import current_connection
 from vmware_pilot.tooltable import TOOL_NAMES, TOOLS, Effect, ToolSpec
 
@@ -325,22 +326,15 @@ async def _wait_for_change(
 ) -> None:
     """Return once ``workflow_id``'s stored version moved from what it is now, or after ``wait``
     seconds, whichever comes first; at once when there is no such workflow (the status says so).
-
-    Each look reads only the version (``Store.versions``), in a worker thread, every ``interval``
-    seconds: between looks nothing is held but this coroutine. A change by any process sharing the
-    database counts, as for resource subscriptions (``server.subscriptions``)."""
-    first = (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
+    A change by any process sharing the database counts, as for resource subscriptions
+    (``server.subscriptions.version_moved``)."""
+    first = await version_of(versions, workflow_id)
     if first is None:
         return
     _log.debug(
         "get_workflow_status: waiting up to %g s for %s to move from version %d", wait, workflow_id, first
     )
-    with anyio.move_on_after(wait):
-        while True:
-            await anyio.sleep(interval)
-            now = (await anyio.to_thread.run_sync(versions, [workflow_id])).get(workflow_id)
-            if now != first:
-                return
+    await version_moved(versions, workflow_id, first, wait, interval)
 
 
 # A tool as first registered, by name and the code of its function: what the SDK derives from the
