@@ -21,7 +21,6 @@ import asyncio
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from vmware_pilot.domain.actor import Actor, identity_key
@@ -211,11 +210,7 @@ def _working(row: TaskRow, wf: Workflow | None, done: int, total: int) -> str:
 def _continued_elsewhere(wf: Workflow, since: float) -> bool:
     """Whether another Pilot's sweeper continued the run after the task started: the run's lease
     lapsed, so the process that started the task stopped (engine/sweeper.py)."""
-    return any(e.actor == SWEEPER.label and _epoch(e.ts) >= since for e in wf.audit_log)
-
-
-def _epoch(at: datetime) -> float:
-    return at.timestamp()
+    return any(e.actor == SWEEPER.label and e.ts.timestamp() >= since for e in wf.audit_log)
 
 
 def _lost_answer(wf: Workflow, row: TaskRow) -> dict[str, Any]:

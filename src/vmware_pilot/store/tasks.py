@@ -122,9 +122,8 @@ def _sql(conn: Connection, query: str) -> TextClause:
 
 
 def _outcome_text(outcome: dict[str, Any] | None) -> str | None:
-    return (
-        None if outcome is None else json.dumps(outcome, ensure_ascii=False)
-    )  # key order kept: the contract's
+    """The outcome as stored: JSON in the key order it came in (the contract's)."""
+    return None if outcome is None else json.dumps(outcome, ensure_ascii=False)
 
 
 def _row(found: Any) -> TaskRow:
